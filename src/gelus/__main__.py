@@ -1,0 +1,3 @@
+from gelus.cli import main
+
+raise SystemExit(main())

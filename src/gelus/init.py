@@ -1,0 +1,3 @@
+"""Initialization gains for the family. PLACEHOLDER (scaffold)."""
+
+__all__: list[str] = []
