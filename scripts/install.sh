@@ -10,14 +10,18 @@ PYTHON=${PYTHON:-python3}
 extras=""
 [ "${1:-}" = "--dev" ] && extras="[dev]"
 
-# Fashion-MNIST from Debian (IDX files under /usr/share/datasets/fashion-mnist); best effort, since
-# a user's machine may have no apt or no root.
-if [ ! -d /usr/share/datasets/fashion-mnist ] && command -v apt-get >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist >/dev/null) \
-      || echo "install.sh: could not install dataset-fashion-mnist with apt; see 'gelus data'" >&2
+# System packages from Debian, best effort (a user's machine may have no apt or no root):
+# Fashion-MNIST's IDX files (/usr/share/datasets/fashion-mnist) for the offline reproduction, and
+# with --dev headless Chromium, which the report's rendering test drives.
+apt_packages=()
+[ -d /usr/share/datasets/fashion-mnist ] || apt_packages+=(dataset-fashion-mnist)
+[ -n "$extras" ] && ! command -v chromium >/dev/null 2>&1 && apt_packages+=(chromium)
+if [ ${#apt_packages[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null) \
+      || echo "install.sh: could not apt-get install ${apt_packages[*]}; see 'gelus data'" >&2
   else
-    echo "install.sh: not root, skipping 'apt-get install dataset-fashion-mnist'; see 'gelus data'" >&2
+    echo "install.sh: no apt-get or not root; install ${apt_packages[*]} by hand (see 'gelus data')" >&2
   fi
 fi
 
