@@ -1,0 +1,3 @@
+"""Figures of the activation functions themselves: `gelus plot activations`."""
+
+__all__: list[str] = []

@@ -1,0 +1,38 @@
+"""One colour per activation, used by every figure of the project."""
+
+__all__ = ["PALETTE", "color_for", "label_for"]
+
+# Colour-blind-safe (Okabe & Ito); GELU blue, ReLU orange, ELU green as in the paper's figures.
+PALETTE = {
+    "gelu": "#0072B2",
+    "gelu_tanh": "#56B4E9",
+    "gelu_sigmoid": "#CC79A7",
+    "relu": "#E69F00",
+    "elu": "#009E73",
+    "silu": "#D55E00",
+    "stochastic_gelu": "#000000",
+}
+_FALLBACK = ("#999999", "#F0E442", "#882255", "#44AA99", "#117733", "#332288")
+
+_LABELS = {
+    "gelu": "GELU",
+    "gelu_tanh": "GELU (tanh)",
+    "gelu_sigmoid": "GELU (sigmoid)",
+    "relu": "ReLU",
+    "elu": "ELU",
+    "silu": "SiLU",
+    "stochastic_gelu": "SOI map",
+}
+
+
+def color_for(activation: str) -> str:
+    """The activation's colour; names outside ``PALETTE`` get a stable colour of their own."""
+    name = activation.lower()
+    if name in PALETTE:
+        return PALETTE[name]
+    return _FALLBACK[sum(map(ord, name)) % len(_FALLBACK)]  # stable across runs, unlike hash()
+
+
+def label_for(activation: str) -> str:
+    """The activation's name as the paper writes it (unknown names pass through)."""
+    return _LABELS.get(activation.lower(), activation)

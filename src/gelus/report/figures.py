@@ -1,0 +1,285 @@
+"""The paper's figures, drawn from experiment records alone.
+
+Plot functions take an ``ax`` (a matplotlib Axes) and return it; :func:`experiment_figures` turns
+one experiment's records into whole figures. Curves are medians over seeds with a shaded
+percentile-bootstrap 95 % band of the median; colours come from :data:`gelus.plots.palette.PALETTE`.
+Missing data means no curve (or no figure), never an error. Import matplotlib with the Agg backend
+before this module if you draw without a display (``gelus report`` does).
+"""
+
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from gelus.plots.palette import color_for, label_for
+from gelus.report.stats import Selection, bootstrap_ci, curves_by_seed
+
+__all__ = [
+    "METRIC_LABELS",
+    "experiment_figures",
+    "paper_figure_number",
+    "plot_curve",
+    "plot_noise",
+    "plot_summary",
+    "save_figure",
+]
+
+METRIC_LABELS = {
+    "loss": "log loss (nats)",
+    "error": "error (%)",
+    "accuracy": "accuracy (%)",
+    "recon_error": "reconstruction error (MSE)",
+    "seconds": "wall time (s)",
+}
+_PERCENT = {"error", "accuracy"}  # stored as fractions, drawn as percentages
+
+# experiment name (substring) -> (paper figure, curve metrics by preference, eval splits by preference)
+_FIGURES = (
+    ("autoencoder", 4, ("recon_error", "loss"), ("test", "val")),
+    ("noise", 3, ("loss", "error"), ("val", "test")),
+    ("timit", 5, ("loss", "error"), ("val", "test")),
+    ("cifar100", 7, ("error", "loss"), ("test", "val")),
+    ("cifar-100", 7, ("error", "loss"), ("test", "val")),
+    ("cifar10", 6, ("error", "loss"), ("test", "val")),
+    ("cifar-10", 6, ("error", "loss"), ("test", "val")),
+    ("stochastic", None, ("error", "loss"), ("val", "test")),
+    ("mnist", 2, ("loss", "error"), ("val", "test")),
+)
+
+
+def _figure_spec(experiment: str) -> tuple[int | None, tuple[str, ...], tuple[str, ...]]:
+    name = experiment.lower()
+    for key, number, metrics, splits in _FIGURES:
+        if key in name:
+            return number, metrics, splits
+    return None, ("loss", "error"), ("val", "test")
+
+
+def paper_figure_number(experiment: str) -> int | None:
+    """The paper's figure that shows ``experiment``'s curves (None if it has none)."""
+    return _figure_spec(experiment)[0]
+
+
+def _scale(metric: str) -> float:
+    return 100.0 if metric in _PERCENT else 1.0
+
+
+def _median_band(
+    curves: Sequence[dict[Any, float]], rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """x, median and 95 % band over the curves, at every x present in all of them."""
+    xs = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
+    medians, lows, highs = [], [], []
+    for x in xs:
+        values = [c[x] for c in curves]
+        medians.append(np.median(values))
+        low, high = bootstrap_ci(values, np.median, rng=rng, n_resamples=1000)
+        lows.append(low)
+        highs.append(high)
+    return np.asarray(xs, dtype=float), np.asarray(medians), np.asarray(lows), np.asarray(highs)
+
+
+def plot_curve(
+    ax: Axes,
+    curves: Sequence[dict[Any, float]],
+    *,
+    activation: str,
+    metric: str,
+    rng: np.random.Generator,
+    label: str | None = None,
+    light: bool = False,
+) -> Axes:
+    """Median over seeds of per-seed ``{x: value}`` curves, with a bootstrap 95 % band.
+
+    ``light=True`` draws the thin, faint style the paper uses for held-out curves.
+    """
+    xs, median, low, high = _median_band(curves, rng)
+    if xs.size == 0:
+        return ax
+    scale = _scale(metric)
+    color = color_for(activation)
+    ax.plot(xs, median * scale, color=color, label=label, lw=1.0 if light else 1.8, alpha=0.55 if light else 1.0)
+    if len(curves) > 1:
+        ax.fill_between(xs, low * scale, high * scale, color=color, alpha=0.08 if light else 0.18, lw=0)
+    return ax
+
+
+def _selected(selections: Sequence[Selection]) -> dict[tuple[str, str, float], Selection]:
+    """(activation, setting, lr) -> selection, for the first reported metric only."""
+    first_metric = selections[0].metric if selections else None
+    return {(s.activation, s.setting, s.lr): s for s in selections if s.metric == first_metric}
+
+
+def _panel_label(setting: str, lr: float, show_lr: bool) -> str:
+    parts = [setting or "default"] if setting or not show_lr else []
+    if show_lr:
+        parts.append(f"lr={lr:g}")
+    return ", ".join(parts)
+
+
+def _curve_figure(
+    records: Sequence[Any], experiment: str, selections: Sequence[Selection], rng: np.random.Generator
+) -> Figure | None:
+    number, metric_choices, eval_choices = _figure_spec(experiment)
+    present = {(r.split, r.metric) for r in records if r.experiment == experiment}
+    metric = next((m for m in metric_choices if ("train", m) in present or any((s, m) in present for s in eval_choices)), None)
+    if metric is None:
+        return None
+    eval_split = next((s for s in eval_choices if (s, metric) in present), None)
+    chosen = _selected(selections)
+    if not chosen:
+        return None
+    per_lr = not all(s.lr_selected for s in chosen.values())
+    panels = sorted({(setting, lr if per_lr else 0.0) for _, setting, lr in chosen})
+    train = curves_by_seed(records, experiment, "train", metric)
+    held = curves_by_seed(records, experiment, eval_split, metric) if eval_split else {}
+    fig = Figure(figsize=(5.2 * len(panels), 3.8), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (setting, panel_lr) in zip(axes, panels, strict=True):
+        for (activation, s, lr), selection in sorted(chosen.items()):
+            if s != setting or (per_lr and lr != panel_lr):
+                continue
+            seeds = selection.values or {k[3] for k in train if k[:3] == (activation, s, lr)}
+            for source, split, light in ((train, "train", False), (held, eval_split, True)):
+                curves = [source[(activation, s, lr, seed)] for seed in seeds if (activation, s, lr, seed) in source]
+                lr_note = "" if per_lr else f", lr={lr:g}"
+                label = f"{label_for(activation)} {split}{lr_note}"
+                plot_curve(ax, curves, activation=activation, metric=metric, rng=rng, label=label, light=light)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+        ax.set_title(_panel_label(setting, panel_lr, per_lr), fontsize=10)
+        if metric in ("loss", "recon_error"):
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    title = f"{experiment}: {METRIC_LABELS.get(metric, metric)} per epoch, median over seeds (95 % CI band)"
+    fig.suptitle(f"Figure {number}. {title}" if number else title, fontsize=10)
+    return fig if any(ax.lines for ax in axes) else None
+
+
+def _noise_level(split: str) -> float | None:
+    if not split.startswith("test@noise="):
+        return None
+    try:
+        return float(split.split("=", 1)[1])
+    except ValueError:
+        return None
+
+
+def plot_noise(
+    ax: Axes,
+    records: Sequence[Any],
+    selection: Selection,
+    *,
+    metric: str,
+    rng: np.random.Generator,
+    label: str | None = None,
+) -> Axes:
+    """Test ``metric`` against noise strength a (splits ``test@noise=a``) for one selection.
+
+    Each seed contributes its value at its last recorded epoch; the curve is the median over seeds.
+    """
+    per_seed: dict[int, dict[float, tuple[int, float]]] = defaultdict(dict)
+    for r in records:
+        level = _noise_level(r.split)
+        if (
+            level is None
+            or r.metric != metric
+            or (r.experiment, r.activation, r.setting, float(r.lr)) != (selection.experiment, selection.activation, selection.setting, selection.lr)
+        ):
+            continue
+        previous = per_seed[int(r.seed)].get(level)
+        if previous is None or r.epoch >= previous[0]:
+            per_seed[int(r.seed)][level] = (int(r.epoch), float(r.value))
+    curves = [{a: v for a, (_, v) in levels.items()} for levels in per_seed.values()]
+    return plot_curve(ax, curves, activation=selection.activation, metric=metric, rng=rng, label=label or label_for(selection.activation))
+
+
+def _noise_figure(records: Sequence[Any], experiment: str, selections: Sequence[Selection], rng: np.random.Generator) -> Figure | None:
+    metrics = sorted({r.metric for r in records if r.experiment == experiment and _noise_level(r.split) is not None})
+    metrics = [m for m in ("accuracy", "error", "loss") if m in metrics]
+    if not metrics:
+        return None
+    chosen = list(_selected(selections).values())
+    no_dropout = [s for s in chosen if "keep=1" in s.setting]  # the paper uses the no-dropout nets
+    chosen = no_dropout or chosen
+    several_settings = len({s.setting for s in chosen}) > 1
+    fig = Figure(figsize=(5.2 * len(metrics), 3.8), layout="constrained")
+    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    for ax, metric in zip(axes, metrics, strict=True):
+        for selection in chosen:
+            label = label_for(selection.activation) + (f" ({selection.setting})" if several_settings else "")
+            plot_noise(ax, records, selection, metric=metric, rng=rng, label=label)
+        ax.set_xlabel("noise strength a (inputs + Uniform[−a, a])")
+        ax.set_ylabel("test " + METRIC_LABELS.get(metric, metric))
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+    fig.suptitle(f"Figure 3. {experiment}: robustness to input noise, median over seeds (95 % CI band)", fontsize=10)
+    return fig if any(ax.lines for ax in axes) else None
+
+
+def plot_summary(ax: Axes, selections: Sequence[Selection], *, rng: np.random.Generator) -> Axes:
+    """One point per selection: median over seeds of the reported metric, 95 % CI bar, seeds as dots."""
+    for i, selection in enumerate(selections):
+        values = np.asarray(list(selection.values.values()), dtype=float)
+        if values.size == 0:
+            continue
+        scale = _scale(selection.metric)
+        median = float(np.median(values))
+        low, high = bootstrap_ci(values, np.median, rng=rng, n_resamples=2000)
+        color = color_for(selection.activation)
+        ax.errorbar([i], [median * scale], yerr=[[(median - low) * scale], [(high - median) * scale]], fmt="o", color=color, capsize=4)
+        ax.scatter(np.full(values.size, i + 0.15), values * scale, s=10, color=color, alpha=0.5)
+    labels = []
+    for s in selections:
+        parts = [label_for(s.activation), s.setting, "" if s.lr_selected else f"lr={s.lr:g}"]
+        labels.append("\n".join(p for p in parts if p))
+    ax.set_xticks(range(len(selections)), labels, fontsize=8)
+    metric = selections[0].metric if selections else ""
+    ax.set_ylabel("test " + METRIC_LABELS.get(metric, metric))
+    ax.grid(alpha=0.3, axis="y")
+    return ax
+
+
+def _summary_figure(experiment: str, selections: Sequence[Selection], rng: np.random.Generator) -> Figure | None:
+    chosen = [s for s in _selected(selections).values() if s.values]
+    if not chosen:
+        return None
+    fig = Figure(figsize=(max(4.0, 1.1 * len(chosen) + 1.5), 3.6), layout="constrained")
+    plot_summary(fig.subplots(), chosen, rng=rng)
+    rule = "chosen learning rate" if all(s.lr_selected for s in chosen) else "each learning rate"
+    fig.suptitle(f"{experiment}: test result at the {rule}, median over seeds (95 % CI)", fontsize=10)
+    return fig
+
+
+def experiment_figures(
+    records: Sequence[Any], experiment: str, selections: Sequence[Selection], *, rng: np.random.Generator
+) -> dict[str, Figure]:
+    """All figures for one experiment, by short name (``curves``, ``noise``, ``summary``).
+
+    ``selections`` is :func:`gelus.report.stats.select` of the same records; figures whose data is
+    absent are left out.
+    """
+    figures = {
+        "curves": _curve_figure(records, experiment, selections, rng),
+        "noise": _noise_figure(records, experiment, selections, rng),
+        "summary": _summary_figure(experiment, selections, rng),
+    }
+    return {name: fig for name, fig in figures.items() if fig is not None}
+
+
+def save_figure(fig: Figure, out_dir: str | Path, stem: str) -> tuple[Path, Path]:
+    """Write ``fig`` as ``stem.png`` (150 dpi) and ``stem.svg`` under ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png, svg = out_dir / f"{stem}.png", out_dir / f"{stem}.svg"
+    fig.savefig(png, dpi=150)
+    fig.savefig(svg)
+    return png, svg

@@ -1,0 +1,210 @@
+"""The report's one door to the rest of the harness: records, presets, datasets.
+
+Everything the report needs from ``gelus.experiments`` and ``gelus.data`` goes through the small
+functions here, so that a change in those interfaces is fixed in one place. Each degrades to
+"unknown" rather than failing when an area is absent.
+"""
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+__all__ = [
+    "DatasetStatus",
+    "PresetInfo",
+    "Record",
+    "RunInfo",
+    "dataset_status",
+    "load_records",
+    "load_runs",
+    "paper_results",
+    "preset_info",
+    "preset_names",
+    "run_config",
+    "run_metadata",
+]
+
+
+class Record(NamedTuple):
+    """One row of the ``records`` table (docs/ARCHITECTURE.md)."""
+
+    run_id: str
+    experiment: str
+    config_hash: str
+    activation: str
+    seed: int
+    lr: float
+    setting: str
+    epoch: int
+    split: str
+    metric: str
+    value: float
+
+
+class RunInfo(NamedTuple):
+    """One row of the ``runs`` table (docs/ARCHITECTURE.md)."""
+
+    run_id: str
+    experiment: str
+    config_hash: str
+    activation: str
+    seed: int
+    lr: float
+    setting: str
+    status: str
+    config_json: str
+    metadata_json: str
+
+
+def _database(run_dir: str | Path) -> Path:
+    path = Path(run_dir) / "records.sqlite"
+    if not path.is_file():
+        from gelus.cli import UserError
+
+        raise UserError(f"no records.sqlite in {run_dir}: give the --out directory of `gelus run` or `gelus reproduce`")
+    return path
+
+
+def _read_table(run_dir: str | Path, table: str, row_type: type) -> list[Any]:
+    fields = ", ".join(row_type._fields)
+    with sqlite3.connect(f"file:{_database(run_dir)}?mode=ro", uri=True) as connection:
+        return [row_type(*row) for row in connection.execute(f"SELECT {fields} FROM {table}")]
+
+
+def load_records(run_dir: str | Path) -> list[Any]:
+    """All records of ``run_dir`` (via ``gelus.experiments.records`` when it is installed)."""
+    _database(run_dir)
+    try:
+        from gelus.experiments.records import read_records
+    except ImportError:
+        return _read_table(run_dir, "records", Record)
+    return list(read_records(run_dir))
+
+
+def load_runs(run_dir: str | Path) -> list[Any]:
+    """All runs of ``run_dir`` (via ``gelus.experiments.records`` when it is installed)."""
+    _database(run_dir)
+    try:
+        from gelus.experiments.records import read_runs
+    except ImportError:
+        return _read_table(run_dir, "runs", RunInfo)
+    return list(read_runs(run_dir))
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str) and value.strip():
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
+
+
+def run_config(run: Any) -> dict[str, Any]:
+    """The run's full configuration as a dict (``config_json`` parsed, or ``config`` if given)."""
+    return _as_dict(getattr(run, "config", None) or getattr(run, "config_json", None))
+
+
+def run_metadata(run: Any) -> dict[str, Any]:
+    """The run's metadata (code version, packages, device, threads) as a dict."""
+    return _as_dict(getattr(run, "metadata", None) or getattr(run, "metadata_json", None))
+
+
+# --------------------------------------------------------------------------- presets
+class PresetInfo(NamedTuple):
+    name: str
+    citation: str
+    dataset: str
+    paper_results: dict[str, float]  # activation -> the paper's number (fraction for errors)
+    notes: str
+
+
+def _presets() -> Mapping[str, Any]:
+    try:
+        from gelus.experiments import PRESETS
+    except ImportError:
+        return {}
+    return PRESETS
+
+
+def preset_names() -> list[str]:
+    """The experiments the engine knows, in its order."""
+    return list(_presets())
+
+
+def paper_results(preset: Any) -> dict[str, float]:
+    """The paper's reported numbers as ``{activation: value}``; errors as fractions in [0, 1].
+
+    Accepts a mapping of activation to number, or to a mapping holding one number (e.g.
+    ``{"test_error": 0.1257}``); percentages (values above 1 for an error) are divided by 100.
+    """
+    raw = getattr(preset, "paper_results", None) or {}
+    if not isinstance(raw, Mapping):
+        return {}
+    results = {}
+    for activation, value in raw.items():
+        if isinstance(value, Mapping):
+            numbers = [v for v in value.values() if isinstance(v, int | float)]
+            value = numbers[0] if len(numbers) == 1 else None
+        if isinstance(value, int | float):
+            results[str(activation).lower()] = float(value) / 100 if value > 1 else float(value)
+    return results
+
+
+def preset_info(name: str) -> PresetInfo | None:
+    """What the engine's preset ``name`` says about the paper (None when unknown)."""
+    preset = _presets().get(name)
+    if preset is None:
+        return None
+    notes = getattr(preset, "fidelity", None) or getattr(preset, "notes", None) or ""
+    if not isinstance(notes, str):
+        notes = "; ".join(map(str, notes))
+    return PresetInfo(
+        name=name,
+        citation=str(getattr(preset, "citation", "") or ""),
+        dataset=str(getattr(preset, "dataset", "") or ""),
+        paper_results=paper_results(preset),
+        notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------- datasets
+class DatasetStatus(NamedTuple):
+    name: str
+    present: bool
+    how_to_get: str
+
+
+def _how_to_get(spec: Any, name: str) -> str:
+    for attribute in ("instructions", "how_to_get", "help", "description"):
+        text = getattr(spec, attribute, None)
+        if text:
+            return str(text)
+    return f"see `gelus data` for where to put the {name} files"
+
+
+def dataset_status(name: str, data_dir: str | Path | None = None) -> DatasetStatus:
+    """Whether dataset ``name`` can be loaded offline, and how to get it if not."""
+    try:
+        import gelus.data as data
+    except ImportError:
+        return DatasetStatus(name, False, "the dataset readers (gelus.data) are not installed")
+    spec = getattr(data, "DATASETS", {}).get(name)
+    how = _how_to_get(spec, name)
+    for probe in ("is_available", "available"):
+        check = getattr(data, probe, None)
+        if callable(check):
+            try:
+                return DatasetStatus(name, bool(check(name, data_dir)), how)
+            except Exception:  # a probe that fails means "not here"
+                return DatasetStatus(name, False, how)
+    try:
+        data.load(name, data_dir=data_dir)
+    except Exception:
+        return DatasetStatus(name, False, how)
+    return DatasetStatus(name, True, how)
