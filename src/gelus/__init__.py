@@ -1,12 +1,51 @@
 """gelus: the GELU family for PyTorch, and a reproduction harness for the GELU paper.
 
 ``import gelus`` loads the activation library only (torch, no plotting or data code).
+
+    gelus.functional      pure functions: gelu, silu, swish, generalized_gelu, stochastic_gelu, …
+    gelus.GELU, …         one nn.Module per function
+    gelus.get_activation  name (or alias such as Hugging Face's "gelu_new") -> fresh module
+    gelus.init            calculate_gain and init_layer_ for every registered activation
 """
 
 from gelus import functional, init
-from gelus.modules import GELU
-from gelus.registry import get_activation, list_activations
+from gelus.modules import (
+    GEGLU,
+    GELU,
+    BiasGELU,
+    ClippedGELU,
+    GeneralizedGELU,
+    QuickGELU,
+    SiLU,
+    StochasticGELU,
+    Swish,
+)
+from gelus.registry import (
+    ALIASES,
+    UnknownActivationError,
+    get_activation,
+    list_activations,
+    resolve_activation,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["GELU", "__version__", "functional", "get_activation", "init", "list_activations"]
+__all__ = [
+    "ALIASES",
+    "GEGLU",
+    "GELU",
+    "BiasGELU",
+    "ClippedGELU",
+    "GeneralizedGELU",
+    "QuickGELU",
+    "SiLU",
+    "StochasticGELU",
+    "Swish",
+    "UnknownActivationError",
+    "__version__",
+    "functional",
+    "get_activation",
+    "init",
+    "list_activations",
+    "resolve_activation",
+]
