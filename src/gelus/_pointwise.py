@@ -1,54 +1,211 @@
 """Pointwise members of the family: exact GELU, its tanh and sigmoid forms, SiLU/Swish, bias-GELU, GEGLU.
 
-PLACEHOLDER IMPLEMENTATION (scaffold): plain torch compositions, to be replaced by the accurate,
-memory-lean kernels of the numerics work.
+Each member is a ``torch.autograd.Function`` that saves only its input (and the bias) and
+recomputes in backward; the forward and backward kernels are the named functions of
+:mod:`gelus._pointwise_kernels`.
 """
-
-import math
 
 import torch
 from torch import Tensor
 
-APPROXIMATIONS = ("none", "tanh", "sigmoid")
+from gelus._pointwise_kernels import (
+    SIGMOID_SCALE,
+    TANH_CUBIC,
+    gelu_backward,
+    gelu_forward,
+    swish_backward,
+    swish_forward,
+)
 
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_TANH_CUBIC = 0.044715  # coefficient of the paper's tanh form
-_SIGMOID_SCALE = 1.702  # the paper's sigmoid form x·σ(1.702x)
+__all__ = [
+    "APPROXIMATIONS",
+    "SIGMOID_SCALE",
+    "TANH_CUBIC",
+    "bias_gelu",
+    "geglu",
+    "gelu",
+    "silu",
+    "swish",
+]
+
+APPROXIMATIONS = ("none", "tanh", "sigmoid")
 
 
 def _check_approximate(approximate: str) -> None:
     if approximate not in APPROXIMATIONS:
         raise ValueError(
-            f"approximate={approximate!r} is not a GELU form; use one of {', '.join(APPROXIMATIONS)}"
+            f"approximate={approximate!r} is not a GELU form; use one of "
+            + ", ".join(repr(name) for name in APPROXIMATIONS)
         )
 
 
-def gelu(x: Tensor, approximate: str = "none") -> Tensor:
-    """GELU(x) = x·Φ(x), or its tanh / sigmoid approximation."""
+def _use_accurate(approximate: str, accurate: bool | None) -> bool:
+    # Default: the accurate float64 path under torch.compile (where it fuses into one loop), the
+    # fast fused kernel in eager.
+    if accurate is None:
+        return approximate == "none" and torch.compiler.is_compiling()
+    return accurate
+
+
+class _GELU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, approximate: str, accurate: bool) -> Tensor:
+        ctx.save_for_backward(x)
+        ctx.approximate = approximate
+        ctx.accurate = accurate
+        return gelu_forward(x, approximate, accurate=accurate)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (x,) = ctx.saved_tensors
+        return gelu_backward(grad, x, ctx.approximate, accurate=ctx.accurate), None, None
+
+
+class _Swish(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, beta: float) -> Tensor:
+        ctx.save_for_backward(x)
+        ctx.beta = beta
+        return swish_forward(x, beta)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (x,) = ctx.saved_tensors
+        return swish_backward(grad, x, ctx.beta), None
+
+
+class _BiasGELU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, bias: Tensor, approximate: str, accurate: bool) -> Tensor:
+        ctx.save_for_backward(x, bias)  # x + bias is recomputed in backward, not saved
+        ctx.approximate = approximate
+        ctx.accurate = accurate
+        return gelu_forward(x + bias, approximate, accurate=accurate)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, bias = ctx.saved_tensors
+        grad_h = gelu_backward(grad, x + bias, ctx.approximate, accurate=ctx.accurate)
+        # The bias (and x, if it was broadcast) receive the sum over their broadcast dimensions.
+        grad_x = grad_h.sum_to_size(x.shape).to(x.dtype) if ctx.needs_input_grad[0] else None
+        grad_bias = (
+            grad_h.sum_to_size(bias.shape).to(bias.dtype) if ctx.needs_input_grad[1] else None
+        )
+        return grad_x, grad_bias, None, None
+
+
+class _GEGLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, dim: int, approximate: str, accurate: bool) -> Tensor:
+        ctx.save_for_backward(x)
+        ctx.dim = dim
+        ctx.approximate = approximate
+        ctx.accurate = accurate
+        value, gate = x.chunk(2, dim=dim)
+        return gelu_forward(gate, approximate, accurate=accurate).mul_(value)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (x,) = ctx.saved_tensors
+        value, gate = x.chunk(2, dim=ctx.dim)
+        grad_value = gelu_forward(gate, ctx.approximate, accurate=ctx.accurate).mul_(grad)
+        grad_gate = gelu_backward(grad * value, gate, ctx.approximate, accurate=ctx.accurate)
+        return torch.cat([grad_value, grad_gate], dim=ctx.dim), None, None, None
+
+
+def gelu(x: Tensor, approximate: str = "none", *, accurate: bool | None = None) -> Tensor:
+    r"""Gaussian Error Linear Unit, GELU(x) = x·Φ(x), or one of its two classic approximations.
+
+    .. math::
+        \text{none:}\quad & x\,\Phi(x) = \tfrac{x}{2}\,\operatorname{erfc}(-x/\sqrt2) \\
+        \text{tanh:}\quad & \tfrac{x}{2}\bigl(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715\,x^3))\bigr)
+            = x\,\sigma\bigl(2\sqrt{2/\pi}\,(x + 0.044715\,x^3)\bigr) \\
+        \text{sigmoid:}\quad & x\,\sigma(1.702\,x)
+
+    Args:
+        x: any shape, any float dtype. fp16/bf16 are computed in fp32 and rounded once.
+        approximate: ``"none"`` (exact), ``"tanh"`` or ``"sigmoid"``.
+        accurate: exact form only. ``True``: compute Φ in float64 (≤ 1 ulp in fp32 everywhere).
+            ``False``: torch's fused kernel (fast, but loses all relative accuracy below −3).
+            ``None`` (default): accurate under ``torch.compile``, where it fuses into one loop,
+            fast in eager.
+
+    Accuracy (fp32, max error vs a float64 oracle over [−20, 20], ulp of the fp32 result,
+    value / gradient; measured on all fp32 in [−20, 20] sampled every ~1e5th plus 2^20 random):
+
+    ============================  ================  ================  ================
+    path                          x < −3            [−3, 3)           [3, 20]
+    ============================  ================  ================  ================
+    exact, ``accurate=True``      1 / 1             1 / 1             0 / 0
+    exact, fast (eager default)   1.7e7 / 1.7e7     2.2e3 / 3.7e2     5 / 1
+    ============================  ================  ================  ================
+
+    The fast path's error below −3 is the cancellation in 1 + erf(x/√2) inside torch's kernel
+    (its result is exactly −0 below −5.49, where the truth is as large as −1e-8); its absolute
+    error is ≤ 6e-8 everywhere. The tanh and sigmoid forms are within 4.73e-4 and 2.03e-2
+    (absolute) of the exact GELU.
+
+    Edge cases (every form, every dtype, any layout): +inf → +inf, −inf → 0, nan → nan,
+    −0 → −0, finite → finite (FLT_MAX → FLT_MAX); the gradient is finite at every finite x
+    (also for the tanh form at |x| > 1.8e19, where torch's is nan) and 1 / 0 at +inf / −inf.
+
+    Only ``x`` is saved for backward; the backward recomputes.
+
+    Example::
+
+        >>> import torch
+        >>> from gelus.functional import gelu
+        >>> gelu(torch.tensor([-1.0, 0.0, 1.0]))
+        tensor([-0.1587,  0.0000,  0.8413])
+        >>> gelu(torch.tensor([-10.0]), accurate=True)  # torch.nn.functional.gelu says -0.
+        tensor([-7.6199e-23])
+    """
     _check_approximate(approximate)
-    if approximate == "none":
-        return x * 0.5 * torch.special.erfc(-x / math.sqrt(2.0))
-    if approximate == "tanh":
-        return 0.5 * x * (1 + torch.tanh(_SQRT_2_OVER_PI * (x + _TANH_CUBIC * x**3)))
-    return x * torch.sigmoid(_SIGMOID_SCALE * x)
+    return _GELU.apply(x, approximate, _use_accurate(approximate, accurate))
 
 
 def silu(x: Tensor) -> Tensor:
-    """SiLU(x) = x·σ(x)."""
-    return x * torch.sigmoid(x)
+    """SiLU(x) = x·σ(x), with the edge cases of :func:`gelu` (torch's ``F.silu(-inf)`` is nan)."""
+    return _Swish.apply(x, 1.0)
 
 
 def swish(x: Tensor, beta: float = 1.0) -> Tensor:
-    """Swish(x) = x·σ(βx)."""
-    return x * torch.sigmoid(beta * x)
+    """Swish(x) = x·σ(β·x); β = 1 is SiLU, β = 1.702 the sigmoid form of GELU.
+
+    For β > 0 the edge cases are those of :func:`gelu`; for β < 0 the limits are mirrored
+    (+inf → 0, −inf → −inf); β = 0 gives x/2.
+    """
+    return _Swish.apply(x, float(beta))
 
 
-def bias_gelu(x: Tensor, bias: Tensor, approximate: str = "none") -> Tensor:
-    """gelu(x + bias)."""
-    return gelu(x + bias, approximate)
+def bias_gelu(
+    x: Tensor, bias: Tensor, approximate: str = "none", *, accurate: bool | None = None
+) -> Tensor:
+    """gelu(x + bias), saving only ``x`` and ``bias`` for backward (the sum is recomputed).
+
+    ``bias`` broadcasts against ``x`` (typically shape ``[features]``); its gradient is summed
+    over the broadcast dimensions. ``approximate`` and ``accurate`` as in :func:`gelu`.
+    """
+    _check_approximate(approximate)
+    return _BiasGELU.apply(x, bias, approximate, _use_accurate(approximate, accurate))
 
 
-def geglu(x: Tensor, dim: int = -1, approximate: str = "none") -> Tensor:
-    """GEGLU: x = [a, b] split in halves on ``dim``; returns a · gelu(b)."""
-    a, b = x.chunk(2, dim=dim)
-    return a * gelu(b, approximate)
+def geglu(
+    x: Tensor, dim: int = -1, approximate: str = "none", *, accurate: bool | None = None
+) -> Tensor:
+    """GEGLU (Shazeer 2020): x = [a, b] split in halves on ``dim``; returns a · gelu(b).
+
+    The second half is the gate, as in ``torch.nn.functional.glu`` (a·σ(b)) and the common
+    ``x, gate = x.chunk(2, dim=-1); x * gelu(gate)``. The output has half of ``x``'s size on
+    ``dim``; ``approximate`` and ``accurate`` as in :func:`gelu`. Only ``x`` is saved.
+    """
+    _check_approximate(approximate)
+    if x.dim() == 0:
+        raise ValueError("geglu needs a tensor with at least one dimension, got a scalar")
+    size = x.shape[dim]
+    if size % 2:
+        raise ValueError(
+            f"geglu splits dim={dim} into two halves, but its size is odd ({size}); "
+            "give the projection an even number of output features"
+        )
+    return _GEGLU.apply(x, dim, approximate, _use_accurate(approximate, accurate))
