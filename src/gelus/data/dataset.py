@@ -79,7 +79,9 @@ class WindowSplit(Split):
 
     def __init__(self, table: Tensor, windows: Tensor, labels: Tensor):
         if windows.ndim != 2 or windows.shape[0] != labels.shape[0]:
-            raise ValueError(f"windows {tuple(windows.shape)} do not match labels {tuple(labels.shape)}")
+            raise ValueError(
+                f"windows {tuple(windows.shape)} do not match labels {tuple(labels.shape)}"
+            )
         self.table = table.float()
         self.windows = windows.long()
         self.labels = labels.long()

@@ -45,7 +45,9 @@ def decode_idx(data: bytes, source: str = "<bytes>") -> np.ndarray:
     type_code, ndim = data[2], data[3]
     if type_code not in IDX_TYPES:
         known = ", ".join(f"0x{code:02X}" for code in IDX_TYPES)
-        raise DataError(f"{source}: unknown IDX type code 0x{type_code:02X} (expected one of {known})")
+        raise DataError(
+            f"{source}: unknown IDX type code 0x{type_code:02X} (expected one of {known})"
+        )
     header = 4 + 4 * ndim
     if ndim == 0 or len(data) < header:
         raise DataError(f"{source}: truncated IDX header (ndim {ndim}, {len(data)} bytes)")
@@ -68,7 +70,9 @@ def _read_bytes(path: Path) -> bytes:
     try:
         return gzip.decompress(raw)
     except (OSError, EOFError, zlib.error) as error:
-        raise DataError(f"{path}: truncated or corrupt gzip data ({error}); fetch the file again") from None
+        raise DataError(
+            f"{path}: truncated or corrupt gzip data ({error}); fetch the file again"
+        ) from None
 
 
 def read_idx(path: str | Path, ndim: int | None = None) -> np.ndarray:
@@ -100,9 +104,13 @@ def _read_pair(
     if images.shape[1:] != (28, 28):
         raise DataError(f"{images_path}: images of shape {images.shape[1:]}, expected (28, 28)")
     if len(labels) != len(images):
-        raise DataError(f"{labels_path}: {len(labels)} labels for {len(images)} images in {images_path}")
+        raise DataError(
+            f"{labels_path}: {len(labels)} labels for {len(images)} images in {images_path}"
+        )
     if labels.size and labels.max() >= num_classes:
-        raise DataError(f"{labels_path}: label {labels.max()} out of range, expected 0..{num_classes - 1}")
+        raise DataError(
+            f"{labels_path}: label {labels.max()} out of range, expected 0..{num_classes - 1}"
+        )
     return images, labels
 
 

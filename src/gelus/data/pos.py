@@ -125,11 +125,15 @@ def read_embeddings(path: str | Path) -> tuple[list[str], np.ndarray]:
         try:
             vector = [float(value) for value in fields[1:]]
         except ValueError:
-            raise DataError(f"{path}:{number}: expected a word then numbers, got {line[:80]!r}") from None
+            raise DataError(
+                f"{path}:{number}: expected a word then numbers, got {line[:80]!r}"
+            ) from None
         if dimension is None:
             dimension = len(vector)
         if len(vector) != dimension or dimension == 0:
-            raise DataError(f"{path}:{number}: {len(vector)} numbers after the word, expected {dimension}")
+            raise DataError(
+                f"{path}:{number}: {len(vector)} numbers after the word, expected {dimension}"
+            )
         if fields[0] not in seen:
             seen.add(fields[0])
             words.append(fields[0])
@@ -158,7 +162,9 @@ def tweet_windows(
     return np.asarray(windows, dtype=np.int64).reshape(-1, 3), np.asarray(tags, dtype=np.int64)
 
 
-def load_twitter_pos(location: Location, spec: DatasetSpec, *, validation: bool = True, verify: bool = True) -> Dataset:
+def load_twitter_pos(
+    location: Location, spec: DatasetSpec, *, validation: bool = True, verify: bool = True
+) -> Dataset:
     """Twitter POS: train = oct27.train, val = oct27.dev, test = oct27.test, inputs [B, 3 * D].
 
     ``validation=False`` merges the dev tweets into training. ``verify`` is unused (no checksums

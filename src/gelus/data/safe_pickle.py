@@ -68,7 +68,9 @@ def safe_loads(data: bytes, source: str = "<pickle>") -> object:
     except DataError:
         raise
     except Exception as error:  # a damaged pickle can raise nearly anything: report one error type
-        raise DataError(f"{source}: not a readable pickle ({type(error).__name__}: {error})") from None
+        raise DataError(
+            f"{source}: not a readable pickle ({type(error).__name__}: {error})"
+        ) from None
     _check_plain(value, source)
     return value
 
@@ -88,7 +90,9 @@ def _check_plain(value: object, source: str) -> None:
             stack.extend(item)
         elif isinstance(item, np.ndarray):
             if item.dtype.hasobject:
-                raise UnsafeArchiveError(f"{source}: the pickle holds an object array; expected numeric arrays")
+                raise UnsafeArchiveError(
+                    f"{source}: the pickle holds an object array; expected numeric arrays"
+                )
         elif not isinstance(item, _PLAIN):
             raise UnsafeArchiveError(
                 f"{source}: the pickle holds a {type(item).__name__}; expected dicts, lists, bytes and arrays"

@@ -84,7 +84,9 @@ class DatasetSpec:
 
     name: str
     title: str
-    layouts: tuple[Layout, ...]  # the directory holds the dataset if it holds every file of one layout
+    layouts: tuple[
+        Layout, ...
+    ]  # the directory holds the dataset if it holds every file of one layout
     loader: Callable[..., object]  # loader(location, spec, validation=..., verify=...) -> Dataset
     remote: tuple[RemoteFile, ...] = ()  # files with recorded checksums (and mirrors)
     downloads: tuple[str, ...] = ()  # names in ``remote`` that ``fetch`` downloads
@@ -156,7 +158,9 @@ def _gunzip(path: Path) -> bytes:
     try:
         return gzip.decompress(path.read_bytes())
     except (OSError, EOFError, zlib.error) as error:
-        raise DataError(f"{path}: not a complete gzip file ({error}); expected a gzip-compressed file") from None
+        raise DataError(
+            f"{path}: not a complete gzip file ({error}); expected a gzip-compressed file"
+        ) from None
 
 
 def verify_file(path: Path, remote: RemoteFile | None, content: bytes | None = None) -> bool:
@@ -206,7 +210,9 @@ def download_file(remote: RemoteFile, directory: Path, progress: bool = True) ->
     target = directory / remote.name
     failures = []
     for url in remote.urls:
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{remote.name}.", suffix=".part", dir=directory)
+        descriptor, temporary = tempfile.mkstemp(
+            prefix=f".{remote.name}.", suffix=".part", dir=directory
+        )
         try:
             digest = hashlib.sha256()
             with (
@@ -236,8 +242,12 @@ def download_file(remote: RemoteFile, directory: Path, progress: bool = True) ->
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
-    error_type = ChecksumError if any("(rejected)" in failure for failure in failures) else DataError
-    raise error_type(f"could not download {remote.name} into {directory}:\n  " + "\n  ".join(failures))
+    error_type = (
+        ChecksumError if any("(rejected)" in failure for failure in failures) else DataError
+    )
+    raise error_type(
+        f"could not download {remote.name} into {directory}:\n  " + "\n  ".join(failures)
+    )
 
 
 def extract_archive(archive: Path, directory: Path) -> None:
@@ -272,7 +282,9 @@ def extract_archive(archive: Path, directory: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def fetch(spec: DatasetSpec, data_dir: str | os.PathLike | None = None, progress: bool = True) -> Path:
+def fetch(
+    spec: DatasetSpec, data_dir: str | os.PathLike | None = None, progress: bool = True
+) -> Path:
     """Download and verify every file of ``spec`` into ``<root>/NAME/``, extracting its archives.
 
     Files already present and verified are kept. Returns the directory. Raises
@@ -281,7 +293,7 @@ def fetch(spec: DatasetSpec, data_dir: str | os.PathLike | None = None, progress
     if not spec.downloads:
         raise DatasetNotFoundError(f"{spec.name} cannot be downloaded: {spec.instructions}")
     directory = data_root(data_dir) / spec.name
-    created = not directory.exists()
+    created = [path for path in (directory, *directory.parents) if not path.exists()]
     try:
         for name in spec.downloads:
             remote = spec.remote_file(name)
@@ -296,6 +308,7 @@ def fetch(spec: DatasetSpec, data_dir: str | os.PathLike | None = None, progress
         for name in spec.archives:
             extract_archive(directory / name, directory)
     finally:
-        if created and directory.is_dir() and not any(directory.iterdir()):
-            directory.rmdir()
+        for path in created:  # deepest first: remove the folders this call made, if left empty
+            if path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
     return directory

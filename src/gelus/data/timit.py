@@ -39,7 +39,9 @@ NUM_PHONES = 39
 CONTEXT = 5  # frames on each side: 11-frame windows
 
 
-def write_feature_file(path: str | Path, features: np.ndarray, labels: np.ndarray, offsets: np.ndarray) -> None:
+def write_feature_file(
+    path: str | Path, features: np.ndarray, labels: np.ndarray, offsets: np.ndarray
+) -> None:
     """Write a TIMIT feature file in the documented format (validated first)."""
     features = np.asarray(features, dtype=np.float32)
     labels, offsets = np.asarray(labels, dtype=np.int64), np.asarray(offsets, dtype=np.int64)
@@ -58,7 +60,9 @@ def read_feature_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndar
         with np.load(path, allow_pickle=False) as archive:
             missing = {"features", "labels", "offsets"} - set(archive.files)
             if missing:
-                raise DataError(f"{path}: missing arrays {sorted(missing)}; expected features, labels, offsets")
+                raise DataError(
+                    f"{path}: missing arrays {sorted(missing)}; expected features, labels, offsets"
+                )
             features, labels, offsets = archive["features"], archive["labels"], archive["offsets"]
     except FileNotFoundError:
         raise DataError(f"{path}: file not found (expected a .npz feature file)") from None
@@ -69,19 +73,29 @@ def read_feature_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndar
     for name, array in (("labels", labels), ("offsets", offsets)):
         if not np.issubdtype(array.dtype, np.integer):
             raise DataError(f"{path}: {name} have dtype {array.dtype}, expected int64")
-    features, labels, offsets = features.astype(np.float32), labels.astype(np.int64), offsets.astype(np.int64)
+    features, labels, offsets = (
+        features.astype(np.float32),
+        labels.astype(np.int64),
+        offsets.astype(np.int64),
+    )
     _validate(features, labels, offsets, str(path))
     return features, labels, offsets
 
 
 def _validate(features: np.ndarray, labels: np.ndarray, offsets: np.ndarray, source: str) -> None:
     if features.ndim != 2 or features.shape[1] != NUM_COEFFICIENTS:
-        raise DataError(f"{source}: features of shape {features.shape}, expected [F, {NUM_COEFFICIENTS}]")
+        raise DataError(
+            f"{source}: features of shape {features.shape}, expected [F, {NUM_COEFFICIENTS}]"
+        )
     frames = features.shape[0]
     if labels.shape != (frames,):
-        raise DataError(f"{source}: labels of shape {labels.shape} for {frames} frames, expected [{frames}]")
+        raise DataError(
+            f"{source}: labels of shape {labels.shape} for {frames} frames, expected [{frames}]"
+        )
     if frames and (labels.min() < 0 or labels.max() >= NUM_PHONES):
-        raise DataError(f"{source}: labels span {labels.min()}..{labels.max()}, expected 0..{NUM_PHONES - 1}")
+        raise DataError(
+            f"{source}: labels span {labels.min()}..{labels.max()}, expected 0..{NUM_PHONES - 1}"
+        )
     if not np.isfinite(features).all():
         raise DataError(f"{source}: features hold NaN or infinite values")
     if (
@@ -121,7 +135,9 @@ def standardisation(train_features: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return mean, np.where(std > 0, std, 1.0)
 
 
-def load_timit(location: Location, spec: DatasetSpec, *, validation: bool = True, verify: bool = True) -> Dataset:
+def load_timit(
+    location: Location, spec: DatasetSpec, *, validation: bool = True, verify: bool = True
+) -> Dataset:
     """TIMIT frames: ``inputs`` are 11 standardised frames [B, 286]; labels are 39 phone classes.
 
     ``validation=False`` merges the validation utterances into training (statistics included).
@@ -131,14 +147,20 @@ def load_timit(location: Location, spec: DatasetSpec, *, validation: bool = True
     if not validation:
         (train_x, train_y, train_o), (val_x, val_y, val_o) = splits[:2]
         merged_offsets = np.concatenate([train_o, val_o[1:] + train_o[-1]])
-        splits = [(np.concatenate([train_x, val_x]), np.concatenate([train_y, val_y]), merged_offsets), None, splits[2]]
+        splits = [
+            (np.concatenate([train_x, val_x]), np.concatenate([train_y, val_y]), merged_offsets),
+            None,
+            splits[2],
+        ]
     mean, std = standardisation(splits[0][0])
 
     def split(arrays) -> WindowSplit:
         features, labels, offsets = arrays
         table = ((features - mean) / std).astype(np.float32)  # standardised once
         windows = context_windows(offsets)
-        return WindowSplit(torch.from_numpy(table), torch.from_numpy(windows), torch.from_numpy(labels))
+        return WindowSplit(
+            torch.from_numpy(table), torch.from_numpy(windows), torch.from_numpy(labels)
+        )
 
     return Dataset(
         name=spec.name,
