@@ -1,0 +1,193 @@
+"""``gelus bench``: ``kernels`` (activation speed and memory) and ``training`` (training throughput)."""
+
+import argparse
+import importlib
+import json
+import math
+import re
+import sys
+import time
+from dataclasses import asdict
+
+__all__ = ["kernels_main", "parse_sizes", "register"]
+
+DEFAULT_SIZES = "2^16,2^20,2^24"
+QUICK_SIZES = "2^16,2^20"
+
+
+def register(subparsers) -> None:
+    """Add ``gelus bench`` with its ``kernels`` and ``training`` subcommands."""
+    bench = subparsers.add_parser("bench", help="benchmarks: kernels, training")
+    commands = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
+
+    kernels = commands.add_parser(
+        "kernels",
+        help="every activation vs torch's F.gelu and a copy, eager and compiled",
+        description="Forward and forward+backward time of every member of the family as a ratio "
+        "to torch's F.gelu (same mode) and to y.copy_(x), measured in one run with rounds "
+        "interleaved across candidates (median of rounds), plus the bytes kept for backward.",
+    )
+    kernels.add_argument(
+        "--sizes",
+        default=None,
+        help=f"element counts, e.g. 2^16,2^20 or 65536 (default {DEFAULT_SIZES})",
+    )
+    kernels.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7)")
+    kernels.add_argument(
+        "--members", default=None, help="comma-separated rows to measure (default: all); see --list"
+    )
+    kernels.add_argument("--list", action="store_true", help="list the row names and exit")
+    kernels.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
+    kernels.add_argument(
+        "--compile-backend", default="inductor", help="torch.compile backend (default inductor)"
+    )
+    kernels.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    kernels.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke run: sizes {QUICK_SIZES}, 5 rounds, short rounds, no compile",
+    )
+    kernels.add_argument("--json", metavar="PATH", help="write the raw results as JSON")
+    kernels.set_defaults(func=kernels_main)  # fmt: skip
+
+    training = commands.add_parser("training", help="training throughput of the paper's models")
+    training.set_defaults(func=_training_main, training_error=None)
+    # The training benchmark lives in its own module; whatever state it is in, `gelus --help`
+    # and `gelus bench kernels` keep working and `gelus bench training` says what is wrong.
+    try:
+        importlib.import_module("gelus.bench.training").add_arguments(training)
+    except ModuleNotFoundError as error:
+        if error.name == "gelus.bench.training":
+            message = "gelus.bench.training is not part of this installation"
+        else:
+            message = f"gelus.bench.training cannot be loaded: {error}"
+        training.set_defaults(training_error=message)
+    except Exception as error:
+        message = f"gelus.bench.training cannot be loaded: {type(error).__name__}: {error}"
+        training.set_defaults(training_error=message)
+
+
+def _training_main(args: argparse.Namespace) -> int:
+    from gelus.cli import UserError
+
+    if args.training_error:
+        raise UserError(f"{args.training_error}; `gelus bench kernels` still works")
+    return importlib.import_module("gelus.bench.training").main(args)
+
+
+def parse_sizes(text: str) -> list[int]:
+    """'2^16,2^20,1000' -> [65536, 1048576, 1000]; raises UserError on anything else."""
+    from gelus.cli import UserError
+
+    sizes = []
+    for token in filter(None, (t.strip() for t in text.split(","))):
+        match = re.fullmatch(r"2\s*(?:\^|\*\*)\s*(\d+)|(\d+)", token)
+        if not match:
+            raise UserError(f"size {token!r} is not an element count; write e.g. 2^20 or 1048576")
+        size = 2 ** int(match[1]) if match[1] else int(match[2])
+        if not 2 <= size <= 2**28:
+            raise UserError(f"size {token} is out of range; use 2 to 2^28 elements")
+        sizes.append(size)
+    if not sizes:
+        raise UserError("--sizes is empty; write e.g. --sizes 2^16,2^20")
+    return sizes
+
+
+def _select(members: str | None, candidates):
+    from gelus.cli import UserError
+
+    by_key = {c.key: c for c in candidates}
+    if members is None:
+        return candidates
+    wanted = [m.strip() for m in members.split(",") if m.strip()]
+    unknown = [m for m in wanted if m not in by_key]
+    if unknown or not wanted:
+        raise UserError(
+            f"unknown --members {', '.join(unknown) or '(none given)'}; "
+            f"choose from {', '.join(by_key)}"
+        )
+    # The copy and the F.gelu of each selected mode are the baselines every ratio needs.
+    needed = {"copy", "torch-gelu"} | set(wanted) | {by_key[m].reference for m in wanted}
+    return [c for c in candidates if c.key in needed]
+
+
+def kernels_main(args: argparse.Namespace, out=None) -> int:
+    """Run ``gelus bench kernels`` with parsed ``args``; print the tables to ``out`` (stdout)."""
+    import torch
+
+    from gelus.bench import kernels
+    from gelus.cli import UserError
+
+    out = out or sys.stdout
+    candidates = kernels.candidates()
+    if args.list:
+        for c in candidates:
+            print(f"{c.key:20} {c.label} ({c.kind})", file=out)
+        return 0
+    sizes = parse_sizes(args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES))
+    rounds = args.rounds if args.rounds is not None else (5 if args.quick else 7)
+    if rounds < 1:
+        raise UserError(f"--rounds {rounds} must be at least 1 (medians want 5 or more)")
+    if args.threads < 1:
+        raise UserError(f"--threads {args.threads} must be at least 1")
+    selected = _select(args.members, candidates)
+    compile = not (args.no_compile or args.quick)
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        environment = kernels.environment()
+        start = time.perf_counter()
+        log(f"gelus bench kernels: {len(selected)} rows, sizes "
+            f"{', '.join(kernels.size_name(s) for s in sizes)}, {rounds} rounds, "
+            f"{'compiled and eager' if compile else 'eager only'}")  # fmt: skip
+        results = kernels.run(
+            selected,
+            sizes,
+            rounds,
+            compile=compile,
+            backend=args.compile_backend,
+            min_seconds=1e-3 if args.quick else 5e-3,
+            log=log,
+        )
+        elapsed = time.perf_counter() - start
+    finally:
+        torch.set_num_threads(previous_threads)
+
+    report = kernels.Report(results, selected)
+    print(
+        f"fp32, {environment['threads']} thread(s), torch {environment['torch']}, "
+        f"gelus {environment['commit'] or environment['gelus']}, {environment['date']}; "
+        f"median of {rounds} interleaved rounds; {elapsed:.0f} s in all. "
+        "`fwd` allocates its output (a fresh large tensor pays page faults); "
+        "`fwd out=` writes into a preallocated one (n/a: the API has no out=); "
+        "saved = bytes kept for backward ÷ the input's bytes.\n",
+        file=out,
+    )
+    print(report.text(compile), file=out)
+    errors = [r for r in results if r.error]
+    for r in errors:
+        mode = "compiled" if r.compiled else "eager"
+        print(f"\nerror: {r.key} ({mode}, {kernels.size_name(r.size)}): {r.error}", file=out)
+    if args.json:
+        payload = {
+            "environment": environment,
+            "settings": {"sizes": sizes, "rounds": rounds, "compile": compile,
+                         "backend": args.compile_backend, "elapsed_seconds": elapsed},
+            "rows": [asdict(c) | {"function": repr(c.function), "out_function": c.out_function
+                                  is not None} for c in selected],
+            "results": [asdict(r) for r in results],
+            "targets": report.target_rows(),
+        }  # fmt: skip
+        with open(args.json, "w") as handle:
+            json.dump(payload, handle, indent=1, default=_jsonable)
+    return 1 if errors else 0
+
+
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return repr(value)
