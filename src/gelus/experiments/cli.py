@@ -1,0 +1,101 @@
+"""``gelus list`` and ``gelus run``: the experiments from the command line."""
+
+import argparse
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``list`` and ``run`` subcommands."""
+    list_parser = subparsers.add_parser("list", help="list experiments, activations and datasets")
+    list_parser.set_defaults(func=_list)
+
+    run = subparsers.add_parser(
+        "run",
+        help="run (or resume) one of the paper's experiments",
+        description="Run one experiment preset; a second call resumes: finished runs are skipped, "
+        "interrupted ones continue from their last checkpoint.",
+    )
+    run.add_argument("experiment", help="preset name (see `gelus list`)")
+    run.add_argument(
+        "--activations",
+        nargs="+",
+        metavar="NAME",
+        help="activations to compare (default: the preset's)",
+    )
+    run.add_argument("--seeds", type=int, help="runs per activation, setting and lr")
+    run.add_argument("--epochs", type=int, help="epochs per run")
+    run.add_argument("--dataset", help="dataset name instead of the preset's (e.g. fashion-mnist)")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set optim.lr=1e-3 (repeatable; tuples comma-separated)",
+    )
+    run.add_argument("--out", default=None, help="output directory (default: runs/EXPERIMENT)")
+    run.add_argument(
+        "--workers", type=int, help="worker processes (default: one per core; 0: this process)"
+    )
+    run.add_argument("--threads", type=int, default=1, help="torch threads per worker (default 1)")
+    run.add_argument("--data-dir", help="directory holding NAME/ dataset folders")
+    run.add_argument(
+        "--quick", action="store_true", help="the preset's quick version (minutes on a laptop)"
+    )
+    run.add_argument(
+        "--device",
+        default="cpu",
+        help="device for the CNN experiments (the MLP engine runs on the CPU)",
+    )
+    run.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="skip the dataset checksum check (own copies of the files)",
+    )
+    run.set_defaults(func=_run)
+
+
+def _list(args: argparse.Namespace) -> int:
+    import gelus
+    from gelus.experiments.config import STOCHASTIC_ACTIVATIONS
+    from gelus.experiments.presets import PRESETS
+
+    print("experiments:")
+    for name, preset in PRESETS.items():
+        substitute = f" (or {preset.substitute})" if preset.substitute else ""
+        print(f"  {name:<22} {preset.title}  [data: {preset.dataset}{substitute}]")
+    names = sorted(set(gelus.list_activations()) | set(STOCHASTIC_ACTIVATIONS))
+    print("activations:\n  " + ", ".join(names))
+    print("datasets:")
+    try:
+        from gelus.data import DATASETS, find
+    except ImportError:
+        print("  (the data layer is not installed)")
+        return 0
+    for name, spec in DATASETS.items():
+        location = find(spec)
+        where = f"found in {location.directory}" if location else "not found (see `gelus data`)"
+        print(f"  {name:<14} {where}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gelus.experiments.runner import run_experiment
+
+    run_experiment(
+        args.experiment,
+        out_dir=args.out or f"runs/{args.experiment}",
+        activations=args.activations,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        overrides=args.overrides,
+        workers=args.workers,
+        data_dir=args.data_dir,
+        quick=args.quick,
+        dataset=args.dataset,
+        verify=not args.no_verify,
+        device=args.device,
+        threads=args.threads,
+    )
+    return 0

@@ -1,0 +1,286 @@
+"""Experiment configs: frozen dataclasses with one commented default per line, and overrides.
+
+An override is ``key=value`` with a dotted key into the config (``optim.lr=1e-3``,
+``train.epochs=10``, ``activations=gelu,relu``). Tuple fields take comma-separated values, so
+``optim.lr=1e-3`` sets a one-point learning-rate grid. An unknown key or a value of the wrong type
+is an error that lists the valid keys; :func:`validate` then checks ranges and names.
+"""
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "STOCHASTIC_ACTIVATIONS",
+    "TASKS",
+    "ConfigError",
+    "ExperimentConfig",
+    "ModelConfig",
+    "NoiseConfig",
+    "OptimConfig",
+    "TrainConfig",
+    "apply_overrides",
+    "canonical_activation",
+    "config_hash",
+    "config_keys",
+    "config_to_dict",
+    "is_stochastic",
+    "validate",
+]
+
+TASKS = ("classify", "autoencode", "cnn")
+INITS = ("unit_norm", "torch")
+# Activations whose forward pass draws its own mask (the SOI map); the engine feeds them uniforms.
+STOCHASTIC_ACTIVATIONS = ("stochastic_gelu",)
+
+
+class ConfigError(ValueError):
+    """An override or a config value is invalid; the message names the key and the valid choices."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    hidden: tuple[int, ...] = (128,) * 8  # hidden layer widths (the paper's MNIST net: 8 × 128)
+    init: str = "unit_norm"  # "unit_norm": normal weights, each unit's fan-in scaled to L2 norm 1 (paper); "torch": nn.Linear default
+    gelu_form: str = "tanh"  # "gelu" means gelu(x, approximate=gelu_form); the paper used "tanh" in every experiment
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    name: str = "adam"  # the paper's TF scripts: Adam with default betas
+    lr: tuple[float, ...] = (1e-3, 1e-4, 1e-5)  # learning-rate grid, every point a separate run
+    beta1: float = 0.9  # Adam β1 (TF and torch default)
+    beta2: float = 0.999  # Adam β2 (TF and torch default)
+    eps: float = 1e-8  # Adam ε (TF and torch default)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 50  # passes over the training set
+    batch_size: int = 128  # samples per step; the last partial batch of an epoch is dropped
+    seeds: int = 5  # runs per (activation, setting, lr), seeds 0 .. seeds-1 (paper: medians of 5)
+    keep: tuple[float, ...] = (
+        1.0,
+    )  # dropout keep probabilities, one setting each (1.0 = no dropout)
+    train_subset: int = 0  # train on the first N training samples (0 = all); quick runs only
+    eval_train_subset: int = 0  # evaluate the train loss on the first N of those (0 = all)
+    eval_batch_size: int = 1000  # samples per evaluation batch
+    checkpoint_every: int = 1  # epochs between checkpoints (the last epoch always saves)
+    compile: bool = False  # torch.compile the training step (pays only on long runs: ~15 s cold)
+    dtype: str = "float32"  # parameter and activation dtype ("float32" or "float64")
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    levels: tuple[
+        float, ...
+    ] = ()  # half-widths a of Uniform[-a, a] test noise, evaluated after the last epoch
+    seed: int = 1234  # seed of the noise draws, shared by every run so the comparison is paired
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    task: str = "classify"  # "classify" (softmax cross-entropy), "autoencode" (MSE), "cnn"
+    dataset: str = "mnist"  # gelus.data name; a preset may allow a substitute when it is absent
+    activations: tuple[str, ...] = ("gelu", "relu", "elu")  # one stacked ensemble per activation
+    train_on: str = "train"  # "train", or "train+val" (the autoencoder trains on all 60k)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    noise: NoiseConfig = field(default_factory=NoiseConfig)
+    cnn: Any = (
+        None  # the CNN experiment's own config dataclass (task "cnn"), overridable as cnn.KEY
+    )
+
+
+# Sweep axes: each value is its own run, so they are not part of a run's identity hash.
+_SWEEP_KEYS = ("activations", "optim.lr", "train.seeds", "train.keep")
+# Keys that do not change a run's results.
+_BOOKKEEPING_KEYS = ("train.checkpoint_every", "train.eval_batch_size")
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """The config as nested plain dicts and lists (JSON-ready)."""
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def config_hash(config: ExperimentConfig) -> str:
+    """SHA-256 (first 12 hex digits) of the config without sweep axes and bookkeeping keys.
+
+    Two runs with equal hash, activation, setting, lr and seed are the same run: extending a sweep
+    (more seeds, another lr) reuses the runs already done.
+    """
+    flat = _flatten(config_to_dict(config))
+    for key in _SWEEP_KEYS + _BOOKKEEPING_KEYS:
+        flat.pop(key, None)
+    text = json.dumps(flat, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def config_keys(config: Any, prefix: str = "") -> list[str]:
+    """Every overridable dotted key of a config dataclass (nested dataclasses expanded)."""
+    keys = []
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            keys.extend(config_keys(value, f"{prefix}{f.name}."))
+        elif f.name != "cnn":
+            keys.append(f"{prefix}{f.name}")
+    return keys
+
+
+def _parse_scalar(text: str, kind: type, key: str) -> Any:
+    text = text.strip()
+    if kind is bool:
+        lowered = text.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{key}: expected true or false, got {text!r}")
+    if kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            raise ConfigError(f"{key}: expected {kind.__name__}, got {text!r}") from None
+    if kind is str:
+        return text
+    raise ConfigError(f"{key}: cannot be set from the command line")
+
+
+def _parse_value(text: str, annotation: Any, key: str) -> Any:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):  # X | None
+        if text.strip().lower() in ("none", "null", ""):
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _parse_value(text, inner, key)
+    if origin is tuple:
+        item_type = args[0]
+        items = [part for part in text.split(",") if part.strip()]
+        values = tuple(_parse_scalar(part, item_type, key) for part in items)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return values
+        if len(values) != len(args):
+            raise ConfigError(f"{key}: expected {len(args)} comma-separated values, got {text!r}")
+        return values
+    return _parse_scalar(text, annotation, key)
+
+
+def _set(config: Any, path: list[str], text: str, full_key: str, all_keys: list[str]) -> Any:
+    names = {f.name: f for f in dataclasses.fields(config)}
+    name = path[0]
+    if name not in names or (len(path) == 1 and dataclasses.is_dataclass(getattr(config, name))):
+        raise ConfigError(f"unknown config key {full_key!r}; valid keys: {', '.join(all_keys)}")
+    value = getattr(config, name)
+    if len(path) > 1:
+        if not dataclasses.is_dataclass(value):
+            raise ConfigError(f"unknown config key {full_key!r}; valid keys: {', '.join(all_keys)}")
+        return dataclasses.replace(
+            config, **{name: _set(value, path[1:], text, full_key, all_keys)}
+        )
+    hints = typing.get_type_hints(type(config))
+    return dataclasses.replace(config, **{name: _parse_value(text, hints[name], full_key)})
+
+
+def apply_overrides(config: Any, overrides: typing.Iterable[str]) -> Any:
+    """``config`` with each ``key=value`` override applied (dotted keys, tuples comma-separated).
+
+    >>> apply_overrides(ExperimentConfig(), ["optim.lr=1e-3"]).optim.lr
+    (0.001,)
+    """
+    for override in overrides:
+        key, sep, text = override.partition("=")
+        key = key.strip()
+        all_keys = config_keys(config)
+        if not sep or not key:
+            raise ConfigError(
+                f"override {override!r} is not key=value; valid keys: {', '.join(all_keys)}"
+            )
+        config = _set(config, key.split("."), text, key, all_keys)
+    return config
+
+
+def canonical_activation(name: str) -> str:
+    """The registry's canonical name for ``name`` (an alias such as ``soi_map`` resolves)."""
+    from gelus.registry import resolve_activation
+
+    try:
+        return resolve_activation(name)[0]
+    except (KeyError, ValueError) as error:
+        raise ConfigError(str(error)) from None
+
+
+def is_stochastic(name: str) -> bool:
+    """Whether ``name`` is an activation that draws its own mask (the SOI map)."""
+    return canonical_activation(name) in STOCHASTIC_ACTIVATIONS
+
+
+def validate(config: ExperimentConfig) -> None:
+    """Check ranges and names; raise ConfigError naming the key and the valid values."""
+    from gelus.functional import APPROXIMATIONS
+
+    checks = [
+        (config.task in TASKS, "task", f"one of {', '.join(TASKS)}"),
+        (config.train_on in ("train", "train+val"), "train_on", "train or train+val"),
+        (len(config.activations) > 0, "activations", "at least one name"),
+        (config.model.init in INITS, "model.init", f"one of {', '.join(INITS)}"),
+        (
+            config.model.gelu_form in APPROXIMATIONS,
+            "model.gelu_form",
+            f"one of {', '.join(APPROXIMATIONS)}",
+        ),
+        (all(h > 0 for h in config.model.hidden), "model.hidden", "positive widths"),
+        (config.optim.name == "adam", "optim.name", "adam"),
+        (
+            len(config.optim.lr) > 0 and all(lr > 0 for lr in config.optim.lr),
+            "optim.lr",
+            "positive learning rates",
+        ),
+        (
+            0 <= config.optim.beta1 < 1 and 0 <= config.optim.beta2 < 1,
+            "optim.beta1/beta2",
+            "in [0, 1)",
+        ),
+        (config.optim.eps > 0, "optim.eps", "positive"),
+        (config.train.epochs >= 1, "train.epochs", "at least 1"),
+        (config.train.batch_size >= 1, "train.batch_size", "at least 1"),
+        (config.train.seeds >= 1, "train.seeds", "at least 1"),
+        (
+            len(config.train.keep) > 0 and all(0 < k <= 1 for k in config.train.keep),
+            "train.keep",
+            "in (0, 1]",
+        ),
+        (config.train.train_subset >= 0, "train.train_subset", "0 (all) or a positive count"),
+        (
+            config.train.eval_train_subset >= 0,
+            "train.eval_train_subset",
+            "0 (all) or a positive count",
+        ),
+        (config.train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
+        (config.train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
+        (config.train.dtype in ("float32", "float64"), "train.dtype", "float32 or float64"),
+        (all(a >= 0 for a in config.noise.levels), "noise.levels", "non-negative half-widths"),
+    ]
+    for ok, key, expected in checks:
+        if not ok:
+            raise ConfigError(f"{key}: invalid value; expected {expected}")
+    for name in config.activations:
+        canonical_activation(name)
+    if config.task == "autoencode" and config.noise.levels:
+        raise ConfigError("noise.levels: noise evaluation applies to classifiers only")

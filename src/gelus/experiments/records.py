@@ -1,0 +1,225 @@
+"""Tidy, append-only results: one SQLite database per output directory (``records.sqlite``).
+
+Schema (docs/ARCHITECTURE.md)::
+
+    runs(run_id PRIMARY KEY, experiment, config_hash, activation, seed, lr, setting, status,
+         config_json, metadata_json)
+    records(run_id, experiment, config_hash, activation, seed, lr, setting, epoch, split, metric,
+            value, UNIQUE(run_id, epoch, split, metric))
+
+Records are inserted with ``INSERT OR IGNORE`` and committed once per epoch, so a run resumed from
+an earlier checkpoint re-logs the epochs since then without duplicating (or changing) a record. The
+database is in WAL mode so several worker processes append at once. The only update ever made is
+a run's ``status`` from ``running`` to ``done``.
+"""
+
+import json
+import os
+import platform
+import sqlite3
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+__all__ = [
+    "DB_NAME",
+    "Record",
+    "RecordStore",
+    "RunInfo",
+    "RunKey",
+    "code_version",
+    "environment_metadata",
+    "read_records",
+    "read_runs",
+]
+
+DB_NAME = "records.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, experiment TEXT, config_hash TEXT, activation TEXT, seed INTEGER,
+    lr REAL, setting TEXT, status TEXT, config_json TEXT, metadata_json TEXT);
+CREATE TABLE IF NOT EXISTS records (
+    run_id TEXT, experiment TEXT, config_hash TEXT, activation TEXT, seed INTEGER, lr REAL,
+    setting TEXT, epoch INTEGER, split TEXT, metric TEXT, value REAL,
+    UNIQUE(run_id, epoch, split, metric));
+"""
+
+
+class RunKey(NamedTuple):
+    """What identifies one run (one member of an ensemble, or one CNN training)."""
+
+    run_id: str
+    experiment: str
+    config_hash: str
+    activation: str
+    seed: int
+    lr: float
+    setting: str
+
+
+class Record(NamedTuple):
+    """One measurement: ``metric`` of ``split`` after ``epoch`` epochs of run ``run_id``."""
+
+    run_id: str
+    experiment: str
+    config_hash: str
+    activation: str
+    seed: int
+    lr: float
+    setting: str
+    epoch: int
+    split: str
+    metric: str
+    value: float
+
+
+class RunInfo(NamedTuple):
+    """One run's row: identity, status (``running`` | ``done``), full config and metadata (JSON)."""
+
+    run_id: str
+    experiment: str
+    config_hash: str
+    activation: str
+    seed: int
+    lr: float
+    setting: str
+    status: str
+    config_json: str
+    metadata_json: str
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return json.loads(self.config_json)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return json.loads(self.metadata_json)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    connection = sqlite3.connect(path, timeout=120.0)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute(
+        "PRAGMA synchronous=NORMAL"
+    )  # WAL + NORMAL: durable at checkpoints, never corrupt
+    connection.executescript(_SCHEMA)
+    return connection
+
+
+class RecordStore:
+    """Appends runs and records to ``out_dir/records.sqlite``.
+
+    ``add`` buffers; ``commit`` writes the buffer in one transaction (call it once per epoch).
+    """
+
+    def __init__(self, out_dir: str | os.PathLike) -> None:
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.connection = _connect(self.out_dir / DB_NAME)
+        self._pending: list[tuple] = []
+
+    def start_run(self, key: RunKey, config_json: str, metadata_json: str) -> None:
+        """Register a run (status ``running``); a run already registered keeps its first row."""
+        with self.connection:
+            self.connection.execute(
+                "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
+                (*key, config_json, metadata_json),
+            )
+
+    def add(self, key: RunKey, epoch: int, split: str, metric: str, value: float) -> None:
+        self._pending.append((*key, int(epoch), split, metric, float(value)))
+
+    def commit(self) -> None:
+        if not self._pending:
+            return
+        with self.connection:
+            self.connection.executemany(
+                "INSERT OR IGNORE INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                self._pending,
+            )
+        self._pending.clear()
+
+    def finish_runs(self, run_ids: Iterable[str]) -> None:
+        """Mark runs ``done`` (after their last records are committed)."""
+        self.commit()
+        with self.connection:
+            self.connection.executemany(
+                "UPDATE runs SET status = 'done' WHERE run_id = ?", [(r,) for r in run_ids]
+            )
+
+    def done_run_ids(self) -> set[str]:
+        rows = self.connection.execute("SELECT run_id FROM runs WHERE status = 'done'")
+        return {row[0] for row in rows}
+
+    def close(self) -> None:
+        self.commit()
+        self.connection.close()
+
+
+def read_records(out_dir: str | os.PathLike) -> list[Record]:
+    """Every record in ``out_dir/records.sqlite``, ordered by run, epoch, split and metric."""
+    path = Path(out_dir) / DB_NAME
+    if not path.exists():
+        return []
+    connection = _connect(path)
+    try:
+        rows = connection.execute(
+            "SELECT * FROM records ORDER BY run_id, epoch, split, metric"
+        ).fetchall()
+    finally:
+        connection.close()
+    return [Record(*row) for row in rows]
+
+
+def read_runs(out_dir: str | os.PathLike) -> list[RunInfo]:
+    """Every run in ``out_dir/records.sqlite``, ordered by run id."""
+    path = Path(out_dir) / DB_NAME
+    if not path.exists():
+        return []
+    connection = _connect(path)
+    try:
+        rows = connection.execute("SELECT * FROM runs ORDER BY run_id").fetchall()
+    finally:
+        connection.close()
+    return [RunInfo(*row) for row in rows]
+
+
+def code_version() -> str:
+    """``git describe --always --dirty`` of the source tree, else the package version."""
+    import gelus
+
+    source = Path(gelus.__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--tags"],
+            cwd=source,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        if out.returncode == 0 and out.stdout.strip():
+            return f"{gelus.__version__}+git.{out.stdout.strip()}"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return gelus.__version__
+
+
+def environment_metadata(device: str, threads: int) -> dict[str, Any]:
+    """Code version, package versions, device and threads, stamped on every run."""
+    import numpy
+    import torch
+
+    return {
+        "code_version": code_version(),
+        "packages": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "numpy": numpy.__version__,
+        },
+        "device": device,
+        "threads": threads,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+    }

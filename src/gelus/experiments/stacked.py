@@ -1,0 +1,236 @@
+"""K independent MLPs trained as one stacked model: weights ``[K, in, out]``, one ``baddbmm`` per layer.
+
+Member k is an ordinary MLP ``x -> act(x W_1 + b_1) -> ... -> x W_L + b_L`` with its own
+initialization, learning rate, data order and dropout masks; stacking only batches the arithmetic.
+Every member draws its randomness from its own ``torch.Generator`` (see ``MemberRandomness``), so a
+member's run depends on its seed alone, not on which other members share the ensemble.
+
+Shapes: ``x`` is ``[K, B, in]`` (each member its own batch) or ``[B, in]`` (one batch seen by every
+member, for evaluation); hidden activations are ``[K, B, H]``; the output is ``[K, B, out]``.
+"""
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "MemberRandomness",
+    "StackedAdam",
+    "StackedMLP",
+    "classification_loss",
+    "error_count",
+    "reconstruction_loss",
+]
+
+
+class StackedMLP(nn.Module):
+    """K MLPs of widths ``sizes`` (input, hidden..., output) with a shared elementwise activation.
+
+    Dropout (``keep < 1``) multiplies each hidden activation by ``(u < keep) / keep``; a stochastic
+    activation (the SOI map) multiplies the pre-activation ``h`` by ``u < Φ(h)`` and uses its
+    expectation ``h·Φ(h)`` in evaluation. Both take uniforms ``u`` from ``forward(x, uniforms)``.
+    """
+
+    def __init__(
+        self,
+        num_members: int,
+        sizes: Sequence[int],
+        activation: nn.Module | None,
+        *,
+        keep: float = 1.0,
+        stochastic: bool = False,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        super().__init__()
+        if stochastic and keep < 1.0:
+            raise ValueError("the SOI map is its own regularizer: use keep=1.0 with it")
+        self.num_members = num_members
+        self.sizes = tuple(sizes)
+        self.activation = activation
+        self.keep = keep
+        self.stochastic = stochastic
+        self.weights = nn.ParameterList(
+            nn.Parameter(torch.empty(num_members, fan_in, fan_out, dtype=dtype))
+            for fan_in, fan_out in zip(self.sizes[:-1], self.sizes[1:], strict=True)
+        )
+        self.biases = nn.ParameterList(
+            nn.Parameter(torch.zeros(num_members, 1, fan_out, dtype=dtype))
+            for fan_out in self.sizes[1:]
+        )
+
+    @property
+    def hidden_sizes(self) -> tuple[int, ...]:
+        return self.sizes[1:-1]
+
+    @property
+    def needs_uniforms(self) -> bool:
+        """Whether a training step needs uniforms (dropout or a stochastic activation)."""
+        return self.keep < 1.0 or self.stochastic
+
+    def uniform_count(self, batch_size: int) -> int:
+        """Uniforms per member per step: one per hidden unit per sample."""
+        return batch_size * sum(self.hidden_sizes)
+
+    def init_member(self, member: int, method: str, generator: torch.Generator) -> None:
+        """Initialise member ``member`` from ``generator``; biases are zero.
+
+        ``unit_norm`` (the paper's TF scripts): W ~ N(0, 1), then each output unit's fan-in vector
+        ``W[:, j]`` scaled to unit L2 norm. ``torch``: nn.Linear's default, U(±1/√fan_in) for
+        weights and biases.
+        """
+        with torch.no_grad():
+            for weight, bias in zip(self.weights, self.biases, strict=True):
+                w = weight[member]  # [in, out]
+                if method == "unit_norm":
+                    w.copy_(torch.randn(w.shape, generator=generator, dtype=torch.float64))
+                    w.div_(w.norm(dim=0, keepdim=True))
+                    bias[member].zero_()
+                elif method == "torch":
+                    bound = 1.0 / math.sqrt(w.shape[0])
+                    w.uniform_(-bound, bound, generator=generator)
+                    bias[member].uniform_(-bound, bound, generator=generator)
+                else:
+                    raise ValueError(f"unknown init {method!r}; use unit_norm or torch")
+
+    def _hidden(self, h: Tensor, u: Tensor | None) -> Tensor:
+        if self.stochastic:
+            p = torch.special.ndtr(h)
+            if u is None:  # evaluation: the expectation E[h·m] = h·Φ(h)
+                return h * p
+            return h * (u < p.detach()).to(h.dtype)  # the mask is a constant for autograd
+        h = self.activation(h)
+        if u is not None and self.keep < 1.0:
+            h = h * ((u < self.keep).to(h.dtype) / self.keep)
+        return h
+
+    def forward(self, x: Tensor, uniforms: Tensor | None = None) -> Tensor:
+        """Output ``[K, B, out]`` for ``x`` ``[K, B, in]`` or shared ``[B, in]``.
+
+        ``uniforms`` ``[K, uniform_count(B)]`` in [0, 1) switch on dropout / the stochastic mask
+        (training); without them the forward pass is deterministic (evaluation).
+        """
+        last = len(self.weights) - 1
+        offset = 0
+        if x.dim() == 2:  # one batch for every member: a stride-0 view, no copy
+            x = x.expand(self.num_members, *x.shape)
+        for layer, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
+            x = torch.baddbmm(bias, x, weight)
+            if layer < last:
+                u = None
+                if uniforms is not None:
+                    count = x.shape[1] * x.shape[2]
+                    u = uniforms[:, offset : offset + count].view(x.shape)
+                    offset += count
+                x = self._hidden(x, u)
+        return x
+
+
+def classification_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """Per-member mean softmax cross-entropy ``[K]`` for logits ``[K, B, C]`` and labels ``[K, B]`` or ``[B]``."""
+    num_members, batch, classes = logits.shape
+    labels = labels.expand(num_members, batch)
+    losses = F.cross_entropy(logits.reshape(-1, classes), labels.reshape(-1), reduction="none")
+    return losses.view(num_members, batch).mean(dim=1)
+
+
+def error_count(logits: Tensor, labels: Tensor) -> Tensor:
+    """Per-member count of wrong argmax predictions ``[K]``."""
+    return (logits.argmax(dim=-1) != labels).sum(dim=-1)
+
+
+def reconstruction_loss(output: Tensor, target: Tensor) -> Tensor:
+    """Per-member mean squared error over samples and pixels ``[K]``: mean((output - target)²)."""
+    return (output - target).square().flatten(1).mean(dim=1)
+
+
+class StackedAdam:
+    """Adam over stacked parameters ``[K, ...]`` with a per-member learning rate ``lr`` ``[K]``.
+
+    The update of member k is torch.optim.Adam's (Kingma & Ba 2015, bias-corrected)::
+
+        m ← β1 m + (1 − β1) g            v ← β2 v + (1 − β2) g²
+        θ ← θ − lr_k / (1 − β1^t) · m / (√v / √(1 − β2^t) + ε)
+
+    with the same operation order as torch's single-tensor implementation, so a member matches a
+    model trained alone with torch.optim.Adam to rounding (≈1e-16 relative in float64).
+    """
+
+    def __init__(
+        self,
+        params: Sequence[Tensor],
+        lr: Tensor,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
+        self.params = list(params)
+        self.lr = lr.to(self.params[0].dtype)  # [K]
+        self.beta1, self.beta2 = betas
+        self.eps = eps
+        self.step_count = 0
+        self.exp_avg = [torch.zeros_like(p) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.step_count += 1
+        bias_correction1 = 1 - self.beta1**self.step_count
+        bias_correction2_sqrt = (1 - self.beta2**self.step_count) ** 0.5
+        for param, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
+            grad = param.grad
+            m.lerp_(grad, 1 - self.beta1)
+            v.mul_(self.beta2).addcmul_(grad, grad, value=1 - self.beta2)
+            denom = v.sqrt().div_(bias_correction2_sqrt).add_(self.eps)
+            step_size = (self.lr / bias_correction1).view(-1, *([1] * (param.dim() - 1)))
+            param.sub_(m.div(denom).mul_(step_size))
+
+    def zero_grad(self) -> None:
+        for param in self.params:
+            param.grad = None
+
+    def state_dict(self) -> dict:
+        return {
+            "step": self.step_count,
+            "lr": self.lr.clone(),
+            "exp_avg": [m.clone() for m in self.exp_avg],
+            "exp_avg_sq": [v.clone() for v in self.exp_avg_sq],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step_count = int(state["step"])
+        self.lr = state["lr"].to(self.lr)
+        for mine, saved in zip(
+            self.exp_avg + self.exp_avg_sq, state["exp_avg"] + state["exp_avg_sq"], strict=True
+        ):
+            mine.copy_(saved)
+
+
+class MemberRandomness:
+    """One ``torch.Generator`` per member, seeded with the member's seed.
+
+    Draw order per member: initialization, then per epoch one permutation of the training set and
+    per step one block of uniforms (dropout / stochastic masks). Generator states are uint8 tensors,
+    so they checkpoint with ``weights_only`` loading.
+    """
+
+    def __init__(self, seeds: Sequence[int]) -> None:
+        self.generators = [torch.Generator().manual_seed(int(seed)) for seed in seeds]
+
+    def permutations(self, n: int) -> Tensor:
+        """``[K, n]``: each member's own shuffle of ``range(n)``."""
+        return torch.stack([torch.randperm(n, generator=g) for g in self.generators])
+
+    def uniforms(self, out: Tensor) -> Tensor:
+        """Fill ``out`` ``[K, count]`` with each member's next uniforms in [0, 1)."""
+        for member, generator in enumerate(self.generators):
+            out[member].uniform_(generator=generator)
+        return out
+
+    def state(self) -> list[Tensor]:
+        return [g.get_state() for g in self.generators]
+
+    def load_state(self, states: Sequence[Tensor]) -> None:
+        for generator, state in zip(self.generators, states, strict=True):
+            generator.set_state(state)

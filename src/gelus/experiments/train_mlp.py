@@ -1,0 +1,296 @@
+"""Train one stacked ensemble (one activation, one setting; members = seeds × learning rates).
+
+The loop, per epoch: every member draws its own permutation of the training set; each step gathers
+``[K, B, in]`` inputs by index, draws the members' uniforms (dropout / SOI masks), and takes one
+Adam step; nothing synchronises with Python inside the epoch. After the epoch every member is
+evaluated (dropout off) on train, val and test, the records are committed, then a checkpoint saved.
+A job started again resumes after its checkpoint's epoch; epochs between the checkpoint and the
+kill are recomputed bit-identically and their records are ignored as duplicates.
+"""
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+import gelus
+from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint
+from gelus.experiments.config import ExperimentConfig, is_stochastic
+from gelus.experiments.records import RecordStore
+from gelus.experiments.stacked import (
+    MemberRandomness,
+    StackedAdam,
+    StackedMLP,
+    classification_loss,
+    reconstruction_loss,
+)
+
+if TYPE_CHECKING:
+    from gelus.experiments.sweep import Job
+
+__all__ = ["build_ensemble", "evaluate", "make_activation", "run_mlp_job", "train_epoch"]
+
+Metrics = dict[tuple[str, str], Tensor]  # (split, metric) -> per-member values [K]
+
+
+def make_activation(name: str, gelu_form: str) -> torch.nn.Module | None:
+    """The activation module for ``name``; plain "gelu" is ``gelu(x, approximate=gelu_form)``.
+
+    Stochastic activations return None: the stacked model applies their mask itself. The module
+    must be elementwise and parameter-free: one module serves every member of the ensemble.
+    """
+    if is_stochastic(name):
+        return None
+    if name.strip().lower() == "gelu":
+        module = gelus.get_activation("gelu", approximate=gelu_form)
+    else:
+        try:
+            module = gelus.get_activation(name)
+        except TypeError as error:
+            raise ValueError(
+                f"activation {name!r} needs arguments the MLP engine cannot give: {error}"
+            ) from None
+    if any(True for _ in module.parameters()):
+        raise ValueError(
+            f"activation {name!r} has learnable parameters, which one stacked ensemble would share "
+            "between its members; the MLP engine takes parameter-free elementwise activations"
+        )
+    probe = torch.linspace(-3, 3, 24).view(2, 3, 4)
+    if module(probe).shape != probe.shape:
+        raise ValueError(
+            f"activation {name!r} changes the tensor shape; the MLP engine needs an elementwise one"
+        )
+    return module
+
+
+def build_ensemble(
+    config: ExperimentConfig,
+    activation: str,
+    keep: float,
+    seeds: list[int],
+    lrs: list[float],
+    in_features: int,
+    out_features: int,
+) -> tuple[StackedMLP, StackedAdam, MemberRandomness]:
+    """The stacked model (members initialised from their own generators), its Adam and randomness."""
+    dtype = getattr(torch, config.train.dtype)
+    sizes = (in_features, *config.model.hidden, out_features)
+    model = StackedMLP(
+        len(seeds),
+        sizes,
+        make_activation(activation, config.model.gelu_form),
+        keep=keep,
+        stochastic=is_stochastic(activation),
+        dtype=dtype,
+    )
+    randomness = MemberRandomness(seeds)
+    for member, generator in enumerate(randomness.generators):
+        model.init_member(member, config.model.init, generator)
+    optimizer = StackedAdam(
+        list(model.parameters()),
+        torch.tensor(lrs, dtype=dtype),
+        betas=(config.optim.beta1, config.optim.beta2),
+        eps=config.optim.eps,
+    )
+    return model, optimizer, randomness
+
+
+def _step(
+    model: StackedMLP,
+    optimizer: StackedAdam,
+    task: str,
+    x: Tensor,
+    target: Tensor,
+    uniforms: Tensor | None,
+) -> Tensor:
+    output = model(x, uniforms)
+    if task == "classify":
+        losses = classification_loss(output, target)
+    else:
+        losses = reconstruction_loss(output, target)
+    optimizer.zero_grad()
+    losses.sum().backward()  # members are independent: d(sum)/dθ_k = dloss_k/dθ_k
+    optimizer.step()
+    return losses.detach()
+
+
+def train_epoch(
+    model: StackedMLP,
+    optimizer: StackedAdam,
+    randomness: MemberRandomness,
+    split,
+    train_index: Tensor,
+    task: str,
+    batch_size: int,
+    step: Callable = _step,
+) -> Tensor:
+    """One pass, each member in its own order; returns the per-step losses ``[steps, K]``."""
+    num_members = model.num_members
+    dtype = model.weights[0].dtype
+    order = train_index[randomness.permutations(len(train_index))]  # [K, n]
+    steps = len(train_index) // batch_size  # drop the last partial batch: one shape, reused graphs
+    uniforms = None
+    if model.needs_uniforms:
+        uniforms = torch.empty(num_members, model.uniform_count(batch_size), dtype=dtype)
+    losses = torch.empty(steps, num_members, dtype=dtype)
+    model.train()
+    for s in range(steps):
+        index = order[:, s * batch_size : (s + 1) * batch_size].reshape(-1)  # [K·B]
+        x = split.inputs(index).reshape(num_members, batch_size, -1).to(dtype)
+        target = split.labels[index].view(num_members, batch_size) if task == "classify" else x
+        if uniforms is not None:
+            randomness.uniforms(uniforms)
+        losses[s] = step(model, optimizer, task, x, target, uniforms)
+    return losses
+
+
+@torch.no_grad()
+def evaluate(
+    model: StackedMLP,
+    split,
+    index: Tensor,
+    task: str,
+    batch_size: int,
+    noise: float = 0.0,
+    noise_generator: torch.Generator | None = None,
+) -> dict[str, Tensor]:
+    """Per-member metrics ``[K]`` on ``split[index]``, dropout off; inputs plus Uniform[-noise, noise].
+
+    Classification: ``loss`` (mean cross-entropy, nats) and ``error`` (fraction misclassified).
+    Autoencoder: ``loss`` = ``recon_error`` = mean squared error per pixel.
+    """
+    model.eval()
+    dtype = model.weights[0].dtype
+    num_members = model.num_members
+    loss_sum = torch.zeros(num_members, dtype=torch.float64)
+    wrong = torch.zeros(num_members, dtype=torch.int64)
+    for chunk in index.split(batch_size):
+        x = split.inputs(chunk).flatten(1).to(dtype)  # [B, in], shared by every member
+        if noise > 0:
+            x = x + (torch.rand(x.shape, generator=noise_generator, dtype=dtype) * 2 - 1) * noise
+        output = model(x)  # [K, B, out]
+        if task == "classify":
+            labels = split.labels[chunk]
+            ce = F.cross_entropy(output.flatten(0, 1), labels.repeat(num_members), reduction="none")
+            loss_sum += ce.view(num_members, -1).sum(dim=1, dtype=torch.float64)
+            wrong += (output.argmax(dim=-1) != labels).sum(dim=1)
+        else:
+            loss_sum += (output - x).square().flatten(1).sum(dim=1, dtype=torch.float64) / x.shape[
+                1
+            ]
+    n = len(index)
+    if task == "classify":
+        return {"loss": loss_sum / n, "error": wrong.double() / n}
+    return {"loss": loss_sum / n, "recon_error": loss_sum / n}
+
+
+def _evaluate_all(
+    model: StackedMLP, config: ExperimentConfig, data, train_index: Tensor, final: bool
+) -> Metrics:
+    task, batch = config.task, config.train.eval_batch_size
+    eval_train = train_index
+    if config.train.eval_train_subset:
+        eval_train = train_index[: config.train.eval_train_subset]
+    splits = {"train": (data.train, eval_train), "test": (data.test, torch.arange(len(data.test)))}
+    if data.val is not None:
+        splits["val"] = (data.val, torch.arange(len(data.val)))
+    metrics: Metrics = {}
+    for name, (split, index) in splits.items():
+        for metric, values in evaluate(model, split, index, task, batch).items():
+            metrics[(name, metric)] = values
+    if final:
+        for level in config.noise.levels:
+            generator = torch.Generator().manual_seed(
+                config.noise.seed * 1_000_003 + round(level * 1e6)
+            )
+            index = torch.arange(len(data.test))
+            values = evaluate(
+                model, data.test, index, task, batch, noise=level, noise_generator=generator
+            )
+            values["accuracy"] = 1 - values["error"]
+            for metric, value in values.items():
+                metrics[(f"test@noise={level:g}", metric)] = value
+    return metrics
+
+
+def run_mlp_job(job: "Job", data, store: RecordStore, progress: Callable[[int], None]) -> None:
+    """Train ``job``'s ensemble to ``config.train.epochs``, resuming from its checkpoint."""
+    config = job.config
+    keys = job.members
+    seeds = [key.seed for key in keys]
+    lrs = [key.lr for key in keys]
+    in_features = 1
+    for size in data.train.sample_shape:
+        in_features *= size
+    out_features = data.num_classes if config.task == "classify" else in_features
+    model, optimizer, randomness = build_ensemble(
+        config, job.activation, job.keep, seeds, lrs, in_features, out_features
+    )
+    train_index = torch.arange(len(data.train))
+    if config.train.train_subset:
+        train_index = train_index[: config.train.train_subset]
+    if len(train_index) < config.train.batch_size:
+        raise ValueError(
+            f"{len(train_index)} training samples: fewer than one batch of {config.train.batch_size}"
+        )
+
+    checkpoint_path = Path(job.checkpoint_path)
+    run_ids = [key.run_id for key in keys]
+    state = load_checkpoint(checkpoint_path)
+    if state is not None and state["run_ids"] != run_ids:
+        state = None  # another composition of members: start afresh
+    start_epoch, seconds = 0, 0.0
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        randomness.load_state(state["generators"])
+        start_epoch, seconds = int(state["epoch"]), float(state["seconds"])
+
+    for key in keys:
+        store.start_run(key, job.config_json, job.metadata_json)
+
+    def log(epoch: int, metrics: Metrics) -> None:
+        columns = {name: values.tolist() for name, values in metrics.items()}
+        for member, key in enumerate(keys):
+            for (split, metric), values in columns.items():
+                store.add(key, epoch, split, metric, values[member])
+        store.commit()
+
+    epochs = config.train.epochs
+    if start_epoch == 0:
+        log(0, _evaluate_all(model, config, data, train_index, final=False))
+    progress(start_epoch)
+    for epoch in range(start_epoch + 1, epochs + 1):
+        began = time.perf_counter()
+        train_epoch(
+            model,
+            optimizer,
+            randomness,
+            data.train,
+            train_index,
+            config.task,
+            config.train.batch_size,
+        )
+        metrics = _evaluate_all(model, config, data, train_index, final=epoch == epochs)
+        seconds += time.perf_counter() - began
+        metrics[("train", "seconds")] = torch.full((len(keys),), seconds)
+        log(epoch, metrics)
+        if epoch % config.train.checkpoint_every == 0 or epoch == epochs:
+            save_checkpoint(
+                checkpoint_path,
+                {
+                    "run_ids": run_ids,
+                    "epoch": epoch,
+                    "seconds": seconds,
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "generators": randomness.state(),
+                },
+            )
+        progress(epoch)
+    store.finish_runs(run_ids)
+    checkpoint_path.unlink(missing_ok=True)
