@@ -44,8 +44,19 @@ __all__ = [
 ]
 
 _FLT_MAX = float(torch.finfo(torch.float32).max)
-REGIONS = (("x < −3", -10.0, -3.0), ("[−3, −1)", -3.0, -1.0), ("[−1, 1)", -1.0, 1.0), ("[1, 10]", 1.0, 10.0))
-EDGE_INPUTS = (("+inf", math.inf), ("−inf", -math.inf), ("nan", math.nan), ("−0", -0.0), ("FLT_MAX", _FLT_MAX))
+REGIONS = (
+    ("x < −3", -10.0, -3.0),
+    ("[−3, −1)", -3.0, -1.0),
+    ("[−1, 1)", -1.0, 1.0),
+    ("[1, 10]", 1.0, 10.0),
+)
+EDGE_INPUTS = (
+    ("+inf", math.inf),
+    ("−inf", -math.inf),
+    ("nan", math.nan),
+    ("−0", -0.0),
+    ("FLT_MAX", _FLT_MAX),
+)
 # What NUMERICS.md asks of every member at the edge inputs, in the same order.
 _CONTRACT = ("+inf", "−0 or 0", "nan", "−0", "FLT_MAX")
 
@@ -87,7 +98,10 @@ def family_members() -> dict[str, tuple[Callable[[Tensor], Tensor], str]]:
     if "accurate" in inspect.signature(G.gelu).parameters:
         members["gelus gelu (none, accurate=True)"] = (lambda x: G.gelu(x, accurate=True), "none")
     members["gelus silu"] = (G.silu, "silu")
-    members["gelus generalized_gelu (μ=0, σ=1)"] = (lambda x: G.generalized_gelu(x, 0.0, 1.0), "none")
+    members["gelus generalized_gelu (μ=0, σ=1)"] = (
+        lambda x: G.generalized_gelu(x, 0.0, 1.0),
+        "none",
+    )
     members["torch F.gelu"] = (F.gelu, "none")
     members["torch F.gelu (tanh)"] = (lambda x: F.gelu(x, approximate="tanh"), "tanh")
     members["torch F.silu"] = (F.silu, "silu")
@@ -118,12 +132,17 @@ def accuracy_table(points_per_region: int = 1 << 18) -> list[AccuracyRow]:
     so torch takes its default path) and on the five edge inputs in one 5-element tensor.
     """
     samples = [_region_points(low, high, points_per_region) for _, low, high in REGIONS]
-    references = {form: [reference(form, x) for x in samples] for form in ("none", "tanh", "sigmoid", "silu")}
+    references = {
+        form: [reference(form, x) for x in samples] for form in ("none", "tanh", "sigmoid", "silu")
+    }
     edge_x = torch.tensor([v for _, v in EDGE_INPUTS], dtype=torch.float32)
     rows = []
     with torch.no_grad():
         for name, (function, form) in family_members().items():
-            max_ulp = tuple(float(ulp_error(function(x), ref).max()) for x, ref in zip(samples, references[form], strict=True))
+            max_ulp = tuple(
+                float(ulp_error(function(x), ref).max())
+                for x, ref in zip(samples, references[form], strict=True)
+            )
             edges = tuple(float(v) for v in function(edge_x.clone()))
             rows.append(AccuracyRow(name, max_ulp, edges))
     return rows
@@ -149,12 +168,22 @@ def _format_edge(value: float) -> str:
 
 def accuracy_markdown(rows: list[AccuracyRow]) -> str:
     """The table as Markdown: max ulp per region (float32 vs the float64 reference), edge outputs."""
-    header = ["function", *(f"max ulp {name}" for name, _, _ in REGIONS), *(f"f({name})" for name, _ in EDGE_INPUTS)]
+    header = [
+        "function",
+        *(f"max ulp {name}" for name, _, _ in REGIONS),
+        *(f"f({name})" for name, _ in EDGE_INPUTS),
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [row.name, *map(_format_ulp, row.max_ulp), *map(_format_edge, row.edges)]
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("| contract (NUMERICS.md) | " + " | ".join("" for _ in REGIONS) + " | " + " | ".join(_CONTRACT) + " |")
+    lines.append(
+        "| contract (NUMERICS.md) | "
+        + " | ".join("" for _ in REGIONS)
+        + " | "
+        + " | ".join(_CONTRACT)
+        + " |"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -181,7 +210,9 @@ def plot_derivatives(ax: Axes, low: float = -3.0, high: float = 3.0) -> Axes:
     x = torch.linspace(low, high, 601, dtype=torch.float64, requires_grad=True)
     for name, y in _curves(x).items():
         (grad,) = torch.autograd.grad(y.sum(), x)
-        ax.plot(x.detach().numpy(), grad.numpy(), color=color_for(name), label=label_for(name), lw=1.8)
+        ax.plot(
+            x.detach().numpy(), grad.numpy(), color=color_for(name), label=label_for(name), lw=1.8
+        )
     ax.set_xlabel("x")
     ax.set_ylabel("f′(x)")
     ax.set_title("derivatives", fontsize=10)
@@ -197,7 +228,13 @@ def plot_approximation_error(ax: Axes, low: float = -10.0, high: float = 10.0) -
     for form in ("tanh", "sigmoid"):
         error = (reference(form, x) - exact).abs().numpy()
         error[error == 0] = np.nan  # log scale: the crossings have no height
-        ax.plot(x.numpy(), error, color=color_for(f"gelu_{form}"), label=f"|{form} form − exact|", lw=1.4)
+        ax.plot(
+            x.numpy(),
+            error,
+            color=color_for(f"gelu_{form}"),
+            label=f"|{form} form − exact|",
+            lw=1.4,
+        )
     ax.set_yscale("log")
     ax.set_ylim(1e-12, 1.0)  # below this the difference is float64 rounding, not the approximation
     ax.set_xlabel("x")
@@ -208,7 +245,9 @@ def plot_approximation_error(ax: Axes, low: float = -10.0, high: float = 10.0) -
     return ax
 
 
-def plot_ulp_error(ax: Axes, low: float = -10.0, high: float = 10.0, points: int = 1 << 18, bins: int = 400) -> Axes:
+def plot_ulp_error(
+    ax: Axes, low: float = -10.0, high: float = 10.0, points: int = 1 << 18, bins: int = 400
+) -> Axes:
     """float32 error in ulp of torch's F.gelu and gelus' gelu against the float64 reference.
 
     Each line is the maximum over ``bins`` equal bins in x; bins without error are not drawn.
@@ -217,13 +256,18 @@ def plot_ulp_error(ax: Axes, low: float = -10.0, high: float = 10.0, points: int
     ref = reference("none", x)
     edges = np.linspace(low, high, bins + 1)
     which = np.clip(np.digitize(x.numpy(), edges) - 1, 0, bins - 1)
-    for label, function, color in (("torch F.gelu", F.gelu, "#555555"), ("gelus gelu", G.gelu, color_for("gelu"))):
+    for label, function, color in (
+        ("torch F.gelu", F.gelu, "#555555"),
+        ("gelus gelu", G.gelu, color_for("gelu")),
+    ):
         with torch.no_grad():
             error = ulp_error(function(x), ref)
         worst = np.zeros(bins)
         np.maximum.at(worst, which, np.minimum(error, 1e30))
         worst[worst == 0] = np.nan
-        ax.step(0.5 * (edges[1:] + edges[:-1]), worst, where="mid", color=color, label=label, lw=1.2)
+        ax.step(
+            0.5 * (edges[1:] + edges[:-1]), worst, where="mid", color=color, label=label, lw=1.2
+        )
     ax.set_yscale("log")
     ax.set_ylim(bottom=0.1)  # a correctly rounded result is within 0.5 ulp
     ax.set_xlabel("x")

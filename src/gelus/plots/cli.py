@@ -13,9 +13,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "activations",
         help="Figure 1 (GELU, ReLU, ELU), derivatives, approximation errors and the float32 accuracy table",
     )
-    activations.add_argument("--out", type=Path, default=Path("figures"), help="output directory (default: figures)")
     activations.add_argument(
-        "--points", type=int, default=1 << 18, help="float32 inputs sampled per region for the accuracy table (default: 262144)"
+        "--out", type=Path, default=Path("figures"), help="output directory (default: figures)"
+    )
+    activations.add_argument(
+        "--points",
+        type=int,
+        default=1 << 18,
+        help="float32 inputs sampled per region for the accuracy table (default: 262144)",
     )
     activations.set_defaults(func=_plot_activations)
 
@@ -34,7 +39,10 @@ def _plot_activations(args: argparse.Namespace) -> int:
         raise UserError(f"--points {args.points} is too few; use at least 16 (default 262144)")
     torch.set_num_threads(1)
     out = args.out
-    written = [*save_figure(activations.figure1(), out, "figure1"), *save_figure(activations.activations_figure(args.points), out, "activations")]
+    written = [
+        *save_figure(activations.figure1(), out, "figure1"),
+        *save_figure(activations.activations_figure(args.points), out, "activations"),
+    ]
     table = activations.accuracy_markdown(activations.accuracy_table(args.points))
     note = (
         "# Accuracy of the GELU family in float32\n\n"

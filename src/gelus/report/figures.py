@@ -103,9 +103,18 @@ def plot_curve(
         return ax
     scale = _scale(metric)
     color = color_for(activation)
-    ax.plot(xs, median * scale, color=color, label=label, lw=1.0 if light else 1.8, alpha=0.55 if light else 1.0)
+    ax.plot(
+        xs,
+        median * scale,
+        color=color,
+        label=label,
+        lw=1.0 if light else 1.8,
+        alpha=0.55 if light else 1.0,
+    )
     if len(curves) > 1:
-        ax.fill_between(xs, low * scale, high * scale, color=color, alpha=0.08 if light else 0.18, lw=0)
+        ax.fill_between(
+            xs, low * scale, high * scale, color=color, alpha=0.08 if light else 0.18, lw=0
+        )
     return ax
 
 
@@ -123,11 +132,21 @@ def _panel_label(setting: str, lr: float, show_lr: bool) -> str:
 
 
 def _curve_figure(
-    records: Sequence[Any], experiment: str, selections: Sequence[Selection], rng: np.random.Generator
+    records: Sequence[Any],
+    experiment: str,
+    selections: Sequence[Selection],
+    rng: np.random.Generator,
 ) -> Figure | None:
     number, metric_choices, eval_choices = _figure_spec(experiment)
     present = {(r.split, r.metric) for r in records if r.experiment == experiment}
-    metric = next((m for m in metric_choices if ("train", m) in present or any((s, m) in present for s in eval_choices)), None)
+    metric = next(
+        (
+            m
+            for m in metric_choices
+            if ("train", m) in present or any((s, m) in present for s in eval_choices)
+        ),
+        None,
+    )
     if metric is None:
         return None
     eval_split = next((s for s in eval_choices if (s, metric) in present), None)
@@ -146,10 +165,22 @@ def _curve_figure(
                 continue
             seeds = selection.values or {k[3] for k in train if k[:3] == (activation, s, lr)}
             for source, split, light in ((train, "train", False), (held, eval_split, True)):
-                curves = [source[(activation, s, lr, seed)] for seed in seeds if (activation, s, lr, seed) in source]
+                curves = [
+                    source[(activation, s, lr, seed)]
+                    for seed in seeds
+                    if (activation, s, lr, seed) in source
+                ]
                 lr_note = "" if per_lr else f", lr={lr:g}"
                 label = f"{label_for(activation)} {split}{lr_note}"
-                plot_curve(ax, curves, activation=activation, metric=metric, rng=rng, label=label, light=light)
+                plot_curve(
+                    ax,
+                    curves,
+                    activation=activation,
+                    metric=metric,
+                    rng=rng,
+                    label=label,
+                    light=light,
+                )
         ax.set_xlabel("epoch")
         ax.set_ylabel(METRIC_LABELS.get(metric, metric))
         ax.set_title(_panel_label(setting, panel_lr, per_lr), fontsize=10)
@@ -184,26 +215,54 @@ def plot_noise(
     """Test ``metric`` against noise strength a (splits ``test@noise=a``) for one selection.
 
     Each seed contributes its value at its last recorded epoch; the curve is the median over seeds.
+    ``metric="accuracy"`` is read as 1 − ``error`` when only errors are recorded.
     """
+    mine = [
+        r
+        for r in records
+        if _noise_level(r.split) is not None and r.experiment == selection.experiment
+    ]
+    source, transform = metric, (lambda v: v)
+    if metric == "accuracy" and not any(r.metric == "accuracy" for r in mine):
+        source, transform = "error", (lambda v: 1.0 - v)
     per_seed: dict[int, dict[float, tuple[int, float]]] = defaultdict(dict)
-    for r in records:
+    for r in mine:
         level = _noise_level(r.split)
         if (
             level is None
-            or r.metric != metric
-            or (r.experiment, r.activation, r.setting, float(r.lr)) != (selection.experiment, selection.activation, selection.setting, selection.lr)
+            or r.metric != source
+            or (r.experiment, r.activation, r.setting, float(r.lr))
+            != (selection.experiment, selection.activation, selection.setting, selection.lr)
         ):
             continue
         previous = per_seed[int(r.seed)].get(level)
         if previous is None or r.epoch >= previous[0]:
-            per_seed[int(r.seed)][level] = (int(r.epoch), float(r.value))
+            per_seed[int(r.seed)][level] = (int(r.epoch), transform(float(r.value)))
     curves = [{a: v for a, (_, v) in levels.items()} for levels in per_seed.values()]
-    return plot_curve(ax, curves, activation=selection.activation, metric=metric, rng=rng, label=label or label_for(selection.activation))
+    return plot_curve(
+        ax,
+        curves,
+        activation=selection.activation,
+        metric=metric,
+        rng=rng,
+        label=label or label_for(selection.activation),
+    )
 
 
-def _noise_figure(records: Sequence[Any], experiment: str, selections: Sequence[Selection], rng: np.random.Generator) -> Figure | None:
-    metrics = sorted({r.metric for r in records if r.experiment == experiment and _noise_level(r.split) is not None})
-    metrics = [m for m in ("accuracy", "error", "loss") if m in metrics]
+def _noise_figure(
+    records: Sequence[Any],
+    experiment: str,
+    selections: Sequence[Selection],
+    rng: np.random.Generator,
+) -> Figure | None:
+    recorded = {
+        r.metric
+        for r in records
+        if r.experiment == experiment and _noise_level(r.split) is not None
+    }
+    if "error" in recorded:
+        recorded.add("accuracy")  # the paper plots accuracy: 1 − error
+    metrics = [m for m in ("accuracy", "loss") if m in recorded]
     if not metrics:
         return None
     chosen = list(_selected(selections).values())
@@ -214,14 +273,19 @@ def _noise_figure(records: Sequence[Any], experiment: str, selections: Sequence[
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     for ax, metric in zip(axes, metrics, strict=True):
         for selection in chosen:
-            label = label_for(selection.activation) + (f" ({selection.setting})" if several_settings else "")
+            label = label_for(selection.activation) + (
+                f" ({selection.setting})" if several_settings else ""
+            )
             plot_noise(ax, records, selection, metric=metric, rng=rng, label=label)
         ax.set_xlabel("noise strength a (inputs + Uniform[−a, a])")
         ax.set_ylabel("test " + METRIC_LABELS.get(metric, metric))
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8)
-    fig.suptitle(f"Figure 3. {experiment}: robustness to input noise, median over seeds (95 % CI band)", fontsize=10)
+    fig.suptitle(
+        f"Figure 3. {experiment}: robustness to input noise, median over seeds (95 % CI band)",
+        fontsize=10,
+    )
     return fig if any(ax.lines for ax in axes) else None
 
 
@@ -235,7 +299,14 @@ def plot_summary(ax: Axes, selections: Sequence[Selection], *, rng: np.random.Ge
         median = float(np.median(values))
         low, high = bootstrap_ci(values, np.median, rng=rng, n_resamples=2000)
         color = color_for(selection.activation)
-        ax.errorbar([i], [median * scale], yerr=[[(median - low) * scale], [(high - median) * scale]], fmt="o", color=color, capsize=4)
+        ax.errorbar(
+            [i],
+            [median * scale],
+            yerr=[[(median - low) * scale], [(high - median) * scale]],
+            fmt="o",
+            color=color,
+            capsize=4,
+        )
         ax.scatter(np.full(values.size, i + 0.15), values * scale, s=10, color=color, alpha=0.5)
     labels = []
     for s in selections:
@@ -248,19 +319,27 @@ def plot_summary(ax: Axes, selections: Sequence[Selection], *, rng: np.random.Ge
     return ax
 
 
-def _summary_figure(experiment: str, selections: Sequence[Selection], rng: np.random.Generator) -> Figure | None:
+def _summary_figure(
+    experiment: str, selections: Sequence[Selection], rng: np.random.Generator
+) -> Figure | None:
     chosen = [s for s in _selected(selections).values() if s.values]
     if not chosen:
         return None
     fig = Figure(figsize=(max(4.0, 1.1 * len(chosen) + 1.5), 3.6), layout="constrained")
     plot_summary(fig.subplots(), chosen, rng=rng)
     rule = "chosen learning rate" if all(s.lr_selected for s in chosen) else "each learning rate"
-    fig.suptitle(f"{experiment}: test result at the {rule}, median over seeds (95 % CI)", fontsize=10)
+    fig.suptitle(
+        f"{experiment}: test result at the {rule}, median over seeds (95 % CI)", fontsize=10
+    )
     return fig
 
 
 def experiment_figures(
-    records: Sequence[Any], experiment: str, selections: Sequence[Selection], *, rng: np.random.Generator
+    records: Sequence[Any],
+    experiment: str,
+    selections: Sequence[Selection],
+    *,
+    rng: np.random.Generator,
 ) -> dict[str, Figure]:
     """All figures for one experiment, by short name (``curves``, ``noise``, ``summary``).
 

@@ -63,7 +63,9 @@ def _database(run_dir: str | Path) -> Path:
     if not path.is_file():
         from gelus.cli import UserError
 
-        raise UserError(f"no records.sqlite in {run_dir}: give the --out directory of `gelus run` or `gelus reproduce`")
+        raise UserError(
+            f"no records.sqlite in {run_dir}: give the --out directory of `gelus run` or `gelus reproduce`"
+        )
     return path
 
 
@@ -120,7 +122,9 @@ class PresetInfo(NamedTuple):
     name: str
     citation: str
     dataset: str
+    substitute: str  # the dataset used when ``dataset`` is absent ("" if none)
     paper_results: dict[str, float]  # activation -> the paper's number (fraction for errors)
+    paper_summary: str  # what the paper reports, in words, when it gives no numbers
     notes: str
 
 
@@ -163,12 +167,15 @@ def preset_info(name: str) -> PresetInfo | None:
         return None
     notes = getattr(preset, "fidelity", None) or getattr(preset, "notes", None) or ""
     if not isinstance(notes, str):
-        notes = "; ".join(map(str, notes))
+        notes = " ".join(map(str, notes))
+    summary = getattr(preset, "paper_results", None)
     return PresetInfo(
         name=name,
         citation=str(getattr(preset, "citation", "") or ""),
         dataset=str(getattr(preset, "dataset", "") or ""),
+        substitute=str(getattr(preset, "substitute", "") or ""),
         paper_results=paper_results(preset),
+        paper_summary=summary if isinstance(summary, str) else "",
         notes=notes,
     )
 
@@ -180,31 +187,14 @@ class DatasetStatus(NamedTuple):
     how_to_get: str
 
 
-def _how_to_get(spec: Any, name: str) -> str:
-    for attribute in ("instructions", "how_to_get", "help", "description"):
-        text = getattr(spec, attribute, None)
-        if text:
-            return str(text)
-    return f"see `gelus data` for where to put the {name} files"
-
-
 def dataset_status(name: str, data_dir: str | Path | None = None) -> DatasetStatus:
-    """Whether dataset ``name`` can be loaded offline, and how to get it if not."""
+    """Whether dataset ``name``'s files are on this machine (without loading them), and how to get them."""
     try:
-        import gelus.data as data
+        from gelus.data import find, get_spec, how_to_get
     except ImportError:
         return DatasetStatus(name, False, "the dataset readers (gelus.data) are not installed")
-    spec = getattr(data, "DATASETS", {}).get(name)
-    how = _how_to_get(spec, name)
-    for probe in ("is_available", "available"):
-        check = getattr(data, probe, None)
-        if callable(check):
-            try:
-                return DatasetStatus(name, bool(check(name, data_dir)), how)
-            except Exception:  # a probe that fails means "not here"
-                return DatasetStatus(name, False, how)
     try:
-        data.load(name, data_dir=data_dir)
-    except Exception:
-        return DatasetStatus(name, False, how)
-    return DatasetStatus(name, True, how)
+        spec = get_spec(name)
+    except ValueError as error:
+        return DatasetStatus(name, False, str(error))
+    return DatasetStatus(name, find(spec, data_dir) is not None, how_to_get(spec, data_dir).strip())

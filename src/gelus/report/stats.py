@@ -43,13 +43,20 @@ class Protocol(NamedTuple):
     select_split: str = "val"  # the split the learning rate is chosen on
     select_metrics: tuple[str, ...] = ("error", "loss")  # first one present is used
     report_split: str = "test"
-    report_metrics: tuple[str, ...] = ("error", "loss")  # headline first; those present are reported
+    report_metrics: tuple[str, ...] = (
+        "error",
+        "loss",
+    )  # headline first; those present are reported
     epoch: str = "last"  # "last": the final epoch; "best": each seed's epoch of lowest val metric
+    tune_setting: bool = (
+        False  # choose the setting (e.g. dropout keep) on validation along with the lr
+    )
 
     def describe(self, select_metric: str) -> str:
         where = "at the last epoch" if self.epoch == "last" else "at each seed's best epoch"
+        what = "learning rate and setting" if self.tune_setting else "learning rate"
         return (
-            f"learning rate chosen at the lowest median {self.select_split} {select_metric} "
+            f"{what} chosen at the lowest median {self.select_split} {select_metric} "
             f"{where}; {self.report_split} reported there, median over seeds"
         )
 
@@ -57,7 +64,12 @@ class Protocol(NamedTuple):
 # The paper's choices, by experiment name (matched on substrings, most specific first).
 _PROTOCOLS: tuple[tuple[str, Protocol], ...] = (
     ("autoencoder", Protocol(report_metrics=("recon_error", "loss"))),
-    ("timit", Protocol(select_metrics=("error",), epoch="best")),  # "chosen at the lowest val error"
+    (
+        "timit",
+        Protocol(select_metrics=("error",), epoch="best"),
+    ),  # "chosen at the lowest val error"
+    # the SOI map vs ReLU with its dropout keep tuned over {1, 0.75, 0.5}
+    ("stochastic", Protocol(select_metrics=("error",), tune_setting=True)),
     ("twitter", Protocol(select_metrics=("error",))),
     ("pos", Protocol(select_metrics=("error",))),
     ("cifar", Protocol(select_metrics=("error",))),
@@ -123,7 +135,9 @@ class Summary(NamedTuple):
     iqm_ci: tuple[float, float]
 
 
-def summarize(values: Sequence[float], *, rng: np.random.Generator, n_resamples: int = 10_000) -> Summary:
+def summarize(
+    values: Sequence[float], *, rng: np.random.Generator, n_resamples: int = 10_000
+) -> Summary:
     """Mean, median and IQM of ``values`` with their bootstrap CIs (in that order of resampling)."""
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:
@@ -148,7 +162,9 @@ def curves_by_seed(
     curves: dict[tuple[str, str, float, int], dict[int, float]] = defaultdict(dict)
     for r in records:
         if r.experiment == experiment and r.split == split and r.metric == metric:
-            curves[(r.activation, r.setting, float(r.lr), int(r.seed))][int(r.epoch)] = float(r.value)
+            curves[(r.activation, r.setting, float(r.lr), int(r.seed))][int(r.epoch)] = float(
+                r.value
+            )
     return dict(curves)
 
 
@@ -163,7 +179,9 @@ class Selection(NamedTuple):
     metric: str  # the reported metric
     values: dict[int, float]  # seed -> test metric at the chosen epoch
     epochs: dict[int, int]  # seed -> the epoch reported
-    val_medians: dict[float, float]  # lr -> median validation metric (empty if not selected)
+    val_medians: dict[
+        tuple[str, float], float
+    ]  # (setting, lr) -> median val metric (empty if not selected)
     rule: str  # the protocol in words
 
 
@@ -186,41 +204,75 @@ def _value_at(curve: dict[int, float], epoch: int) -> tuple[int, float] | None:
     return e, curve[e]
 
 
-def select(records: Sequence[Any], experiment: str, protocol: Protocol | None = None) -> list[Selection]:
+def select(
+    records: Sequence[Any], experiment: str, protocol: Protocol | None = None
+) -> list[Selection]:
     """Apply ``protocol`` (default: :func:`protocol_for`) to one experiment's records.
 
-    Returns one :class:`Selection` per (activation, setting), or per (activation, setting, lr)
-    when the records hold no validation split, for every reported metric present.
+    Returns one :class:`Selection` per (activation, setting) — per activation when the protocol
+    tunes the setting too — or per (activation, setting, lr) when the records hold no validation
+    split, for every reported metric present.
     """
     protocol = protocol or protocol_for(experiment)
     mine = [r for r in records if r.experiment == experiment]
     metrics_by_split: dict[str, set[str]] = defaultdict(set)
     for r in mine:
         metrics_by_split[r.split].add(r.metric)
-    select_metric = _first_present(protocol.select_metrics, metrics_by_split.get(protocol.select_split, set()))
-    report_metrics = [m for m in protocol.report_metrics if m in metrics_by_split.get(protocol.report_split, set())]
-    val = curves_by_seed(mine, experiment, protocol.select_split, select_metric) if select_metric else {}
+    select_metric = _first_present(
+        protocol.select_metrics, metrics_by_split.get(protocol.select_split, set())
+    )
+    report_metrics = [
+        m
+        for m in protocol.report_metrics
+        if m in metrics_by_split.get(protocol.report_split, set())
+    ]
+    val = (
+        curves_by_seed(mine, experiment, protocol.select_split, select_metric)
+        if select_metric
+        else {}
+    )
 
     selections = []
     for metric in report_metrics:
         test = curves_by_seed(mine, experiment, protocol.report_split, metric)
-        groups: dict[tuple[str, str], set[float]] = defaultdict(set)
+        # group -> candidate (setting, lr) pairs; a group is (activation, setting) or (activation, None)
+        groups: dict[tuple[str, str | None], set[tuple[str, float]]] = defaultdict(set)
         for activation, setting, lr, _ in test:
-            groups[(activation, setting)].add(lr)
-        for (activation, setting), lrs in sorted(groups.items()):
-            val_curves = {k: v for k, v in val.items() if k[:2] == (activation, setting) and v}
+            groups[(activation, None if protocol.tune_setting else setting)].add((setting, lr))
+        for (activation, group_setting), candidates in sorted(
+            groups.items(), key=lambda g: (g[0][0], g[0][1] or "")
+        ):
+            val_curves = {
+                k: v
+                for k, v in val.items()
+                if k[0] == activation
+                and group_setting in (None, k[1])
+                and (k[1], k[2]) in candidates
+                and v
+            }
             if val_curves:
                 medians = {
-                    lr: float(np.median([_curve_value(c, protocol.epoch) for k, c in val_curves.items() if k[2] == lr]))
-                    for lr in sorted({k[2] for k in val_curves})
+                    pair: float(
+                        np.median(
+                            [
+                                _curve_value(c, protocol.epoch)
+                                for k, c in val_curves.items()
+                                if (k[1], k[2]) == pair
+                            ]
+                        )
+                    )
+                    for pair in sorted({(k[1], k[2]) for k in val_curves})
                 }
-                best = min(medians, key=lambda lr: (medians[lr], lr))
-                candidates = [(best, True, medians)]
+                best = min(medians, key=lambda pair: (medians[pair], pair))
+                chosen = [(best, True, medians)]
                 rule = protocol.describe(select_metric)
             else:
-                candidates = [(lr, False, {}) for lr in sorted(lrs)]
-                rule = f"no {protocol.select_split} split recorded: each learning rate reported on its own, {protocol.report_split} at the last epoch, median over seeds"
-            for lr, selected, medians in candidates:
+                chosen = [(pair, False, {}) for pair in sorted(candidates)]
+                rule = (
+                    f"no {protocol.select_split} split recorded: each learning rate reported on its own, "
+                    f"{protocol.report_split} at the last epoch, median over seeds"
+                )
+            for (setting, lr), selected, medians in chosen:
                 values, epochs = {}, {}
                 for (a, s, l, seed), curve in test.items():
                     if (a, s, l) != (activation, setting, lr):
@@ -231,7 +283,18 @@ def select(records: Sequence[Any], experiment: str, protocol: Protocol | None = 
                     if found is not None:
                         epochs[seed], values[seed] = found
                 selections.append(
-                    Selection(experiment, activation, setting, lr, selected, metric, dict(sorted(values.items())), epochs, medians, rule)
+                    Selection(
+                        experiment,
+                        activation,
+                        setting,
+                        lr,
+                        selected,
+                        metric,
+                        dict(sorted(values.items())),
+                        epochs,
+                        medians,
+                        rule,
+                    )
                 )
     return selections
 
@@ -288,7 +351,9 @@ def compare_paired(
     the mean difference, with a percentile-bootstrap CI that resamples seeds (pairs) together.
     """
     seeds = tuple(sorted(set(treatment.values) & set(baseline.values)))
-    differences = np.array([treatment.values[s] - baseline.values[s] for s in seeds], dtype=np.float64)
+    differences = np.array(
+        [treatment.values[s] - baseline.values[s] for s in seeds], dtype=np.float64
+    )
     ci = bootstrap_ci(differences, np.mean, rng=rng, n_resamples=n_resamples)
     mean = float(differences.mean()) if seeds else float("nan")
     return Comparison(

@@ -1,0 +1,171 @@
+"""`gelus report RUN_DIR` and `gelus reproduce`: from records to a readable report."""
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+__all__ = ["missing_experiments", "register", "reproduce"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    report = subparsers.add_parser(
+        "report", help="write the HTML and Markdown report of a run directory"
+    )
+    report.add_argument(
+        "run_dir", type=Path, metavar="RUN_DIR", help="a directory holding records.sqlite"
+    )
+    report.add_argument(
+        "--out", type=Path, default=None, help="output directory (default: RUN_DIR/report)"
+    )
+    report.add_argument(
+        "--seed", type=int, default=0, help="seed of the bootstrap's random generator (default: 0)"
+    )
+    report.set_defaults(func=_report)
+
+    repro = subparsers.add_parser(
+        "reproduce", help="run every experiment whose data is present, then write the report"
+    )
+    repro.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer epochs and seeds (each preset's quick settings): minutes, not days",
+    )
+    repro.add_argument(
+        "--out", type=Path, default=None, help="output directory (default: runs/quick or runs/full)"
+    )
+    repro.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where the datasets are (default: gelus.data's search path)",
+    )
+    repro.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="parallel worker processes (default: the engine's choice)",
+    )
+    repro.set_defaults(func=_reproduce)
+
+
+def _prepare_matplotlib() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+
+def missing_experiments(recorded: set[str], data_dir: Path | None = None) -> list[Any]:
+    """Presets with no records, each with its dataset and how to get it."""
+    from gelus.report.analysis import Missing
+    from gelus.report.sources import dataset_status, preset_info, preset_names
+
+    missing = []
+    for name in preset_names():
+        if name in recorded:
+            continue
+        info = preset_info(name)
+        dataset = info.dataset if info else ""
+        status = dataset_status(dataset, data_dir) if dataset else None
+        if info and info.substitute and status is not None and not status.present:
+            substitute = dataset_status(info.substitute, data_dir)
+            status = status._replace(present=substitute.present)
+        if status is not None and status.present:
+            how = f"the data is present; run `gelus run {name}`"
+        else:
+            how = status.how_to_get if status else "unknown dataset"
+        missing.append(Missing(name, dataset or "—", how))
+    return missing
+
+
+def _report(args: argparse.Namespace) -> int:
+    _prepare_matplotlib()
+    from gelus.cli import UserError
+    from gelus.report.render import write_report
+    from gelus.report.sources import load_records, load_runs
+
+    records, runs = load_records(args.run_dir), load_runs(args.run_dir)
+    if not records:
+        raise UserError(
+            f"{args.run_dir}/records.sqlite holds no records yet: let `gelus run` finish an epoch first"
+        )
+    missing = missing_experiments({r.experiment for r in records})
+    out = args.out or args.run_dir / "report"
+    html_path, md_path = write_report(
+        records, runs, out, missing=missing, seed=args.seed, source=str(args.run_dir)
+    )
+    print(f"wrote {html_path}\nwrote {md_path}")
+    return 0
+
+
+def _is_missing_data(error: Exception) -> bool:
+    """Errors that mean "the dataset is not here" rather than a bug."""
+    from gelus.cli import UserError
+
+    return (
+        isinstance(error, FileNotFoundError | UserError)
+        or "NotFound" in type(error).__name__
+        or "Missing" in type(error).__name__
+    )
+
+
+def reproduce(
+    out: Path, *, quick: bool, data_dir: Path | None = None, workers: int | None = None
+) -> tuple[Path, Path]:
+    """Run every preset whose data is present into ``out``, then write ``out/report``.
+
+    A preset whose data is missing is listed in the report with how to get its data.
+    """
+    from gelus.cli import UserError
+    from gelus.report.analysis import Missing
+    from gelus.report.render import write_report
+    from gelus.report.sources import (
+        dataset_status,
+        load_records,
+        load_runs,
+        preset_info,
+        preset_names,
+    )
+
+    try:
+        from gelus.experiments import run_experiment
+    except ImportError as error:
+        raise UserError(
+            f"the experiment engine is not installed ({error}); reinstall with `pip install -e .`"
+        ) from error
+    out.mkdir(parents=True, exist_ok=True)
+    missing = []
+    for name in preset_names():
+        info = preset_info(name)
+        try:
+            run_experiment(
+                name, out_dir=out, workers=workers, data_dir=data_dir, quick=quick, progress=True
+            )
+        except Exception as error:
+            if not _is_missing_data(error):
+                raise
+            dataset = info.dataset if info else "—"
+            how = dataset_status(dataset, data_dir).how_to_get if info and info.dataset else ""
+            print(f"gelus reproduce: {name} skipped: {error}")
+            missing.append(Missing(name, dataset, f"{error}. {how}".strip()))
+    if not (out / "records.sqlite").is_file():
+        names = ", ".join(m.experiment for m in missing) or "none"
+        raise UserError(
+            f"no experiment could run (missing data for: {names}); see `gelus data` for where to put the files"
+        )
+    return write_report(
+        load_records(out), load_runs(out), out / "report", missing=missing, source=str(out)
+    )
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    _prepare_matplotlib()
+    from gelus.cli import UserError
+
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers {args.workers}: give at least 1")
+    out = args.out or Path("runs/quick" if args.quick else "runs/full")
+    html_path, md_path = reproduce(
+        out, quick=args.quick, data_dir=args.data_dir, workers=args.workers
+    )
+    print(f"wrote {html_path}\nwrote {md_path}")
+    return 0

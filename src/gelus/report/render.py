@@ -1,0 +1,299 @@
+"""The report as a self-contained HTML page and its Markdown twin.
+
+The content is built once as a list of blocks (heading, paragraph, table, figure, banner) and
+rendered twice: HTML embeds figures as base64 PNG; Markdown links the PNG files next to it.
+"""
+
+import base64
+import html
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from gelus.report.analysis import ExperimentResult, Missing, analyse, environment, is_quick
+from gelus.report.figures import experiment_figures, paper_figure_number, save_figure
+
+__all__ = ["Block", "report_blocks", "to_html", "to_markdown", "write_report"]
+
+QUICK_BANNER = (
+    "Quick run: fewer epochs and seeds than the paper, to finish in minutes. The numbers show the "
+    "pipeline works; they are not a reproduction. Run `gelus reproduce` without --quick for that."
+)
+
+
+class Block(NamedTuple):
+    kind: str  # "h1" | "h2" | "h3" | "p" | "banner" | "table" | "figure"
+    text: str = ""
+    headers: tuple[str, ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()
+    image: Path | None = None  # figure: the PNG file
+
+
+def format_value(metric: str, value: float) -> str:
+    """Errors and accuracies as percentages, losses to 4 significant digits."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if metric in ("error", "accuracy"):
+        return f"{100 * value:.2f} %"
+    return f"{value:.4g}"
+
+
+def format_difference(metric: str, value: float) -> str:
+    if value is None or math.isnan(value):
+        return "—"
+    if metric in ("error", "accuracy"):
+        return f"{100 * value:+.2f} pp"
+    return f"{value:+.4g}"
+
+
+def _interval(metric: str, ci: tuple[float, float], difference: bool = False) -> str:
+    fmt = format_difference if difference else format_value
+    return f"[{fmt(metric, ci[0])}, {fmt(metric, ci[1])}]"
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def _result_table(result: ExperimentResult) -> Block:
+    headers = (
+        "activation",
+        "setting",
+        "lr",
+        "metric",
+        "n",
+        "median",
+        "95 % CI of median",
+        "mean",
+        "IQM",
+        "paper",
+    )
+    rows = []
+    for row in result.rows:
+        s, m = row.selection, row.summary
+        lr = f"{s.lr:g}" + ("" if s.lr_selected else " (not selected)")
+        rows.append(
+            (s.activation, s.setting or "—", lr, f"test {s.metric}", str(m.n), format_value(s.metric, m.median),
+             _interval(s.metric, m.median_ci), format_value(s.metric, m.mean), format_value(s.metric, m.iqm),
+             format_value(s.metric, row.paper) if row.paper is not None else "—")
+        )  # fmt: skip
+    return Block("table", headers=headers, rows=tuple(rows))
+
+
+def _comparison_table(result: ExperimentResult) -> Block:
+    headers = (
+        "comparison",
+        "setting",
+        "metric",
+        "n pairs",
+        "mean difference",
+        "95 % CI",
+        "paper",
+        "paper's ordering",
+    )
+    rows = []
+    for c, paper in result.comparisons:
+        setting = c.setting or "—"
+        rows.append(
+            (f"{c.treatment} − {c.baseline}", setting, f"test {c.metric}", str(len(c.seeds)), format_difference(c.metric, c.mean),
+             _interval(c.metric, c.ci, difference=True), format_difference(c.metric, paper) if paper is not None else "—", c.verdict)
+        )  # fmt: skip
+    return Block("table", headers=headers, rows=tuple(rows))
+
+
+def report_blocks(
+    results: Sequence[ExperimentResult],
+    figures: dict[str, list[tuple[Path, str]]],
+    *,
+    runs: Sequence[Any],
+    missing: Sequence[Missing] = (),
+    quick: bool = False,
+    source: str = "",
+    activation_figure: Path | None = None,
+    seed: int = 0,
+) -> list[Block]:
+    """The report's content. ``figures`` maps an experiment to its (PNG path, caption) pairs."""
+    blocks = [Block("h1", "GELU paper reproduction: results")]
+    if quick:
+        blocks.append(Block("banner", QUICK_BANNER))
+    n_records = sum(len(r.rows) for r in results)
+    blocks.append(
+        Block(
+            "p",
+            f"{len(results)} experiments with records ({n_records} result rows, {len(runs)} runs) from {source or 'the given records'}.",
+        )
+    )
+    blocks.append(
+        Block(
+            "p",
+            "How to read: n is the number of seeds; each seed contributes its test value at the chosen learning rate "
+            "and epoch. The 95 % intervals are percentile bootstraps (10,000 resamples, numpy Generator seeded "
+            f"{seed}); with n = 3 a bootstrap interval cannot be wider than the range of the three values, so "
+            "read it as a spread, not as a guarantee. Paired differences use only the seeds both activations ran. "
+            "Errors are in %, differences in percentage points (pp), losses in nats.",
+        )
+    )
+    if activation_figure is not None:
+        blocks += [
+            Block("h2", "Figure 1: the activations"),
+            Block(
+                "figure", "Figure 1. GELU (μ=0, σ=1), ReLU and ELU (α=1).", image=activation_figure
+            ),
+        ]
+    for result in results:
+        number = paper_figure_number(result.name)
+        blocks.append(Block("h2", result.name + (f" (paper Figure {number})" if number else "")))
+        if result.citation:
+            blocks.append(Block("p", f"Paper: {result.citation}"))
+        if result.paper_summary:
+            blocks.append(Block("p", "The paper reports: " + result.paper_summary))
+        blocks += [Block("p", "Protocol: " + rule + ".") for rule in result.rules]
+        blocks += [Block("h3", "Test results: paper vs ours"), _result_table(result)]
+        if result.comparisons:
+            blocks += [Block("h3", "Paired differences (same seeds)"), _comparison_table(result)]
+        for image, caption in figures.get(result.name, []):
+            blocks.append(Block("figure", caption, image=image))
+        blocks += [
+            Block("h3", "Setup: paper vs this run"),
+            Block("table", headers=("aspect", "paper", "this run"), rows=result.setup),
+        ]
+        if result.notes:
+            blocks.append(Block("p", "Fidelity notes: " + result.notes))
+        blocks.append(
+            Block(
+                "p",
+                f"{result.n_runs} runs, {result.wall_seconds / 60:.1f} min of training wall time.",
+            )
+        )
+    if missing:
+        blocks.append(Block("h2", "Experiments without data"))
+        blocks.append(
+            Block("p", "These experiments were not run because their data is not on this machine.")
+        )
+        rows = tuple((m.experiment, m.dataset, m.how_to_get) for m in missing)
+        blocks.append(Block("table", headers=("experiment", "dataset", "how to get it"), rows=rows))
+    blocks.append(Block("h2", "Environment"))
+    env = environment(runs)
+    total = sum(r.wall_seconds for r in results)
+    env.append(("training wall time (ensembles counted once)", f"{total / 60:.1f} min"))
+    blocks.append(Block("table", headers=("", "value"), rows=tuple(env)))
+    return blocks
+
+
+# --------------------------------------------------------------------------- renderers
+_CSS = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
+th { background: #f3f3f3; }
+.banner { background: #fff3cd; border: 1px solid #e0c36a; padding: 0.8em 1em; }
+figure { margin: 1em 0; } figure img { max-width: 100%; } figcaption { font-size: 0.9em; color: #555; }
+"""
+
+
+def to_html(blocks: Sequence[Block]) -> str:
+    """One self-contained HTML page; figures are embedded as base64 PNG."""
+    e = html.escape
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{e(blocks[0].text)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+    ]
+    for b in blocks:
+        if b.kind in ("h1", "h2", "h3"):
+            parts.append(f"<{b.kind} id='{_slug(b.text)}'>{e(b.text)}</{b.kind}>")
+        elif b.kind == "p":
+            parts.append(f"<p>{e(b.text)}</p>")
+        elif b.kind == "banner":
+            parts.append(f"<p class='banner'><strong>{e(b.text)}</strong></p>")
+        elif b.kind == "table":
+            head = "".join(f"<th>{e(h)}</th>" for h in b.headers)
+            body = "".join(
+                "<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in b.rows
+            )
+            parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        elif b.kind == "figure" and b.image is not None:
+            data = base64.b64encode(Path(b.image).read_bytes()).decode("ascii")
+            parts.append(
+                f"<figure><img alt='{e(b.text)}' src='data:image/png;base64,{data}'><figcaption>{e(b.text)}</figcaption></figure>"
+            )
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(blocks: Sequence[Block], relative_to: Path) -> str:
+    """The Markdown twin; figures link their PNG files relative to ``relative_to``."""
+    parts = []
+    for b in blocks:
+        if b.kind in ("h1", "h2", "h3"):
+            parts.append("#" * int(b.kind[1]) + " " + b.text)
+        elif b.kind == "p":
+            parts.append(b.text)
+        elif b.kind == "banner":
+            parts.append(f"> **{b.text}**")
+        elif b.kind == "table":
+            lines = [
+                "| " + " | ".join(map(_md_cell, b.headers)) + " |",
+                "|" + "---|" * len(b.headers),
+            ]
+            lines += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in b.rows]
+            parts.append("\n".join(lines))
+        elif b.kind == "figure" and b.image is not None:
+            parts.append(
+                f"![{b.text}]({Path(b.image).relative_to(relative_to).as_posix()})\n\n*{b.text}*"
+            )
+    return "\n\n".join(parts) + "\n"
+
+
+def write_report(
+    records: Sequence[Any],
+    runs: Sequence[Any],
+    out_dir: str | Path,
+    *,
+    missing: Sequence[Missing] = (),
+    seed: int = 0,
+    source: str = "",
+    activation_figure: bool = True,
+) -> tuple[Path, Path]:
+    """Analyse ``records``, draw the figures into ``out_dir/figures`` and write
+    ``out_dir/report.html`` and ``out_dir/report.md``. Returns the two paths."""
+    out_dir = Path(out_dir)
+    figure_dir = out_dir / "figures"
+    rng = np.random.default_rng(seed)
+    results = analyse(records, runs, rng=rng)
+    figures: dict[str, list[tuple[Path, str]]] = {}
+    for result in results:
+        selections = [row.selection for row in result.rows]
+        for kind, fig in experiment_figures(records, result.name, selections, rng=rng).items():
+            png, _ = save_figure(fig, figure_dir, f"{_slug(result.name)}-{kind}")
+            figures.setdefault(result.name, []).append(
+                (png, fig.get_suptitle() if hasattr(fig, "get_suptitle") else kind)
+            )
+    figure1 = None
+    if activation_figure:
+        from gelus.plots.activations import figure1 as draw_figure1
+
+        figure1, _ = save_figure(draw_figure1(), figure_dir, "figure1")
+    blocks = report_blocks(
+        results,
+        figures,
+        runs=runs,
+        missing=missing,
+        quick=is_quick(runs),
+        source=source,
+        activation_figure=figure1,
+        seed=seed,
+    )
+    html_path, md_path = out_dir / "report.html", out_dir / "report.md"
+    html_path.write_text(to_html(blocks), encoding="utf-8")
+    md_path.write_text(to_markdown(blocks, out_dir), encoding="utf-8")
+    return html_path, md_path
