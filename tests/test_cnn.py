@@ -1,0 +1,368 @@
+"""The CIFAR experiments: network shapes and sizes, preprocessing, schedules, and resumable runs."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import scipy.integrate
+import scipy.linalg
+import torch
+from torch import nn
+
+import gelus
+from gelus.experiments import cnn
+from gelus.experiments.cnn import (
+    CIFAR10AllConvConfig,
+    CIFAR100WRNConfig,
+    allconv_beta1,
+    allconv_lr,
+    apply_zca,
+    build_cnn,
+    cosine_lr,
+    fit_zca,
+    random_crop_flip,
+    train_cnn_run,
+)
+from gelus.experiments.cnn_models import AllConvNet, WideResNet
+
+
+class FakeSplit:
+    """The data interface of ``gelus.data``: labels int64 [N], inputs(index) float32 in [0, 1]."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor):
+        self.images, self.labels = images, labels
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        return tuple(self.images.shape[1:])
+
+    def inputs(self, index: torch.Tensor) -> torch.Tensor:
+        return self.images[index].float() / 255
+
+
+class FakeDataset:
+    def __init__(self, n_train, n_test, num_classes, size, with_val=False, seed=0):
+        g = torch.Generator().manual_seed(seed)
+
+        def split(n):
+            images = torch.randint(0, 256, (n, 3, size, size), generator=g, dtype=torch.uint8)
+            return FakeSplit(images, torch.randint(0, num_classes, (n,), generator=g))
+
+        self.train, self.test = split(n_train), split(n_test)
+        self.val = split(20) if with_val else None
+        self.num_classes = num_classes
+
+
+# Tiny versions of both protocols: 12×12 images for the all-conv net (the smallest that survives
+# two poolings and a valid 3×3 conv), 8×8 for the WRN.
+TINY_ALLCONV = CIFAR10AllConvConfig(
+    epochs=3, batch_size=10, lr_decay_start=1, beta1_switch_epoch=1, widths=(4, 6),
+    val_size=20, train_eval_size=30, eval_batch_size=25, channels_last=False,
+)  # fmt: skip
+TINY_WRN = CIFAR100WRNConfig(
+    epochs=3, batch_size=10, blocks_per_stage=1, widths=(4, 4, 8, 8), val_size=20,
+    train_eval_size=None, eval_batch_size=25,
+)  # fmt: skip
+
+
+def n_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+# ---------------------------------------------------------------- networks
+
+
+def test_allconv_output_shape_and_layers():
+    model = AllConvNet(10)
+    x = torch.randn(2, 3, 32, 32)
+    assert model.eval()(x).shape == (2, 10)
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    assert [c.out_channels for c in convs] == [96] * 3 + [192] * 6
+    assert [c.kernel_size[0] for c in convs] == [3] * 7 + [1] * 2
+    assert sum(isinstance(m, nn.BatchNorm2d) for m in model.modules()) == 9
+    # Before the global pool the valid 3×3 conv leaves a 6×6 map.
+    assert model.features[:-4](x).shape == (2, 192, 6, 6)
+
+
+def test_allconv_parameter_count_matches_hand_count():
+    conv = 3 * 9 * 96 + 2 * 96 * 9 * 96 + 96 * 9 * 192 + 3 * 192 * 9 * 192 + 2 * 192 * 192
+    bn = 2 * (3 * 96 + 6 * 192) + 2 * 10  # scale and shift of every BN, logits included
+    assert n_params(AllConvNet(10)) == conv + bn + 192 * 10
+
+
+def wrn_hand_count(n: int, widths: tuple[int, ...], classes: int) -> int:
+    w0, *ws = widths
+    count = 27 * w0 + 2 * 2 * w0  # stem conv, two BNs
+    c_in = w0
+    for w in ws:
+        count += 9 * c_in * w + w + 9 * w * w + w + 2 * w + c_in * w  # first block, projection
+        count += (n - 1) * (2 * (9 * w * w + w) + 2 * w)
+        c_in = w
+    return count + 2 * c_in + c_in * classes + classes
+
+
+def test_wrn_40_4_shape_and_size():
+    model = WideResNet(100)
+    assert model.eval()(torch.randn(2, 3, 32, 32)).shape == (2, 100)
+    count = n_params(model)
+    assert count == wrn_hand_count(6, (16, 64, 128, 256), 100)
+    # Zagoruyko & Komodakis (2016), Table 1: WRN-40-4 has "8.9M" parameters; their table truncates
+    # (the pre-activation net's convs alone hold 8.94M). Ours adds conv biases and two BNs: 8.97M.
+    assert 8.9e6 <= count < 9.0e6
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3)]
+    assert len(convs) == 1 + 2 * 18  # depth 40 = 37 convs + 3 projections
+
+
+def test_wrn_block_order_is_the_released_one():
+    model = WideResNet(100, blocks_per_stage=2, widths=(4, 6, 8, 10), dropout=0.0).eval()
+    block = model.blocks[1]  # an identity block
+    x = torch.randn(3, 6, 8, 8)
+    expected = block.bn(block.act2(block.conv2(block.act1(block.conv1(x))))) + x
+    torch.testing.assert_close(block(x), expected)
+    assert isinstance(model.blocks[0].shortcut, nn.Conv2d)  # 4 → 6 channels
+    assert model.blocks[2].shortcut.stride == (2, 2)  # second stage halves the map
+
+
+def tanh_gelu(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+@pytest.mark.parametrize(
+    "name, f",
+    [
+        ("relu", lambda x: max(x, 0.0)),
+        ("gelu", tanh_gelu),
+        ("elu", lambda x: x if x > 0 else math.expm1(x)),
+    ],
+)
+def test_wrn_init_uses_the_activation_gain(name, f):
+    # Oracle: gain = 1/√E[f(z)²], z ~ N(0, 1), by scipy quadrature (√2 for ReLU, He et al.).
+    second_moment = scipy.integrate.quad(lambda z: f(z) ** 2 * np.exp(-z * z / 2), -40, 40)[0]
+    gain = 1 / math.sqrt(second_moment / math.sqrt(2 * math.pi))
+    torch.manual_seed(0)
+    model = build_cnn(CIFAR100WRNConfig(), name, 100)
+    conv = model.blocks[10].conv2  # 128 → 128 channels, fan_in 1152, 147k weights
+    assert conv.weight.std().item() == pytest.approx(gain / math.sqrt(128 * 9), rel=0.01)
+
+
+def test_gelu_means_the_configured_form():
+    for form in ("tanh", "none"):
+        model = build_cnn(dataclasses.replace(TINY_ALLCONV, gelu_form=form), "gelu", 10)
+        acts = [m for m in model.modules() if isinstance(m, gelus.GELU)]
+        assert len(acts) == 9 and all(a.approximate == form for a in acts)
+
+
+def test_unknown_activation_lists_the_names():
+    with pytest.raises(ValueError, match="relu"):
+        build_cnn(TINY_ALLCONV, "relux", 10)
+
+
+def test_bad_config_values_are_named():
+    with pytest.raises(ValueError, match="amp_dtype"):
+        CIFAR10AllConvConfig(amp_dtype="fp8")
+    with pytest.raises(ValueError, match="gelu_form"):
+        CIFAR100WRNConfig(gelu_form="erf")
+
+
+# ---------------------------------------------------------------- preprocessing
+
+
+def test_zca_whitens_to_identity_and_matches_inverse_square_root():
+    rng = np.random.default_rng(0)
+    d, n = 48, 4000
+    mixing = rng.normal(size=(d, d)) * np.linspace(0.05, 2.0, d)  # correlated, uneven scales
+    x = rng.normal(size=(n, d)) @ mixing.T + rng.normal(size=d)
+    epsilon = 1e-8
+    mean, whitening = fit_zca(torch.from_numpy(x).float().view(n, 3, 4, 4), epsilon)
+    # Independent oracle: Σ^(-1/2) by scipy in float64.
+    sigma = np.cov(x, rowvar=False, bias=True)
+    oracle = np.real(scipy.linalg.sqrtm(np.linalg.inv(sigma + epsilon * np.eye(d))))
+    np.testing.assert_allclose(
+        whitening.double().numpy(), oracle, rtol=2e-3, atol=2e-3 * np.abs(oracle).max()
+    )
+    white = apply_zca(torch.from_numpy(x).float().clone(), mean, whitening).double().numpy()
+    np.testing.assert_allclose(np.cov(white, rowvar=False, bias=True), np.eye(d), atol=2e-3)
+    np.testing.assert_allclose(white.mean(0), 0, atol=1e-3)
+
+
+def test_zca_epsilon_damps_the_small_directions():
+    x = torch.randn(500, 2, dtype=torch.float64) * torch.tensor([1.0, 1e-3])
+    _, whitening = fit_zca(x.float(), epsilon=1e-2)
+    # Variance 1e-6 in the second direction: its gain is 1/√(1e-6 + 1e-2) ≈ 10, not 1000.
+    assert whitening[1, 1].item() == pytest.approx(1 / math.sqrt(1e-6 + 1e-2), rel=0.05)
+
+
+def test_crop_and_flip_match_a_per_sample_loop():
+    x = torch.randn(64, 3, 8, 8)
+    generator = torch.Generator().manual_seed(5)
+    out = random_crop_flip(x, 2, True, generator)
+    # Replay the same draws and build each sample by explicit slicing.
+    replay = torch.Generator().manual_seed(5)
+    offsets = torch.randint(0, 5, (2, 64), generator=replay)
+    flips = torch.randint(0, 2, (64,), generator=replay)
+    padded = torch.zeros(64, 3, 12, 12)
+    padded[:, :, 2:10, 2:10] = x
+    for b in range(64):
+        dy, dx = offsets[:, b].tolist()
+        window = padded[b, :, dy : dy + 8, dx : dx + 8]
+        expected = window.flip(-1) if flips[b] else window
+        torch.testing.assert_close(out[b], expected, rtol=0, atol=0)
+    assert 0 < flips.sum() < 64 and len(set(offsets[0].tolist())) == 5  # draws are varied
+
+
+def test_crop_without_flip_never_flips():
+    x = torch.arange(16.0).view(1, 1, 4, 4).expand(32, 1, 4, 4)
+    out = random_crop_flip(x, 0, False, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(out, x)
+
+
+# ---------------------------------------------------------------- schedules
+
+
+def test_allconv_lr_and_beta1_schedule():
+    cfg = CIFAR10AllConvConfig()  # 200 epochs, constant to 100, β₁ switch after 100
+    # The released code: lr · min(2 − e/100, 1) for 0-based e = epoch − 1.
+    for epoch, factor in [(1, 1.0), (100, 1.0), (101, 1.0), (102, 0.99), (150, 0.51), (200, 0.01)]:
+        assert allconv_lr(epoch, cfg, 2e-3) == pytest.approx(2e-3 * factor, rel=1e-12)
+    assert [allconv_beta1(e, cfg) for e in (1, 100, 101, 200)] == [0.9, 0.9, 0.5, 0.5]
+
+
+def test_cosine_lr_by_hand():
+    total = 50 * 390
+    assert cosine_lr(0, total, 0.1) == 0.1
+    assert cosine_lr(total // 2, total, 0.1) == pytest.approx(0.05, rel=1e-12)
+    assert cosine_lr(total // 4, total, 0.1) == pytest.approx(0.1 * (1 + 0.5**0.5) / 2, rel=1e-12)
+    assert cosine_lr(total, total, 0.1) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_run_sets_lr_and_beta1_per_step(monkeypatch):
+    seen = []
+    original = torch.optim.Adam.step
+
+    def recording_step(self, *args, **kwargs):
+        group = self.param_groups[0]
+        seen.append((group["lr"], group["betas"][0]))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", recording_step)
+    data = FakeDataset(60, 20, 10, 12)
+    train_cnn_run(TINY_ALLCONV, data, activation="relu", seed=0, lr=1e-3, device="cpu",
+                  log=lambda *a: None, checkpoint_path=None)  # fmt: skip
+    # 40 training images, batch 10: 4 steps per epoch; 3 epochs, decay after epoch 1.
+    assert [lr for lr, _ in seen] == pytest.approx([1e-3] * 8 + [0.5e-3] * 4)
+    assert [b1 for _, b1 in seen] == [0.9] * 4 + [0.5] * 8
+
+
+# ---------------------------------------------------------------- runs
+
+
+def run_logged(cfg, data, checkpoint_path, activation="gelu", seed=3):
+    logged = {}
+    train_cnn_run(cfg, data, activation=activation, seed=seed, lr=cfg.lr, device="cpu",
+                  log=lambda e, s, m, v: logged.__setitem__((e, s, m), v),
+                  checkpoint_path=checkpoint_path)  # fmt: skip
+    return logged
+
+
+def without_seconds(logged):
+    return {k: v for k, v in logged.items() if k[2] != "seconds"}
+
+
+class Interrupted(Exception):
+    pass
+
+
+@pytest.mark.parametrize("cfg", [TINY_ALLCONV, TINY_WRN], ids=["allconv", "wrn"])
+def test_resume_equals_uninterrupted(cfg, tmp_path):
+    size = 12 if isinstance(cfg, CIFAR10AllConvConfig) else 8
+    data = FakeDataset(60, 20, 10, size)
+    whole = run_logged(cfg, data, tmp_path / "whole.pt")
+    assert without_seconds(run_logged(cfg, data, None)) == without_seconds(whole)  # deterministic
+
+    path = tmp_path / "resumed.pt"
+    first_epoch = {}
+
+    def log_then_crash(epoch, split, metric, value):
+        if epoch == 2:
+            raise Interrupted
+        first_epoch[(epoch, split, metric)] = value
+
+    with pytest.raises(Interrupted):
+        train_cnn_run(cfg, data, activation="gelu", seed=3, lr=cfg.lr, device="cpu",
+                      log=log_then_crash, checkpoint_path=path)  # fmt: skip
+    assert torch.load(path, weights_only=True)["epoch"] == 1
+    resumed = run_logged(cfg, data, path)
+
+    assert set(resumed) == {key for key in whole if key[0] > 1}
+    assert without_seconds(first_epoch) == without_seconds(
+        {k: v for k, v in whole.items() if k[0] == 1}
+    )
+    for key, value in without_seconds(resumed).items():
+        assert value == whole[key], key
+    assert resumed[(2, "train", "seconds")] > first_epoch[(1, "train", "seconds")]
+    final_whole = torch.load(tmp_path / "whole.pt", weights_only=True)["model"]
+    final_resumed = torch.load(path, weights_only=True)["model"]
+    for name, tensor in final_whole.items():
+        torch.testing.assert_close(final_resumed[name], tensor, rtol=0, atol=0)
+
+    # A finished run is not trained again; another run's checkpoint is refused.
+    assert run_logged(cfg, data, path) == {}
+    with pytest.raises(ValueError, match="another run"):
+        run_logged(cfg, data, path, seed=4)
+
+
+def test_logs_every_split_and_metric_per_epoch():
+    data = FakeDataset(60, 20, 10, 12)
+    logged = run_logged(TINY_ALLCONV, data, None)
+    splits = {"train", "val", "test"}
+    expected = {(e, s, m) for e in (1, 2, 3) for s in splits for m in ("loss", "error")}
+    assert set(logged) == expected | {(e, "train", "seconds") for e in (1, 2, 3)}
+    for (_, _, metric), value in logged.items():
+        assert math.isfinite(value) and value >= 0
+        if metric == "error":
+            assert value * 30 == pytest.approx(round(value * 30)) or value * 20 == pytest.approx(
+                round(value * 20)
+            )  # a fraction of the 30 train-eval or 20 val/test images
+
+
+def test_retrain_full_uses_train_and_val_and_logs_no_val(monkeypatch):
+    sizes = []
+    original = cnn._preprocess
+
+    def spy(cfg, splits, saved):
+        sizes.append({name: len(y) for name, (_, y) in splits.items()})
+        return original(cfg, splits, saved)
+
+    monkeypatch.setattr(cnn, "_preprocess", spy)
+    full = dataclasses.replace(TINY_WRN, epochs=1, retrain_full=True)
+    logged = run_logged(full, FakeDataset(60, 20, 10, 8), None, activation="relu")
+    assert sizes[-1] == {"train": 60, "test": 20}
+    assert not any(split == "val" for _, split, _ in logged)
+    # With the dataset's own val split: val is that split, and retrain_full appends it.
+    run_logged(full, FakeDataset(60, 20, 10, 8, with_val=True), None, activation="relu")
+    assert sizes[-1] == {"train": 80, "test": 20}
+    held_out = dataclasses.replace(full, retrain_full=False)
+    run_logged(held_out, FakeDataset(60, 20, 10, 8, with_val=True), None, activation="relu")
+    assert sizes[-1] == {"train": 60, "val": 20, "test": 20}
+
+
+def test_bf16_autocast_runs_on_cpu(monkeypatch):
+    logit_dtypes = set()
+    original = cnn.build_cnn
+
+    def hooked(*args):
+        model = original(*args)
+        model.register_forward_hook(lambda module, inputs, output: logit_dtypes.add(output.dtype))
+        return model
+
+    monkeypatch.setattr(cnn, "build_cnn", hooked)
+    cfg = dataclasses.replace(TINY_WRN, epochs=1, amp_dtype="bf16", channels_last=True)
+    logged = run_logged(cfg, FakeDataset(60, 20, 10, 8), None)
+    assert logit_dtypes == {torch.bfloat16}
+    assert all(math.isfinite(v) for v in logged.values())
+    with pytest.raises(ValueError, match="fp16"):
+        run_logged(dataclasses.replace(cfg, amp_dtype="fp16"), FakeDataset(60, 20, 10, 8), None)
