@@ -150,7 +150,6 @@ def _cifar(
             RemoteFile(python_tar, python_sha, python_size, (_TORONTO + python_tar,)),
         ),
         downloads=(binary_tar,),
-        archives=(binary_tar,),
         citation="Krizhevsky (2009), Learning Multiple Layers of Features from Tiny Images",
         extra={
             "num_classes": num_classes,

@@ -124,15 +124,12 @@ def load_cifar(
         (archive,) = location.files
         if verify:
             verify_file(archive, spec.remote_file(archive.name))
-        extract_archive(archive, location.directory)
         layout = spec.extra["extracted_layout"][archive.name]
-        files = []
-        for alternatives in spec.layouts[layout]:
-            path = location.directory / alternatives[0]
-            if not path.is_file():
-                raise DataError(f"{archive}: the archive did not contain {alternatives[0]}")
-            files.append(path)
-        location = Location(location.directory, layout, tuple(files))
+        members = tuple(alternatives[0] for alternatives in spec.layouts[layout])
+        extract_archive(archive, location.directory, expected=members)
+        location = Location(
+            location.directory, layout, tuple(location.directory / name for name in members)
+        )
     python = spec.extra["layout_kinds"][layout] == "python"
     train_x, train_y = _read_files(location.files[:-1], python, num_classes)
     test_x, test_y = _read_files(location.files[-1:], python, num_classes)

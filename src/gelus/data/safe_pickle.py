@@ -2,7 +2,8 @@
 
 ``pickle.load`` on a downloaded file can execute anything the file names. The CIFAR "python
 version" batches are dicts of lists, bytes, ints and one uint8 numpy array, so the unpickler below
-resolves only numpy's array reconstruction helpers and dtype; any other global is refused.
+resolves only numpy's array reconstruction helpers and dtype; any other global is refused, and
+the loaded value is checked to hold nothing but those types.
 """
 
 import io
@@ -15,31 +16,44 @@ from gelus.data.errors import DataError, UnsafeArchiveError
 __all__ = ["RestrictedUnpickler", "safe_loads"]
 
 
-def _numpy_multiarray():
+def _numpy_core():
     try:
-        from numpy._core import multiarray  # numpy >= 2
+        from numpy._core import multiarray, numeric  # numpy >= 2
     except ImportError:  # numpy 1.x
-        from numpy.core import multiarray
-    return multiarray
+        from numpy.core import multiarray, numeric
+    return multiarray, numeric
+
+
+def _latin1_encode(text: str, encoding: str = "utf-8") -> bytes:
+    """``_codecs.encode`` as Python 3 protocol-2 pickles use it for bytes, and only that."""
+    if not isinstance(text, str) or encoding != "latin1":
+        raise UnsafeArchiveError(
+            f"_codecs.encode({type(text).__name__}, {encoding!r}) is not a bytes literal"
+        )
+    return text.encode("latin1")
 
 
 def _allowed_globals() -> dict[tuple[str, str], object]:
-    multiarray = _numpy_multiarray()
-    allowed = {}
-    # numpy 1.x pickles name numpy.core.multiarray, numpy >= 2 writes numpy._core.multiarray
-    for module in ("numpy.core.multiarray", "numpy._core.multiarray"):
-        allowed[module, "_reconstruct"] = multiarray._reconstruct
-    for module in ("numpy", "numpy.core.multiarray", "numpy._core.multiarray"):
-        allowed[module, "ndarray"] = np.ndarray
-        allowed[module, "dtype"] = np.dtype
+    multiarray, numeric = _numpy_core()
+    allowed: dict[tuple[str, str], object] = {("_codecs", "encode"): _latin1_encode}
+    # numpy 1.x pickles name numpy.core.*, numpy >= 2 writes numpy._core.*
+    for core in ("numpy.core", "numpy._core"):
+        allowed[f"{core}.multiarray", "_reconstruct"] = multiarray._reconstruct  # protocols 0-4
+        allowed[f"{core}.numeric", "_frombuffer"] = numeric._frombuffer  # protocol 5
+        allowed[f"{core}.multiarray", "ndarray"] = np.ndarray
+        allowed[f"{core}.multiarray", "dtype"] = np.dtype
+    allowed["numpy", "ndarray"] = np.ndarray
+    allowed["numpy", "dtype"] = np.dtype
     return allowed
 
 
 class RestrictedUnpickler(pickle.Unpickler):
     """An unpickler that admits plain containers, bytes, numbers and numpy arrays, nothing else.
 
-    ``find_class`` resolves only ``numpy.ndarray``, ``numpy.dtype`` and
-    ``numpy[._]core.multiarray._reconstruct``; any other global raises ``UnsafeArchiveError``.
+    ``find_class`` resolves only ``numpy.ndarray``, ``numpy.dtype``, numpy's reconstruction helpers
+    ``numpy[._]core.multiarray._reconstruct`` and ``numpy[._]core.numeric._frombuffer``, and
+    ``_codecs.encode`` restricted to latin-1 text (how Python 3 writes bytes at protocol 2); any
+    other global raises ``UnsafeArchiveError``.
     """
 
     def __init__(self, file, *, source: str = "<pickle>", **kwargs):

@@ -90,7 +90,6 @@ class DatasetSpec:
     loader: Callable[..., object]  # loader(location, spec, validation=..., verify=...) -> Dataset
     remote: tuple[RemoteFile, ...] = ()  # files with recorded checksums (and mirrors)
     downloads: tuple[str, ...] = ()  # names in ``remote`` that ``fetch`` downloads
-    archives: tuple[str, ...] = ()  # names in ``downloads`` to extract after download
     system_dirs: tuple[str, ...] = ()
     apt_package: str | None = None
     instructions: str = ""  # how to get the files when there is no download
@@ -250,12 +249,13 @@ def download_file(remote: RemoteFile, directory: Path, progress: bool = True) ->
     )
 
 
-def extract_archive(archive: Path, directory: Path) -> None:
+def extract_archive(archive: Path, directory: Path, expected: tuple[str, ...] = ()) -> None:
     """Extract a tar archive into ``directory`` with the ``"data"`` filter (no paths outside it).
 
-    Every member is checked before anything is written; extraction goes to a temporary directory
-    whose entries are moved into ``directory`` only once all succeeded. Raises ``UnsafeArchiveError``
-    for a member that would escape, ``DataError`` for a corrupt archive.
+    Every member is checked before anything is written: an absolute name, a ``..`` component, or
+    a link leaving the directory raises ``UnsafeArchiveError``. Extraction goes to a temporary
+    directory whose entries are moved into ``directory`` only once all succeeded and every
+    ``expected`` relative path is present (else ``DataError``, as for a corrupt archive).
     """
     directory.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{archive.name}.", suffix=".extract", dir=directory))
@@ -264,6 +264,11 @@ def extract_archive(archive: Path, directory: Path) -> None:
             with tarfile.open(archive) as tar:
                 members = tar.getmembers()
                 for member in members:
+                    if member.name.startswith("/") or ".." in Path(member.name).parts:
+                        raise UnsafeArchiveError(  # the "data" filter would only strip the "/"
+                            f"{archive}: member {member.name!r} is not allowed (absolute or '..' path); "
+                            "expected only relative paths inside the archive's own folder"
+                        )
                     tarfile.data_filter(member, str(staging))
                 tar.extractall(staging, members=members, filter="data")
         except tarfile.FilterError as error:
@@ -273,6 +278,11 @@ def extract_archive(archive: Path, directory: Path) -> None:
             ) from None
         except (tarfile.TarError, OSError, EOFError) as error:
             raise DataError(f"{archive}: not a readable tar archive ({error})") from None
+        missing = [name for name in expected if not (staging / name).is_file()]
+        if missing:
+            raise DataError(
+                f"{archive}: the archive lacks {', '.join(missing)}; expected {', '.join(expected)}"
+            )
         for entry in staging.iterdir():
             destination = directory / entry.name
             if destination.exists():
@@ -285,7 +295,7 @@ def extract_archive(archive: Path, directory: Path) -> None:
 def fetch(
     spec: DatasetSpec, data_dir: str | os.PathLike | None = None, progress: bool = True
 ) -> Path:
-    """Download and verify every file of ``spec`` into ``<root>/NAME/``, extracting its archives.
+    """Download and verify every file of ``spec`` into ``<root>/NAME/`` (archives are extracted on load).
 
     Files already present and verified are kept. Returns the directory. Raises
     ``DatasetNotFoundError`` (with the instructions) for a dataset that cannot be downloaded.
@@ -305,8 +315,6 @@ def fetch(
                 except ChecksumError:
                     path.unlink()  # a corrupt earlier copy: fetch it again
             download_file(remote, directory, progress=progress)
-        for name in spec.archives:
-            extract_archive(directory / name, directory)
     finally:
         for path in created:  # deepest first: remove the folders this call made, if left empty
             if path.is_dir() and not any(path.iterdir()):
