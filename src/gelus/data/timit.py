@@ -14,6 +14,7 @@ per-coefficient mean and standard deviation (the paper's code subtracted the mea
 validation and test features; we do not).
 """
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +67,7 @@ def read_feature_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndar
             features, labels, offsets = archive["features"], archive["labels"], archive["offsets"]
     except FileNotFoundError:
         raise DataError(f"{path}: file not found (expected a .npz feature file)") from None
-    except (OSError, ValueError, EOFError) as error:  # not a zip, truncated, or object arrays
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:  # truncated, object arrays
         raise DataError(f"{path}: not a readable .npz feature file ({error})") from None
     if not np.issubdtype(features.dtype, np.floating):
         raise DataError(f"{path}: features have dtype {features.dtype}, expected float32")
