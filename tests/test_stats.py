@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
-from test_report_synthetic import Record
 
 from gelus.report.stats import (
     Protocol,
@@ -15,6 +14,7 @@ from gelus.report.stats import (
     select,
     summarize,
 )
+from test_report_synthetic import Record
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 13, 40])
@@ -78,7 +78,9 @@ def test_select_chooses_lr_by_median_val_at_last_epoch():
             records.append(_rec("gelu", seed, lr, 1, "val", 0.05))  # epoch 1 best, but "last" rule
             records.append(_rec("gelu", seed, lr, 2, "val", v))
             records.append(_rec("gelu", seed, lr, 2, "test", v + 0.01 * seed))
-    (selection,) = select(records, "exp", Protocol(select_metrics=("error",), report_metrics=("error",)))
+    (selection,) = select(
+        records, "exp", Protocol(select_metrics=("error",), report_metrics=("error",))
+    )
     assert selection.lr == 1e-4 and selection.lr_selected
     assert selection.values == pytest.approx({0: 0.25, 1: 0.29, 2: 0.31})
     assert selection.epochs == {0: 2, 1: 2, 2: 2}
@@ -91,7 +93,9 @@ def test_select_best_epoch_rule_reports_test_at_each_seeds_best_val_epoch():
         for epoch in (1, 2, 3):
             val = 0.1 if epoch == best else 0.5
             records.append(_rec("gelu", seed, 1e-3, epoch, "val", val, experiment="timit"))
-            records.append(_rec("gelu", seed, 1e-3, epoch, "test", 10 * seed + epoch, experiment="timit"))
+            records.append(
+                _rec("gelu", seed, 1e-3, epoch, "test", 10 * seed + epoch, experiment="timit")
+            )
     (selection,) = select(records, "timit", Protocol(select_metrics=("error",), epoch="best"))
     assert selection.values == {0: 2, 1: 13, 2: 21}
     assert protocol_for("timit").epoch == "best"  # the paper: chosen at the lowest val error

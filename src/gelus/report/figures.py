@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from gelus.plots.palette import color_for, label_for
 from gelus.report.stats import Selection, bootstrap_ci, curves_by_seed
@@ -154,7 +155,8 @@ def _curve_figure(
     if not chosen:
         return None
     per_lr = not all(s.lr_selected for s in chosen.values())
-    panels = sorted({(setting, lr if per_lr else 0.0) for _, setting, lr in chosen})
+    # the paper's order: no dropout (keep=1.0) left of dropout, lr 1e-3 left of 1e-4
+    panels = sorted({(setting, lr if per_lr else 0.0) for _, setting, lr in chosen}, reverse=True)
     train = curves_by_seed(records, experiment, "train", metric)
     held = curves_by_seed(records, experiment, eval_split, metric) if eval_split else {}
     fig = Figure(figsize=(5.2 * len(panels), 3.8), layout="constrained")
@@ -182,6 +184,7 @@ def _curve_figure(
                     light=light,
                 )
         ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(METRIC_LABELS.get(metric, metric))
         ax.set_title(_panel_label(setting, panel_lr, per_lr), fontsize=10)
         if metric in ("loss", "recon_error"):

@@ -1,0 +1,96 @@
+"""The HTML and Markdown report: tables with independently computed numbers, banner, missing
+experiments, and a headless-Chromium check that the page renders and every image loads."""
+
+import re
+import shutil
+import statistics
+import subprocess
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+
+from gelus.report.analysis import Missing
+from gelus.report.render import QUICK_BANNER, write_report
+from test_report_synthetic import make_records, value_of
+
+SEEDS = (0, 1, 2)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    mnist, mnist_runs = make_records(epochs=3, lrs=(1e-3, 1e-4), quick=True)
+    cifar, cifar_runs = make_records("cifar10-allconv", settings=("",), lrs=(1e-3,), epochs=2, dataset="cifar10")  # fmt: skip
+    missing = [Missing("timit", "timit", "licensed from the LDC: put the files into ~/.cache/gelus/data/timit")]  # fmt: skip
+    html_path, md_path = write_report(mnist + cifar, mnist_runs + cifar_runs, out, missing=missing, source="synthetic")  # fmt: skip
+    return html_path, md_path, html_path.read_text(), md_path.read_text()
+
+
+def _median_error(activation, setting, lr, epoch):
+    return statistics.median(value_of(activation, s, lr, setting, epoch, "test", "error") for s in SEEDS)  # fmt: skip
+
+
+def test_markdown_tables_hold_the_protocols_numbers(report):
+    _, _, _, md = report
+    # mnist: the lowest median val loss at the last epoch is lr 1e-3 (value_of penalises 1e-4)
+    for activation in ("gelu", "relu", "elu"):
+        median = _median_error(activation, "keep=1.0", 1e-3, 3)
+        row = f"| {activation} | keep=1.0 | 0.001 | test error | 3 | {100 * median:.2f} % |"
+        assert row in md
+    # cifar10: the paper's number next to ours, and the paired difference on the same seeds
+    gelu = _median_error("gelu", "", 1e-3, 2)
+    assert f"| gelu | — | 0.001 | test error | 3 | {100 * gelu:.2f} % |" in md
+    assert md.count("| 7.89 % |") == 1  # the paper's CIFAR-10 GELU error, from the preset
+    differences = [value_of("gelu", s, 1e-3, "", 2, "test", "error") - value_of("relu", s, 1e-3, "", 2, "test", "error") for s in SEEDS]  # fmt: skip
+    mean = statistics.mean(differences)
+    assert re.search(rf"\| gelu − relu \| — \| test error \| 3 \| {100 * mean:+.2f} pp \|", md)
+    assert "| holds |" in md
+
+
+def test_report_states_setup_differences_environment_and_missing_data(report):
+    _, md_path, html, md = report
+    assert md.startswith("# GELU paper reproduction")
+    assert QUICK_BANNER in md and QUICK_BANNER in html
+    assert "| dataset | mnist | fashion-mnist |" in md  # the substitution, read from the runs
+    assert "| epochs | 50 | 3 |" in md
+    assert "2.13.0+cpu" in md and "abc1234" in md
+    assert "## Experiments without data" in md and "licensed from the LDC" in md
+    for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md):
+        assert (md_path.parent / image).is_file()
+    assert "<h2 id='cifar10-allconv-paper-figure-6'>" in html
+
+
+def test_html_is_self_contained(report):
+    _, _, html, _ = report
+    assert re.search(r"<img[^>]+src='(?!data:image/png;base64,)", html) is None
+    assert html.count("data:image/png;base64,") == html.count("<img")
+    assert html.count("<img") >= 5  # figure 1, mnist curves + summary, cifar curves + summary
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# Added by the test only: after load, count the images that decoded and write it into the DOM.
+CHECK = """<script>window.addEventListener('load', () => {
+  const images = [...document.images];
+  const loaded = images.filter(i => i.complete && i.naturalWidth > 0).length;
+  document.body.setAttribute('data-images', loaded + '/' + images.length);
+});</script></body>"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
+def test_chromium_renders_the_page_and_every_image_loads(report, tmp_path):
+    html_path, _, html, _ = report
+    page = html_path.with_name("checked.html")
+    page.write_text(html.replace("</body>", CHECK))
+    command = [
+        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
+        page.as_uri(),
+    ]  # fmt: skip
+    dom = subprocess.run(command, capture_output=True, text=True, timeout=120).stdout
+    n = html.count("<img")
+    assert f'data-images="{n}/{n}"' in dom
+    assert "Test results: paper vs ours" in dom
