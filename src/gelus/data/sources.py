@@ -207,7 +207,7 @@ def download_file(remote: RemoteFile, directory: Path, progress: bool = True) ->
 
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / remote.name
-    failures = []
+    failures, rejected = [], False
     for url in remote.urls:
         descriptor, temporary = tempfile.mkstemp(
             prefix=f".{remote.name}.", suffix=".part", dir=directory
@@ -230,6 +230,7 @@ def download_file(remote: RemoteFile, directory: Path, progress: bool = True) ->
                     digest.update(chunk)
                     bar.update(len(chunk))
             if digest.hexdigest() != remote.sha256:
+                rejected = True
                 failures.append(
                     f"{url}: SHA-256 {digest.hexdigest()}, expected {remote.sha256} (rejected)"
                 )
@@ -241,9 +242,7 @@ def download_file(remote: RemoteFile, directory: Path, progress: bool = True) ->
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
-    error_type = (
-        ChecksumError if any("(rejected)" in failure for failure in failures) else DataError
-    )
+    error_type = ChecksumError if rejected else DataError
     raise error_type(
         f"could not download {remote.name} into {directory}:\n  " + "\n  ".join(failures)
     )
