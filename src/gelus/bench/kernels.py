@@ -25,6 +25,9 @@ from gelus.bench.timing import calls_for, interleaved_rounds, median
 __all__ = ["MEASURES", "Candidate", "candidates", "run", "saved_bytes"]
 
 MEASURES = ("fwd", "fwd_out", "fwd_bwd")  # allocating forward, forward into out=, forward+backward
+# partial(gelu, approximate=...) rows share gelu's code object, each compiled for grad and no-grad
+# inputs: leave room for all of them, and fail loudly rather than fall back to eager silently.
+_DYNAMO_SETTINGS = {"recompile_limit": 64, "fail_on_recompile_limit_hit": True}
 LAST_DIM = 1024  # inputs are [n / 1024, 1024]; bias-GELU's bias and GEGLU's halves run along it
 
 
@@ -255,8 +258,7 @@ def run(
                     continue
                 result = Result(size, candidate.key, compiled)
                 try:
-                    # partial(gelu, approximate=...) rows share gelu's code object: room for all
-                    with torch._dynamo.config.patch(recompile_limit=64):
+                    with torch._dynamo.config.patch(_DYNAMO_SETTINGS):
                         closures = _prepare(candidate, inputs, compiled, backend, result)
                         for measure, closure in closures.items():
                             name = f"{candidate.key}/{int(compiled)}/{measure}"
@@ -270,7 +272,7 @@ def run(
                 results.append(result)
                 at_size[candidate.key, compiled] = result
         log(f"  2^{math.log2(size):g}: timing {len(timed)} measurements x {rounds} rounds")
-        with torch._dynamo.config.patch(recompile_limit=64):
+        with torch._dynamo.config.patch(_DYNAMO_SETTINGS):
             times = interleaved_rounds(timed, rounds, calls=calls)
         for name, values in times.items():
             key, compiled, measure = name.split("/")
