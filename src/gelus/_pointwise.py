@@ -13,6 +13,8 @@ from gelus._pointwise_kernels import (
     TANH_CUBIC,
     gelu_backward,
     gelu_forward,
+    gelu_tame_bound,
+    is_tame,
     swish_backward,
     swish_forward,
 )
@@ -47,46 +49,60 @@ def _use_accurate(approximate: str, accurate: bool | None) -> bool:
     return accurate
 
 
+def _tame(x: Tensor, approximate: str = "none", beta: float = 1.0) -> bool | None:
+    """Check once in forward whether torch's fused kernels may run, and reuse it in backward.
+
+    None (the kernels decide) under compile, and for half types, which the kernels check after
+    upcasting (a sum of squares in fp16 overflows at 65504).
+    """
+    if torch.compiler.is_compiling() or x.dtype not in (torch.float32, torch.float64):
+        return None
+    return is_tame(x, gelu_tame_bound(approximate, beta))
+
+
 class _GELU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, approximate: str, accurate: bool) -> Tensor:
+        tame = None if accurate else _tame(x, approximate)
         ctx.save_for_backward(x)
-        ctx.approximate = approximate
-        ctx.accurate = accurate
-        return gelu_forward(x, approximate, accurate=accurate)
+        ctx.options = {"approximate": approximate, "accurate": accurate, "tame": tame}
+        return gelu_forward(x, approximate, accurate=accurate, tame=tame)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         (x,) = ctx.saved_tensors
-        return gelu_backward(grad, x, ctx.approximate, accurate=ctx.accurate), None, None
+        return gelu_backward(grad, x, **ctx.options), None, None
 
 
 class _Swish(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, beta: float) -> Tensor:
+        tame = _tame(x, beta=beta)
         ctx.save_for_backward(x)
-        ctx.beta = beta
-        return swish_forward(x, beta)
+        ctx.options = {"beta": beta, "tame": tame}
+        return swish_forward(x, beta, tame=tame)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         (x,) = ctx.saved_tensors
-        return swish_backward(grad, x, ctx.beta), None
+        return swish_backward(grad, x, **ctx.options), None
 
 
 class _BiasGELU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, bias: Tensor, approximate: str, accurate: bool) -> Tensor:
-        ctx.save_for_backward(x, bias)  # x + bias is recomputed in backward, not saved
-        ctx.approximate = approximate
-        ctx.accurate = accurate
-        return gelu_forward(x + bias, approximate, accurate=accurate)
+        h = x + bias  # a temporary the kernel overwrites; recomputed in backward, not saved
+        tame = None if accurate else _tame(h, approximate)
+        ctx.save_for_backward(x, bias)
+        ctx.options = {"approximate": approximate, "accurate": accurate, "tame": tame}
+        return gelu_forward(h, approximate, accurate=accurate, tame=tame, out=h)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         x, bias = ctx.saved_tensors
-        grad_h = gelu_backward(grad, x + bias, ctx.approximate, accurate=ctx.accurate)
-        # The bias (and x, if it was broadcast) receive the sum over their broadcast dimensions.
+        h = x + bias
+        grad_h = gelu_backward(grad, h, **ctx.options, out=h)
+        # x and the bias receive the sum over the dimensions they were broadcast along.
         grad_x = grad_h.sum_to_size(x.shape).to(x.dtype) if ctx.needs_input_grad[0] else None
         grad_bias = (
             grad_h.sum_to_size(bias.shape).to(bias.dtype) if ctx.needs_input_grad[1] else None
@@ -97,20 +113,28 @@ class _BiasGELU(torch.autograd.Function):
 class _GEGLU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, dim: int, approximate: str, accurate: bool) -> Tensor:
+        tame = None if accurate else _tame(x, approximate)  # x covers the gate half
         ctx.save_for_backward(x)
         ctx.dim = dim
-        ctx.approximate = approximate
-        ctx.accurate = accurate
+        ctx.options = {"approximate": approximate, "accurate": accurate, "tame": tame}
         value, gate = x.chunk(2, dim=dim)
-        return gelu_forward(gate, approximate, accurate=accurate).mul_(value)
+        return gelu_forward(gate, approximate, accurate=accurate, tame=tame).mul_(value)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         (x,) = ctx.saved_tensors
         value, gate = x.chunk(2, dim=ctx.dim)
-        grad_value = gelu_forward(gate, ctx.approximate, accurate=ctx.accurate).mul_(grad)
-        grad_gate = gelu_backward(grad * value, gate, ctx.approximate, accurate=ctx.accurate)
-        return torch.cat([grad_value, grad_gate], dim=ctx.dim), None, None, None
+        # d/da a·gelu(b) = gelu(b); d/db = a·gelu'(b).
+        if torch.compiler.is_compiling():
+            grad_value = gelu_forward(gate, **ctx.options) * grad
+            grad_gate = gelu_backward(grad * value, gate, **ctx.options)
+            return torch.cat([grad_value, grad_gate], dim=ctx.dim), None, None, None
+        grad_x = torch.empty_like(x, memory_format=torch.contiguous_format)
+        grad_value, grad_gate = grad_x.chunk(2, dim=ctx.dim)
+        torch.mul(gelu_forward(gate, **ctx.options), grad, out=grad_value)
+        product = torch.mul(grad, value)
+        grad_gate.copy_(gelu_backward(product, gate, **ctx.options, out=product))
+        return grad_x, None, None, None
 
 
 def gelu(x: Tensor, approximate: str = "none", *, accurate: bool | None = None) -> Tensor:
