@@ -3,7 +3,6 @@
 import argparse
 import importlib
 import json
-import math
 import re
 import sys
 import time
@@ -177,17 +176,16 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
             "environment": environment,
             "settings": {"sizes": sizes, "rounds": rounds, "compile": compile,
                          "backend": args.compile_backend, "elapsed_seconds": elapsed},
-            "rows": [asdict(c) | {"function": repr(c.function), "out_function": c.out_function
-                                  is not None} for c in selected],
+            "rows": [_row_record(c) for c in selected],
             "results": [asdict(r) for r in results],
             "targets": report.target_rows(),
         }  # fmt: skip
         with open(args.json, "w") as handle:
-            json.dump(payload, handle, indent=1, default=_jsonable)
+            json.dump(payload, handle, indent=1, default=repr)
     return 1 if errors else 0
 
 
-def _jsonable(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return repr(value)
+def _row_record(candidate) -> dict[str, object]:
+    fields = ("key", "label", "reference", "kind", "params", "doubled_input", "backward", "compile")
+    record = {name: getattr(candidate, name) for name in fields}
+    return record | {"has_out": candidate.out_function is not None}

@@ -6,6 +6,7 @@ round-robin, so that slow drifts (another process waking up, thermal or frequenc
 candidates alike; the figure kept is the median over rounds.
 """
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,9 +38,7 @@ def calls_for(fn: Callable[[], object], min_seconds: float, max_calls: int = 10_
     calls = 1
     seconds = time_calls(fn, 1)
     while seconds * calls < min_seconds and calls < max_calls:
-        calls = min(
-            max_calls, max(calls + 1, int(calls * min_seconds / max(seconds * calls, 1e-9)))
-        )
+        calls = min(max_calls, max(calls + 1, math.ceil(min_seconds / max(seconds, 1e-9))))
         seconds = time_calls(fn, calls)
     return calls
 
