@@ -40,10 +40,10 @@ def test_cifar10_binary_tarball_is_verified_extracted_and_read(tmp_path):
     data = load(spec_for("cifar10", archive), tmp_path)
 
     assert (len(data.train), len(data.val), len(data.test)) == (5, 5000, 7)
-    np.testing.assert_array_equal(data.train.samples.numpy(), arrays["train_x"][:5])
-    np.testing.assert_array_equal(data.val.samples.numpy(), arrays["train_x"][5:])
+    np.testing.assert_array_equal(data.train.images.numpy(), arrays["train_x"][:5])
+    np.testing.assert_array_equal(data.val.images.numpy(), arrays["train_x"][5:])
     np.testing.assert_array_equal(data.val.labels.numpy(), arrays["train_y"][5:])
-    np.testing.assert_array_equal(data.test.samples.numpy(), arrays["test_x"])
+    np.testing.assert_array_equal(data.test.images.numpy(), arrays["test_x"])
     assert data.train.sample_shape == (3, 32, 32) and data.num_classes == 10
     assert data.class_names[0] == "airplane"
     # extracted next to the archive, no staging folder left behind
@@ -74,7 +74,7 @@ def test_cifar100_uses_the_fine_label(tmp_path):
     write_tar(archive, members)
     data = load(spec_for("cifar100", archive), tmp_path, validation=False)
     np.testing.assert_array_equal(data.train.labels.numpy(), arrays["train_y"])
-    np.testing.assert_array_equal(data.test.samples.numpy(), arrays["test_x"])
+    np.testing.assert_array_equal(data.test.images.numpy(), arrays["test_x"])
     assert data.num_classes == 100
     batch = data.train.inputs(torch.tensor([0, 11]))
     np.testing.assert_allclose(batch.numpy(), arrays["train_x"][[0, 11]] / 255.0, atol=1e-7)
@@ -86,7 +86,7 @@ def test_cifar10_python_tarball_is_read_through_the_restricted_unpickler(tmp_pat
     archive.parent.mkdir()
     write_tar(archive, members)
     data = load(spec_for("cifar10", archive), tmp_path, validation=False)
-    np.testing.assert_array_equal(data.train.samples.numpy(), arrays["train_x"])
+    np.testing.assert_array_equal(data.train.images.numpy(), arrays["train_x"])
     np.testing.assert_array_equal(data.test.labels.numpy(), arrays["test_y"])
 
 

@@ -47,11 +47,11 @@ def test_mnist_split_is_first_55000_then_last_5000(tmp_path, gz):
     data = load(tiny_spec(), tmp_path)
     images, labels = arrays["train-images-idx3-ubyte"], arrays["train-labels-idx1-ubyte"]
     assert (len(data.train), len(data.val), len(data.test)) == (100, 5000, 30)
-    np.testing.assert_array_equal(data.train.samples[:, 0].numpy(), images[:100])
-    np.testing.assert_array_equal(data.val.samples[:, 0].numpy(), images[100:])
+    np.testing.assert_array_equal(data.train.images[:, 0].numpy(), images[:100])
+    np.testing.assert_array_equal(data.val.images[:, 0].numpy(), images[100:])
     np.testing.assert_array_equal(data.val.labels.numpy(), labels[100:])
     np.testing.assert_array_equal(data.test.labels.numpy(), arrays["t10k-labels-idx1-ubyte"])
-    assert data.train.samples.dtype == torch.uint8 and data.train.sample_shape == (1, 28, 28)
+    assert data.train.images.dtype == torch.uint8 and data.train.sample_shape == (1, 28, 28)
     assert data.num_classes == 10 and data.source == str(tmp_path / "mnist")
 
     batch = data.test.inputs(torch.tensor([3, 0]))

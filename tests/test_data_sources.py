@@ -129,7 +129,7 @@ def test_cifar_tarball_over_http_is_fetched_then_extracted_on_load(tmp_path):
         )
         spec = replace(DATASETS["cifar10"], remote=(remote,))
         data = load(spec, tmp_path / "root", download=True, validation=False)
-    np.testing.assert_array_equal(data.test.samples.numpy(), arrays["test_x"])
+    np.testing.assert_array_equal(data.test.images.numpy(), arrays["test_x"])
     assert "cifar10/cifar-10-batches-bin/data_batch_5.bin" in files_under(tmp_path / "root")
 
 

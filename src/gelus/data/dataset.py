@@ -35,38 +35,38 @@ class Split:
 
 
 class TensorSplit(Split):
-    """Samples stored whole: ``samples`` [N, *sample_shape], uint8 (scaled to [0, 1]) or float32.
+    """Images stored whole: ``images`` [N, C, H, W], uint8 (scaled to [0, 1]) or float32.
 
-    ``inputs(index) = samples[index] / 255`` for uint8 samples, ``samples[index]`` otherwise.
+    ``inputs(index) = images[index] / 255`` for uint8 images, ``images[index]`` otherwise.
 
     >>> split = TensorSplit(torch.zeros(4, 1, 28, 28, dtype=torch.uint8), torch.zeros(4, dtype=torch.long))
     >>> split.inputs(torch.tensor([0, 3])).shape
     torch.Size([2, 1, 28, 28])
     """
 
-    def __init__(self, samples: Tensor, labels: Tensor):
-        if samples.shape[0] != labels.shape[0]:
-            raise ValueError(f"{samples.shape[0]} samples but {labels.shape[0]} labels")
-        if samples.dtype not in (torch.uint8, torch.float32):
-            raise TypeError(f"samples must be uint8 or float32, got {samples.dtype}")
-        self.samples = samples
+    def __init__(self, images: Tensor, labels: Tensor):
+        if images.shape[0] != labels.shape[0]:
+            raise ValueError(f"{images.shape[0]} images but {labels.shape[0]} labels")
+        if images.dtype not in (torch.uint8, torch.float32):
+            raise TypeError(f"images must be uint8 or float32, got {images.dtype}")
+        self.images = images
         self.labels = labels.long()
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
-        return tuple(self.samples.shape[1:])
+        return tuple(self.images.shape[1:])
 
     def inputs(self, index: Tensor) -> Tensor:
-        batch = self.samples[index]
+        batch = self.images[index]
         if batch.dtype == torch.uint8:
             return batch.float().div_(255)
         return batch
 
     def to(self, device: torch.device | str) -> "TensorSplit":
-        return TensorSplit(self.samples.to(device), self.labels.to(device))
+        return TensorSplit(self.images.to(device), self.labels.to(device))
 
     def __repr__(self) -> str:
-        return f"TensorSplit(n={len(self)}, sample_shape={self.sample_shape}, dtype={self.samples.dtype})"
+        return f"TensorSplit(n={len(self)}, sample_shape={self.sample_shape}, dtype={self.images.dtype})"
 
 
 class WindowSplit(Split):
