@@ -80,9 +80,9 @@ def make_records(
 
 
 SCHEMA = """
-CREATE TABLE runs (run_id TEXT PRIMARY KEY, experiment TEXT, config_hash TEXT, activation TEXT,
+CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, experiment TEXT, config_hash TEXT, activation TEXT,
     seed INTEGER, lr REAL, setting TEXT, status TEXT, config_json TEXT, metadata_json TEXT);
-CREATE TABLE records (run_id TEXT, experiment TEXT, config_hash TEXT, activation TEXT,
+CREATE TABLE IF NOT EXISTS records (run_id TEXT, experiment TEXT, config_hash TEXT, activation TEXT,
     seed INTEGER, lr REAL, setting TEXT, epoch INTEGER, split TEXT, metric TEXT, value REAL,
     UNIQUE(run_id, epoch, split, metric));
 """
@@ -93,7 +93,7 @@ def write_database(directory: Path, records, runs) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     with sqlite3.connect(directory / "records.sqlite") as connection:
         connection.executescript(SCHEMA)
-        connection.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?)", runs)
+        connection.executemany("INSERT OR IGNORE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?)", runs)
         connection.executemany(
             "INSERT OR IGNORE INTO records VALUES (?,?,?,?,?,?,?,?,?,?,?)", records
         )

@@ -295,11 +295,24 @@ _ENVIRONMENT_FIRST = (
 )
 
 
+# Metadata that describes the experiment rather than the machine (shown per experiment instead).
+_NOT_ENVIRONMENT = (
+    "experiment",
+    "citation",
+    "dataset",
+    "dataset_requested",
+    "dataset_source",
+    "quick",
+)
+
+
 def environment(runs: Sequence[Any]) -> list[tuple[str, str]]:
     """(key, distinct values) of the runs' metadata, the usual keys first."""
     values: dict[str, dict[str, None]] = defaultdict(dict)
     for run in runs:
         for key, value in flatten(sources.run_metadata(run)).items():
+            if key in _NOT_ENVIRONMENT:
+                continue
             values[key][value if isinstance(value, str) else json.dumps(value)] = None
 
     def order(key: str) -> tuple[int, str]:

@@ -54,26 +54,33 @@ def _prepare_matplotlib() -> None:
     matplotlib.use("Agg")
 
 
+def _data_status(name: str, data_dir: Path | None) -> Any:
+    """Whether preset ``name`` can run here: its dataset or its declared substitute is present."""
+    from gelus.report.sources import DatasetStatus, dataset_status, preset_info
+
+    info = preset_info(name)
+    if info is None or not info.dataset:
+        return DatasetStatus("—", False, "the preset names no dataset")
+    status = dataset_status(info.dataset, data_dir)
+    if not status.present and info.substitute:
+        status = status._replace(present=dataset_status(info.substitute, data_dir).present)
+    return status
+
+
 def missing_experiments(recorded: set[str], data_dir: Path | None = None) -> list[Any]:
-    """Presets with no records, each with its dataset and how to get it."""
+    """Presets with no records, each with its dataset and how to get it (or run it)."""
     from gelus.report.analysis import Missing
-    from gelus.report.sources import dataset_status, preset_info, preset_names
+    from gelus.report.sources import preset_names
 
     missing = []
     for name in preset_names():
         if name in recorded:
             continue
-        info = preset_info(name)
-        dataset = info.dataset if info else ""
-        status = dataset_status(dataset, data_dir) if dataset else None
-        if info and info.substitute and status is not None and not status.present:
-            substitute = dataset_status(info.substitute, data_dir)
-            status = status._replace(present=substitute.present)
-        if status is not None and status.present:
-            how = f"the data is present; run `gelus run {name}`"
-        else:
-            how = status.how_to_get if status else "unknown dataset"
-        missing.append(Missing(name, dataset or "—", how))
+        status = _data_status(name, data_dir)
+        how = (
+            f"the data is present; run `gelus run {name}`" if status.present else status.how_to_get
+        )
+        missing.append(Missing(name, status.name, how))
     return missing
 
 
@@ -97,34 +104,18 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _is_missing_data(error: Exception) -> bool:
-    """Errors that mean "the dataset is not here" rather than a bug."""
-    from gelus.cli import UserError
-
-    return (
-        isinstance(error, FileNotFoundError | UserError)
-        or "NotFound" in type(error).__name__
-        or "Missing" in type(error).__name__
-    )
-
-
 def reproduce(
     out: Path, *, quick: bool, data_dir: Path | None = None, workers: int | None = None
 ) -> tuple[Path, Path]:
     """Run every preset whose data is present into ``out``, then write ``out/report``.
 
-    A preset whose data is missing is listed in the report with how to get its data.
+    A preset whose data (and substitute) is missing is skipped and listed in the report with how
+    to get its data.
     """
     from gelus.cli import UserError
     from gelus.report.analysis import Missing
     from gelus.report.render import write_report
-    from gelus.report.sources import (
-        dataset_status,
-        load_records,
-        load_runs,
-        preset_info,
-        preset_names,
-    )
+    from gelus.report.sources import load_records, load_runs, preset_names
 
     try:
         from gelus.experiments import run_experiment
@@ -135,22 +126,19 @@ def reproduce(
     out.mkdir(parents=True, exist_ok=True)
     missing = []
     for name in preset_names():
-        info = preset_info(name)
-        try:
-            run_experiment(
-                name, out_dir=out, workers=workers, data_dir=data_dir, quick=quick, progress=True
-            )
-        except Exception as error:
-            if not _is_missing_data(error):
-                raise
-            dataset = info.dataset if info else "—"
-            how = dataset_status(dataset, data_dir).how_to_get if info and info.dataset else ""
-            print(f"gelus reproduce: {name} skipped: {error}")
-            missing.append(Missing(name, dataset, f"{error}. {how}".strip()))
+        status = _data_status(name, data_dir)
+        if not status.present:
+            print(f"gelus reproduce: {name} skipped: no {status.name} data here")
+            missing.append(Missing(name, status.name, status.how_to_get))
+            continue
+        run_experiment(
+            name, out_dir=out, workers=workers, data_dir=data_dir, quick=quick, progress=True
+        )
     if not (out / "records.sqlite").is_file():
         names = ", ".join(m.experiment for m in missing) or "none"
         raise UserError(
-            f"no experiment could run (missing data for: {names}); see `gelus data` for where to put the files"
+            f"no experiment could run (missing data for: {names}); "
+            "see `gelus data --help` for where to put the files"
         )
     return write_report(
         load_records(out), load_runs(out), out / "report", missing=missing, source=str(out)
