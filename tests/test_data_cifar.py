@@ -181,6 +181,28 @@ def test_archive_with_the_wrong_checksum_is_not_extracted(tmp_path):
     assert files_under(tmp_path) == ["cifar10", "cifar10/cifar-10-binary.tar.gz"]
 
 
+def test_a_truncated_archive_is_a_data_error_and_leaves_nothing_extracted(tmp_path):
+    members, _ = cifar10_binary_members(per_batch=2, n_test=2)
+    archive = tmp_path / "cifar10" / "cifar-10-binary.tar.gz"
+    archive.parent.mkdir()
+    write_tar(archive, members)
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    with pytest.raises(DataError, match=r"cifar-10-binary\.tar\.gz: not a readable tar archive"):
+        load(spec_for("cifar10"), tmp_path)
+    assert files_under(tmp_path) == ["cifar10", "cifar10/cifar-10-binary.tar.gz"]
+
+
+def test_an_archive_missing_a_batch_is_not_moved_into_place(tmp_path):
+    members, _ = cifar10_binary_members(per_batch=2, n_test=2)
+    del members["cifar-10-batches-bin/test_batch.bin"]
+    archive = tmp_path / "cifar10" / "cifar-10-binary.tar.gz"
+    archive.parent.mkdir()
+    write_tar(archive, members)
+    with pytest.raises(DataError, match=r"lacks cifar-10-batches-bin/test_batch\.bin"):
+        load(spec_for("cifar10"), tmp_path)
+    assert files_under(tmp_path) == ["cifar10", "cifar10/cifar-10-binary.tar.gz"]
+
+
 @pytest.mark.parametrize(
     "data, match",
     [

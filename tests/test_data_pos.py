@@ -52,6 +52,10 @@ def test_windows_are_previous_current_next_with_padding_and_unknowns(tmp_path):
     assert [TAGS[i] for i in data.train.labels] == ["!", "G", "O", "@", "!"]
     # case is kept: "Gotta", "Hello" are not in the lower-case vocabulary
     np.testing.assert_array_equal(data.test.inputs(torch.tensor([0])).numpy()[0, 50:100], unk)
+    moved = data.to("cpu")
+    assert moved.name == "twitter-pos" and torch.equal(
+        moved.val.inputs(torch.arange(2)), data.val.inputs(torch.arange(2))
+    )
 
 
 def test_missing_padding_and_unknown_rows_are_zero_vectors(tmp_path):

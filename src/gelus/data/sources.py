@@ -275,7 +275,7 @@ def extract_archive(archive: Path, directory: Path, expected: tuple[str, ...] = 
                 f"{archive}: member {error.tarinfo.name!r} is not allowed ({error}); "
                 "expected only regular files and directories inside the archive's own folder"
             ) from None
-        except (tarfile.TarError, OSError, EOFError) as error:
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
             raise DataError(f"{archive}: not a readable tar archive ({error})") from None
         missing = [name for name in expected if not (staging / name).is_file()]
         if missing:
