@@ -1,0 +1,90 @@
+"""`gelus report` and `gelus reproduce` end to end, with a fake engine writing synthetic records."""
+
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+
+import gelus.experiments
+from gelus.cli import main
+from gelus.report import sources
+from test_report_synthetic import make_records, write_database
+
+
+def test_report_command_writes_html_and_markdown(tmp_path, capsys):
+    records, runs = make_records(epochs=2, settings=("keep=1.0",), lrs=(1e-3,))
+    write_database(tmp_path / "run", records, runs)
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "rep")]) == 0
+    assert "report.html" in capsys.readouterr().out
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## mnist-classification (paper Figure 2)" in md
+    # presets with no records are listed with how to get (or run) them, not dropped
+    assert "## Experiments without data" in md and "| timit | timit |" in md
+
+
+def test_report_command_errors_name_the_way_out(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "nowhere")]) == 2
+    assert "no records.sqlite" in capsys.readouterr().err
+    write_database(tmp_path / "empty", [], [])
+    assert main(["report", str(tmp_path / "empty")]) == 2
+    assert "holds no records yet" in capsys.readouterr().err
+
+
+@pytest.fixture
+def fake_engine(monkeypatch):
+    """Two presets: one runs (writes synthetic records), one has no data."""
+    presets = {
+        "mnist-classification": SimpleNamespace(
+            citation="paper, Fig. 2",
+            dataset="mnist",
+            substitute="fashion-mnist",
+            paper_results="curves only",
+            fidelity=(),
+        ),
+        "cifar10-allconv": SimpleNamespace(
+            citation="paper, Fig. 6",
+            dataset="cifar10",
+            substitute=None,
+            paper_results={"gelu": 0.0789},
+            fidelity=(),
+        ),
+    }
+    calls = []
+
+    def run_experiment(name, *, out_dir, workers=None, data_dir=None, quick=False, progress=True):
+        calls.append((name, quick, workers))
+        records, runs = make_records(
+            name, epochs=2, settings=("keep=1.0",), lrs=(1e-3,), quick=quick
+        )
+        write_database(out_dir, records, runs)
+        return out_dir
+
+    def dataset_status(name, data_dir=None):
+        present = name == "fashion-mnist"
+        return sources.DatasetStatus(name, present, f"how to get {name}: fetch it")
+
+    monkeypatch.setattr(gelus.experiments, "PRESETS", presets, raising=False)
+    monkeypatch.setattr(gelus.experiments, "run_experiment", run_experiment, raising=False)
+    monkeypatch.setattr(sources, "dataset_status", dataset_status)
+    return calls
+
+
+def test_reproduce_runs_what_it_can_and_lists_the_rest(tmp_path, fake_engine, capsys):
+    out = tmp_path / "quick"
+    assert main(["reproduce", "--quick", "--out", str(out), "--workers", "1"]) == 0
+    assert fake_engine == [("mnist-classification", True, 1)]  # cifar10 data absent: not run
+    md = (out / "report" / "report.md").read_text()
+    assert "> **Quick run:" in md
+    assert "The paper reports: curves only" in md
+    assert "| cifar10-allconv | cifar10 | how to get cifar10: fetch it |" in md
+    assert (out / "report" / "report.html").is_file()
+
+
+def test_reproduce_without_any_data_is_a_user_error(tmp_path, fake_engine, monkeypatch, capsys):
+    monkeypatch.setattr(sources, "dataset_status", lambda name, data_dir=None: sources.DatasetStatus(name, False, "x"))  # fmt: skip
+    assert main(["reproduce", "--out", str(tmp_path / "full")]) == 2
+    assert "no experiment could run" in capsys.readouterr().err
+    assert fake_engine == []
