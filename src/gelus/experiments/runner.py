@@ -73,12 +73,7 @@ def resolve_config(
             if stochastic:
                 raise ConfigError(f"activation {stochastic[0]!r} is not available in the CNNs")
             # train.epochs and model.gelu_form are the single knobs; the CNN config follows them
-            config = dataclasses.replace(
-                config,
-                cnn=dataclasses.replace(
-                    config.cnn, epochs=config.train.epochs, gelu_form=config.model.gelu_form
-                ),
-            )
+            config = dataclasses.replace(config, cnn=_cnn_config(config))
         else:
             from gelus.experiments.train_mlp import make_activation
 
@@ -87,6 +82,25 @@ def resolve_config(
     except (ConfigError, ValueError) as error:
         raise UserError(f"{name}: {error}") from None
     return preset, config
+
+
+_EPOCH_FIELDS = ("lr_decay_start", "beta1_switch_epoch")  # schedule points, in epochs
+
+
+def _cnn_config(config: ExperimentConfig):
+    """The CNN config following ``train.epochs`` and ``model.gelu_form``.
+
+    With fewer (or more) epochs than the paper, schedule points left at their defaults scale in
+    proportion, so a short run keeps the schedule's shape (lr decay over the second half).
+    """
+    cnn = config.cnn
+    defaults = type(cnn)()
+    ratio = config.train.epochs / defaults.epochs
+    changes = {"epochs": config.train.epochs, "gelu_form": config.model.gelu_form}
+    for name in _EPOCH_FIELDS:
+        if hasattr(cnn, name) and getattr(cnn, name) == getattr(defaults, name):
+            changes[name] = round(getattr(defaults, name) * ratio)
+    return dataclasses.replace(cnn, **changes)
 
 
 def resolve_dataset(

@@ -252,8 +252,15 @@ class LocalExecutor:
         if not jobs:
             return
         if self.workers == 0:
-            for job in jobs:
-                run_job(job, lambda label, done, total: report(0, label, done, total))
+            import torch
+
+            previous = torch.get_num_threads()
+            torch.set_num_threads(self.threads)  # as in a worker (and identical arithmetic)
+            try:
+                for job in jobs:
+                    run_job(job, lambda label, done, total: report(0, label, done, total))
+            finally:
+                torch.set_num_threads(previous)
             return
         import multiprocessing
 

@@ -32,7 +32,14 @@ from gelus.experiments.stacked import (
 if TYPE_CHECKING:
     from gelus.experiments.sweep import Job
 
-__all__ = ["build_ensemble", "evaluate", "make_activation", "run_mlp_job", "train_epoch"]
+__all__ = [
+    "build_ensemble",
+    "evaluate",
+    "make_activation",
+    "run_mlp_job",
+    "train_epoch",
+    "train_step",
+]
 
 Metrics = dict[tuple[str, str], Tensor]  # (split, metric) -> per-member values [K]
 
@@ -99,7 +106,7 @@ def build_ensemble(
     return model, optimizer, randomness
 
 
-def _step(
+def train_step(
     model: StackedMLP,
     optimizer: StackedAdam,
     task: str,
@@ -107,6 +114,7 @@ def _step(
     target: Tensor,
     uniforms: Tensor | None,
 ) -> Tensor:
+    """One Adam step of every member on its own batch; returns the per-member losses ``[K]``."""
     output = model(x, uniforms)
     if task == "classify":
         losses = classification_loss(output, target)
@@ -126,7 +134,7 @@ def train_epoch(
     train_index: Tensor,
     task: str,
     batch_size: int,
-    step: Callable = _step,
+    step: Callable = train_step,
 ) -> Tensor:
     """One pass, each member in its own order; returns the per-step losses ``[steps, K]``."""
     num_members = model.num_members

@@ -1,0 +1,177 @@
+"""The stacked ensemble: each member is exactly the model trained alone (float64 oracle: nn.Linear + torch.optim.Adam)."""
+
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gelus.experiments.stacked import MemberRandomness, StackedAdam, StackedMLP
+from gelus.experiments.train_mlp import make_activation, train_epoch, train_step
+
+SIZES = (12, 16, 8, 5)  # input, two hidden layers, output
+LRS = (1e-2, 3e-3, 1e-3)
+SEEDS = (3, 7, 11)
+
+
+def _stacked(activation: str, keep: float, task: str):
+    sizes = SIZES if task == "classify" else (12, 16, 8, 12)
+    model = StackedMLP(
+        len(SEEDS),
+        sizes,
+        make_activation(activation, "tanh"),
+        keep=keep,
+        stochastic=activation == "stochastic_gelu",
+        dtype=torch.float64,
+    )
+    randomness = MemberRandomness(SEEDS)
+    for member, generator in enumerate(randomness.generators):
+        model.init_member(member, "unit_norm", generator)
+    optimizer = StackedAdam(list(model.parameters()), torch.tensor(LRS, dtype=torch.float64))
+    return model, optimizer, randomness
+
+
+def _reference_forward(layers, activation, x, u, keep):
+    """A plain single MLP: nn.Linear layers, the same masks drawn from the member's uniforms ``u`` [count]."""
+    offset = 0
+    for i, layer in enumerate(layers):
+        x = layer(x)
+        if i < len(layers) - 1:
+            count = x.numel()
+            mask_u = u[offset : offset + count].view(x.shape)
+            offset += count
+            if activation == "stochastic_gelu":
+                x = x * (mask_u < torch.special.ndtr(x).detach()).double()
+            else:
+                x = make_activation(activation, "tanh")(x)
+                if keep < 1:
+                    x = x * ((mask_u < keep).double() / keep)
+    return x
+
+
+@pytest.mark.parametrize(
+    ("activation", "keep", "task"),
+    [
+        ("gelu", 0.5, "classify"),
+        ("relu", 1.0, "classify"),
+        ("elu", 0.75, "autoencode"),
+        ("stochastic_gelu", 1.0, "classify"),
+    ],
+)
+def test_member_equals_model_trained_alone(activation, keep, task):
+    model, optimizer, _ = _stacked(activation, keep, task)
+    sizes = model.sizes
+    references = []
+    for k in range(len(SEEDS)):
+        layers = nn.ModuleList(
+            nn.Linear(i, o, dtype=torch.float64) for i, o in itertools.pairwise(sizes)
+        )
+        with torch.no_grad():
+            for layer, w, b in zip(layers, model.weights, model.biases, strict=True):
+                layer.weight.copy_(w[k].T)
+                layer.bias.copy_(b[k, 0])
+        references.append((layers, torch.optim.Adam(layers.parameters(), lr=LRS[k])))
+
+    data_gen = torch.Generator().manual_seed(0)
+    inputs = torch.rand(64, sizes[0], generator=data_gen, dtype=torch.float64)
+    labels = torch.randint(0, sizes[-1], (64,), generator=data_gen)
+    batch = 8
+    for _ in range(12):
+        index = torch.stack(
+            [torch.randperm(64, generator=data_gen)[:batch] for _ in SEEDS]
+        )  # own order per member
+        x = inputs[index]  # [K, B, in]
+        target = labels[index] if task == "classify" else x
+        uniforms = torch.rand(
+            len(SEEDS), model.uniform_count(batch), generator=data_gen, dtype=torch.float64
+        )
+        losses = train_step(
+            model, optimizer, task, x, target, uniforms if model.needs_uniforms else None
+        )
+        for k, (layers, adam) in enumerate(references):
+            out = _reference_forward(layers, activation, x[k], uniforms[k], keep)
+            loss = F.cross_entropy(out, target[k]) if task == "classify" else F.mse_loss(out, x[k])
+            adam.zero_grad()
+            loss.backward()
+            adam.step()
+            assert abs(losses[k].item() - loss.item()) <= 1e-12
+    for k, (layers, _) in enumerate(references):
+        for layer, w, b in zip(layers, model.weights, model.biases, strict=True):
+            torch.testing.assert_close(w[k].T, layer.weight, rtol=0, atol=1e-12)
+            torch.testing.assert_close(b[k, 0], layer.bias, rtol=0, atol=1e-12)
+
+
+class _Split:
+    def __init__(self, x, y):
+        self.x, self.labels = x, y
+
+    def __len__(self):
+        return len(self.labels)
+
+    def inputs(self, index):
+        return self.x[index]
+
+
+def test_member_run_depends_on_its_seed_alone():
+    """Seed 7 trained in an ensemble of 3 equals seed 7 trained alone: own init, order and masks."""
+    gen = torch.Generator().manual_seed(1)
+    split = _Split(
+        torch.rand(80, SIZES[0], generator=gen), torch.randint(0, SIZES[-1], (80,), generator=gen)
+    )
+    index = torch.arange(80)
+
+    def losses(seeds, lrs):
+        model = StackedMLP(len(seeds), SIZES, nn.ReLU(), keep=0.5, dtype=torch.float64)
+        randomness = MemberRandomness(seeds)
+        for member, generator in enumerate(randomness.generators):
+            model.init_member(member, "unit_norm", generator)
+        optimizer = StackedAdam(list(model.parameters()), torch.tensor(lrs, dtype=torch.float64))
+        return torch.cat(
+            [
+                train_epoch(model, optimizer, randomness, split, index, "classify", 16)
+                for _ in range(2)
+            ]
+        )
+
+    together = losses(list(SEEDS), list(LRS))
+    alone = losses([SEEDS[1]], [LRS[1]])
+    torch.testing.assert_close(together[:, 1], alone[:, 0], rtol=0, atol=1e-12)
+    assert not torch.allclose(together[:, 0], together[:, 1])  # members really differ
+
+
+def test_unit_norm_init_rows_and_zero_bias():
+    model = StackedMLP(2, (30, 20, 10), nn.ReLU())
+    for member, generator in enumerate(MemberRandomness([0, 1]).generators):
+        model.init_member(member, "unit_norm", generator)
+    for weight, bias in zip(model.weights, model.biases, strict=True):
+        norms = weight.double().norm(dim=1)  # fan-in vectors: [K, in, out] -> norm over in
+        torch.testing.assert_close(norms, torch.ones_like(norms), rtol=0, atol=1e-6)
+        assert torch.all(bias == 0)
+    assert not torch.equal(model.weights[0][0], model.weights[0][1])
+
+
+def test_stochastic_mask_is_bernoulli_phi_and_eval_is_expectation():
+    model = StackedMLP(1, (1, 1, 1), None, stochastic=True, dtype=torch.float64)
+    with torch.no_grad():
+        model.weights[0].fill_(1.0)
+        model.weights[1].fill_(1.0)
+    x = torch.full((1, 20000, 1), 0.5, dtype=torch.float64)
+    u = torch.rand(
+        1,
+        model.uniform_count(20000),
+        generator=torch.Generator().manual_seed(0),
+        dtype=torch.float64,
+    )
+    kept = model(x, u) / 0.5  # 1 where the mask is on
+    phi = torch.special.ndtr(torch.tensor(0.5, dtype=torch.float64)).item()
+    assert abs(kept.mean().item() - phi) < 4 * (phi * (1 - phi) / 20000) ** 0.5
+    assert abs(model(x[0]).mean().item() - 0.5 * phi) < 1e-15  # eval: x·Φ(x)
+
+
+def test_activation_must_be_parameter_free_and_elementwise():
+    with pytest.raises(ValueError, match="learnable parameters"):
+        make_activation("prelu", "tanh")
+    assert make_activation("gelu", "tanh").approximate == "tanh"
+    assert make_activation("gelu", "none").approximate == "none"
+    assert make_activation("stochastic_gelu", "tanh") is None
