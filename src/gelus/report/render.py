@@ -121,10 +121,11 @@ def report_blocks(
     if quick:
         blocks.append(Block("banner", QUICK_BANNER))
     n_records = sum(len(r.rows) for r in results)
+    plural = "" if len(results) == 1 else "s"
     blocks.append(
         Block(
             "p",
-            f"{len(results)} experiments with records ({n_records} result rows, {len(runs)} runs) from {source or 'the given records'}.",
+            f"{len(results)} experiment{plural} with records ({n_records} result rows, {len(runs)} runs) from {source or 'the given records'}.",
         )
     )
     blocks.append(
@@ -132,7 +133,7 @@ def report_blocks(
             "p",
             "How to read: n is the number of seeds; each seed contributes its test value at the chosen learning rate "
             "and epoch. The 95 % intervals are percentile bootstraps (10,000 resamples, numpy Generator seeded "
-            f"{seed}); with n = 3 a bootstrap interval cannot be wider than the range of the three values, so "
+            f"{seed}); with n ≤ 3 seeds a bootstrap interval cannot be wider than the range of the values, so "
             "read it as a spread, not as a guarantee. Paired differences use only the seeds both activations ran. "
             "Errors are in %, differences in percentage points (pp), losses in nats.",
         )
@@ -172,9 +173,13 @@ def report_blocks(
     if missing:
         blocks.append(Block("h2", "Experiments without data"))
         blocks.append(
-            Block("p", "These experiments were not run because their data is not on this machine.")
+            Block(
+                "p",
+                "Not in these records: each is listed with how to get its data, or how to run it "
+                "when the data is already here.",
+            )
         )
-        rows = tuple((m.experiment, m.dataset, m.how_to_get) for m in missing)
+        rows = tuple((m.experiment, m.dataset, _one_line(m.how_to_get)) for m in missing)
         blocks.append(Block("table", headers=("experiment", "dataset", "how to get it"), rows=rows))
     blocks.append(Block("h2", "Environment"))
     env = environment(runs)
@@ -224,6 +229,12 @@ def to_html(blocks: Sequence[Block]) -> str:
             )
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _one_line(text: str) -> str:
+    """Multi-line instructions ("  - step" per line) as one table cell: steps joined by "; "."""
+    steps = [line.strip().removeprefix("- ").strip() for line in text.splitlines()]
+    return "; ".join(step for step in steps if step)
 
 
 def _md_cell(text: str) -> str:
