@@ -16,6 +16,12 @@ Functions with a kink (ELU, hardswish, relu6, …) make Gauss–Hermite converge
 relative with 200 nodes), so when the two node counts disagree the integral is recomputed by
 Gauss–Legendre panels on [−16, 16] whose edges fall on multiples of 1/4 (where the kinks of the
 registered activations lie), halving the panels until two widths agree.
+
+What the gain does and does not promise: q = 1 is a fixed point of the layer-to-layer map of the
+second moment, q -> g²·E[f(√q·z)²]. Its slope there is 1 for ReLU-like f and below 1 for
+saturating f (tanh, sigmoid, ELU, SELU), but above 1 for the GELU family (GELU 1.144, SiLU 1.173,
+hardswish 1.229, GEGLU 2.14): the fixed point repels, so in a deep net without normalization the
+finite-width fluctuations (≈ √(2/width) per layer) grow geometrically with depth.
 """
 
 import functools
