@@ -248,7 +248,8 @@ def plot_approximation_error(ax: Axes, low: float = -10.0, high: float = 10.0) -
 def plot_ulp_error(
     ax: Axes, low: float = -10.0, high: float = 10.0, points: int = 1 << 18, bins: int = 400
 ) -> Axes:
-    """float32 error in ulp of torch's F.gelu and gelus' gelu against the float64 reference.
+    """float32 error in ulp of torch's F.gelu and gelus' gelu (and ``accurate=True``, where the
+    option exists) against the float64 reference.
 
     Each line is the maximum over ``bins`` equal bins in x; bins without error are not drawn.
     """
@@ -256,18 +257,27 @@ def plot_ulp_error(
     ref = reference("none", x)
     edges = np.linspace(low, high, bins + 1)
     which = np.clip(np.digitize(x.numpy(), edges) - 1, 0, bins - 1)
-    for label, function, color in (
-        ("torch F.gelu", F.gelu, "#555555"),
-        ("gelus gelu", G.gelu, color_for("gelu")),
-    ):
+    lines = [
+        ("torch F.gelu", F.gelu, "#555555", "-"),
+        ("gelus gelu", G.gelu, color_for("gelu"), "-"),
+    ]
+    if "accurate" in inspect.signature(G.gelu).parameters:
+        lines.append(
+            (
+                "gelus gelu, accurate=True",
+                lambda t: G.gelu(t, accurate=True),
+                color_for("gelu"),
+                ":",
+            )
+        )
+    for label, function, color, style in lines:
         with torch.no_grad():
             error = ulp_error(function(x), ref)
         worst = np.zeros(bins)
         np.maximum.at(worst, which, np.minimum(error, 1e30))
         worst[worst == 0] = np.nan
-        ax.step(
-            0.5 * (edges[1:] + edges[:-1]), worst, where="mid", color=color, label=label, lw=1.2
-        )
+        centres = 0.5 * (edges[1:] + edges[:-1])
+        ax.step(centres, worst, where="mid", color=color, ls=style, label=label, lw=1.2)
     ax.set_yscale("log")
     ax.set_ylim(bottom=0.1)  # a correctly rounded result is within 0.5 ulp
     ax.set_xlabel("x")
