@@ -17,13 +17,11 @@ from gelus.experiments.cnn import (
     CIFAR100WRNConfig,
     allconv_beta1,
     allconv_lr,
-    apply_zca,
     build_cnn,
     cosine_lr,
-    fit_zca,
-    random_crop_flip,
     train_cnn_run,
 )
+from gelus.experiments.cnn_data import apply_zca, fit_zca, random_crop_flip
 from gelus.experiments.cnn_models import AllConvNet, WideResNet
 
 
@@ -331,13 +329,14 @@ def test_logs_every_split_and_metric_per_epoch():
 
 def test_retrain_full_uses_train_and_val_and_logs_no_val(monkeypatch):
     sizes = []
-    original = cnn._preprocess
+    original = cnn.load_splits
 
-    def spy(cfg, splits, saved):
+    def spy(*args):
+        splits = original(*args)
         sizes.append({name: len(y) for name, (_, y) in splits.items()})
-        return original(cfg, splits, saved)
+        return splits
 
-    monkeypatch.setattr(cnn, "_preprocess", spy)
+    monkeypatch.setattr(cnn, "load_splits", spy)
     full = dataclasses.replace(TINY_WRN, epochs=1, retrain_full=True)
     logged = run_logged(full, FakeDataset(60, 20, 10, 8), None, activation="relu")
     assert sizes[-1] == {"train": 60, "test": 20}

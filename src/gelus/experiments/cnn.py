@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 import gelus
 from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint
+from gelus.experiments.cnn_data import apply_zca, fit_zca, load_splits, random_crop_flip
 from gelus.experiments.cnn_models import AllConvNet, WideResNet, make_activation
 
 __all__ = [
@@ -32,12 +33,9 @@ __all__ = [
     "CIFAR100WRNConfig",
     "allconv_beta1",
     "allconv_lr",
-    "apply_zca",
     "build_cnn",
     "cosine_lr",
-    "fit_zca",
     "measure_training_step",
-    "random_crop_flip",
     "train_cnn_run",
 ]
 
@@ -73,7 +71,7 @@ class CIFAR10AllConvConfig:
     train_eval_size: int | None = 10_000  # train loss/error on the first N train images; None: all
     eval_batch_size: int = 500
     amp_dtype: str | None = None  # None | "bf16" | "fp16" (fp16 on CUDA only, with a GradScaler)
-    channels_last: bool = True  # NHWC activations (faster convolutions on CPU oneDNN and CUDA)
+    channels_last: bool | None = None  # NHWC; None: on CUDA only (slower on CPU oneDNN here)
     gelu_form: str = "tanh"  # "gelu" means GELU(approximate=gelu_form); the paper used tanh
 
     def __post_init__(self) -> None:
@@ -102,7 +100,7 @@ class CIFAR100WRNConfig:
     train_eval_size: int | None = 10_000  # train loss/error on the first N train images; None: all
     eval_batch_size: int = 500
     amp_dtype: str | None = None  # None | "bf16" | "fp16" (fp16 on CUDA only, with a GradScaler)
-    channels_last: bool = True  # NHWC activations (faster convolutions on CPU oneDNN and CUDA)
+    channels_last: bool | None = None  # NHWC; None: on CUDA only (slower on CPU oneDNN here)
     gelu_form: str = "tanh"  # "gelu" means GELU(approximate=gelu_form); the paper used tanh
 
     def __post_init__(self) -> None:
@@ -156,93 +154,6 @@ def cosine_lr(step: int, total_steps: int, base_lr: float) -> float:
 
 
 # ---------------------------------------------------------------- preprocessing
-
-
-def fit_zca(x: Tensor, epsilon: float, chunk_size: int = 4096) -> tuple[Tensor, Tensor]:
-    """ZCA whitening fitted on ``x`` [N, *shape]: returns (mean [D], W [D, D]) in float32.
-
-    Σ = (X − m)ᵀ(X − m) / N = U diag(λ) Uᵀ  (float64, ``torch.linalg.eigh``),
-    W = U diag(1 / √(λ + ε)) Uᵀ, and the whitened data are (X − m) W. ε regularises the smallest
-    eigenvalues (noise directions) instead of blowing them up.
-    """
-    x = x.flatten(1)
-    n, d = x.shape
-    mean = torch.zeros(d, dtype=torch.float64)
-    for start in range(0, n, chunk_size):
-        mean += x[start : start + chunk_size].double().sum(0)
-    mean /= n
-    covariance = torch.zeros(d, d, dtype=torch.float64)
-    for start in range(0, n, chunk_size):
-        centred = x[start : start + chunk_size].double() - mean
-        covariance.addmm_(centred.T, centred)
-    covariance /= n
-    eigenvalues, eigenvectors = torch.linalg.eigh(covariance)
-    scale = (eigenvalues.clamp(min=0) + epsilon).rsqrt()  # rounding can make λ ≈ 0 negative
-    whitening = (eigenvectors * scale) @ eigenvectors.T
-    return mean.float(), whitening.float()
-
-
-def apply_zca(x: Tensor, mean: Tensor, whitening: Tensor, chunk_size: int = 4096) -> Tensor:
-    """(x − mean) W for ``x`` [N, *shape], in place chunk by chunk (W is symmetric); returns ``x``."""
-    flat = x.view(x.shape[0], -1)
-    for start in range(0, flat.shape[0], chunk_size):
-        rows = flat[start : start + chunk_size]
-        rows.copy_((rows - mean) @ whitening)
-    return x
-
-
-def random_crop_flip(x: Tensor, padding: int, flip: bool, generator: torch.Generator) -> Tensor:
-    """Per-sample random crops of the zero-padded batch, then random horizontal flips.
-
-    out[b, c, i, j] = pad(x)[b, c, dy_b + i, dx_b + j'],  dy_b, dx_b ~ U{0..2·padding},
-    j' = W − 1 − j where sample b is flipped (probability ½), j otherwise. One gather, no loop.
-    The offsets and flips are drawn from ``generator`` (on the CPU).
-    """
-    b, c, h, w = x.shape
-    padded = F.pad(x, (padding, padding, padding, padding))  # [B, C, H + 2p, W + 2p]
-    offsets = torch.randint(0, 2 * padding + 1, (2, b), generator=generator).to(x.device)
-    flips = torch.randint(0, 2, (b,), generator=generator).bool().to(x.device)
-    rows = offsets[0, :, None] + torch.arange(h, device=x.device)  # [B, H]
-    cols = offsets[1, :, None] + torch.arange(w, device=x.device)  # [B, W]
-    if flip:
-        cols = torch.where(flips[:, None], cols.flip(1), cols)
-    batch_index = torch.arange(b, device=x.device)[:, None, None, None]
-    channel_index = torch.arange(c, device=x.device)[None, :, None, None]
-    return padded[batch_index, channel_index, rows[:, None, :, None], cols[:, None, None, :]]
-
-
-def _load_all(split: Any, index: Tensor, chunk_size: int = 10_000) -> Tensor:
-    """``split.inputs`` for every sample of ``index``, into one preallocated float32 tensor."""
-    out = torch.empty(len(index), *split.sample_shape, dtype=torch.float32)
-    for start in range(0, len(index), chunk_size):
-        out[start : start + chunk_size] = split.inputs(index[start : start + chunk_size])
-    return out
-
-
-def _split_data(cfg: CNNConfig, data: Any) -> dict[str, tuple[Tensor, Tensor]]:
-    """{"train", "val" (unless retrain_full), "test"} → (inputs float32 [N, C, H, W] in [0, 1], labels).
-
-    Without a val split in ``data`` the last ``cfg.val_size`` training images are held out.
-    """
-    n = len(data.train)
-    if data.val is not None:
-        parts = {
-            "train": (data.train, torch.arange(n)),
-            "val": (data.val, torch.arange(len(data.val))),
-        }
-    else:
-        if not 0 < cfg.val_size < n:
-            raise ValueError(f"val_size={cfg.val_size} must be in (0, {n}) for {n} training images")
-        parts = {
-            "train": (data.train, torch.arange(n - cfg.val_size)),
-            "val": (data.train, torch.arange(n - cfg.val_size, n)),
-        }
-    parts["test"] = (data.test, torch.arange(len(data.test)))
-    splits = {name: (_load_all(s, i), s.labels[i]) for name, (s, i) in parts.items()}
-    if cfg.retrain_full:
-        (x_train, y_train), (x_val, y_val) = splits["train"], splits.pop("val")
-        splits["train"] = (torch.cat([x_train, x_val]), torch.cat([y_train, y_val]))
-    return splits
 
 
 def _preprocess(
@@ -322,6 +233,10 @@ def _resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def _channels_last(cfg: CNNConfig, device: torch.device) -> bool:
+    return device.type == "cuda" if cfg.channels_last is None else cfg.channels_last
+
+
 def _to_device(x: Tensor, device: torch.device, channels_last: bool) -> Tensor:
     if device.type == "cuda":  # pinned host memory lets the copy run asynchronously
         x = x.pin_memory().to(device, non_blocking=True)
@@ -338,7 +253,7 @@ def _evaluate(
     model.eval()
     loss_sum, wrong = 0.0, 0
     for start in range(0, len(y), cfg.eval_batch_size):
-        xb = _to_device(x[start : start + cfg.eval_batch_size], device, cfg.channels_last)
+        xb = _to_device(x[start : start + cfg.eval_batch_size], device, _channels_last(cfg, device))
         yb = y[start : start + cfg.eval_batch_size].to(device)
         with _autocast(cfg, device):
             logits = model(xb)
@@ -402,10 +317,11 @@ def train_cnn_run(
 
     torch.manual_seed(seed)  # init, dropout and input noise
     order_generator = torch.Generator().manual_seed(seed)  # batch order, crops, flips
-    splits = _split_data(cfg, data)
+    splits = load_splits(data, cfg.val_size, cfg.retrain_full)
     stats = _preprocess(cfg, splits, None if state is None else state["preprocessing"])
     model = build_cnn(cfg, activation, data.num_classes).to(dev)
-    if cfg.channels_last:
+    channels_last = _channels_last(cfg, dev)
+    if channels_last:
         model = model.to(memory_format=torch.channels_last)
     optimizer = _optimizer(cfg, model, lr)
     scaler = torch.amp.GradScaler(dev.type, enabled=cfg.amp_dtype == "fp16")
@@ -447,7 +363,7 @@ def train_cnn_run(
                 step = (epoch - 1) * steps_per_epoch + i
                 for group in optimizer.param_groups:
                     group["lr"] = cosine_lr(step, total_steps, lr)
-            xb, yb = _to_device(xb, dev, cfg.channels_last), yb.to(dev, non_blocking=True)
+            xb, yb = _to_device(xb, dev, channels_last), yb.to(dev, non_blocking=True)
             with _autocast(cfg, dev):
                 loss = F.cross_entropy(model(xb).float(), yb)
             optimizer.zero_grad(set_to_none=True)
@@ -486,7 +402,8 @@ def measure_training_step(
     dev = _resolve_device(device)
     num_classes = 10 if isinstance(cfg, CIFAR10AllConvConfig) else 100
     model = build_cnn(cfg, activation, num_classes).to(dev)
-    if cfg.channels_last:
+    channels_last = _channels_last(cfg, dev)
+    if channels_last:
         model = model.to(memory_format=torch.channels_last)
     optimizer = _optimizer(cfg, model, cfg.lr)
     generator = torch.Generator().manual_seed(0)
@@ -498,7 +415,7 @@ def measure_training_step(
         xb = x
         if isinstance(cfg, CIFAR100WRNConfig):
             xb = random_crop_flip(x, cfg.crop_padding, cfg.flip, generator)
-        xb, yb = _to_device(xb, dev, cfg.channels_last), y.to(dev)
+        xb, yb = _to_device(xb, dev, channels_last), y.to(dev)
         with _autocast(cfg, dev):
             loss = F.cross_entropy(model(xb).float(), yb)
         optimizer.zero_grad(set_to_none=True)

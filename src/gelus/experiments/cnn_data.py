@@ -1,0 +1,101 @@
+"""Data for the CIFAR experiments: whole splits as tensors, ZCA whitening, crops and flips.
+
+Everything works on float32 tensors held in memory; augmentation is a batched gather, not a
+DataLoader with per-image transforms.
+"""
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = ["apply_zca", "fit_zca", "load_splits", "random_crop_flip"]
+
+
+def fit_zca(x: Tensor, epsilon: float, chunk_size: int = 4096) -> tuple[Tensor, Tensor]:
+    """ZCA whitening fitted on ``x`` [N, *shape]: returns (mean [D], W [D, D]) in float32.
+
+    Σ = (X − m)ᵀ(X − m) / N = U diag(λ) Uᵀ  (float64, ``torch.linalg.eigh``),
+    W = U diag(1 / √(λ + ε)) Uᵀ, and the whitened data are (X − m) W. ε regularises the smallest
+    eigenvalues (noise directions) instead of blowing them up.
+    """
+    x = x.flatten(1)
+    n, d = x.shape
+    mean = torch.zeros(d, dtype=torch.float64)
+    for start in range(0, n, chunk_size):
+        mean += x[start : start + chunk_size].double().sum(0)
+    mean /= n
+    covariance = torch.zeros(d, d, dtype=torch.float64)
+    for start in range(0, n, chunk_size):
+        centred = x[start : start + chunk_size].double() - mean
+        covariance.addmm_(centred.T, centred)
+    covariance /= n
+    eigenvalues, eigenvectors = torch.linalg.eigh(covariance)
+    scale = (eigenvalues.clamp(min=0) + epsilon).rsqrt()  # rounding can make λ ≈ 0 negative
+    whitening = (eigenvectors * scale) @ eigenvectors.T
+    return mean.float(), whitening.float()
+
+
+def apply_zca(x: Tensor, mean: Tensor, whitening: Tensor, chunk_size: int = 4096) -> Tensor:
+    """(x − mean) W for ``x`` [N, *shape], in place chunk by chunk (W is symmetric); returns ``x``."""
+    flat = x.view(x.shape[0], -1)
+    for start in range(0, flat.shape[0], chunk_size):
+        rows = flat[start : start + chunk_size]
+        rows.copy_((rows - mean) @ whitening)
+    return x
+
+
+def random_crop_flip(x: Tensor, padding: int, flip: bool, generator: torch.Generator) -> Tensor:
+    """Per-sample random crops of the zero-padded batch, then random horizontal flips.
+
+    out[b, c, i, j] = pad(x)[b, c, dy_b + i, dx_b + j'],  dy_b, dx_b ~ U{0..2·padding},
+    j' = W − 1 − j where sample b is flipped (probability ½), j otherwise. One gather, no loop.
+    The offsets and flips are drawn from ``generator`` (on the CPU).
+    """
+    b, c, h, w = x.shape
+    padded = F.pad(x, (padding, padding, padding, padding))  # [B, C, H + 2p, W + 2p]
+    offsets = torch.randint(0, 2 * padding + 1, (2, b), generator=generator).to(x.device)
+    flips = torch.randint(0, 2, (b,), generator=generator).bool().to(x.device)
+    rows = offsets[0, :, None] + torch.arange(h, device=x.device)  # [B, H]
+    cols = offsets[1, :, None] + torch.arange(w, device=x.device)  # [B, W]
+    if flip:
+        cols = torch.where(flips[:, None], cols.flip(1), cols)
+    batch_index = torch.arange(b, device=x.device)[:, None, None, None]
+    channel_index = torch.arange(c, device=x.device)[None, :, None, None]
+    return padded[batch_index, channel_index, rows[:, None, :, None], cols[:, None, None, :]]
+
+
+def _load_inputs(split: Any, index: Tensor, chunk_size: int = 10_000) -> Tensor:
+    """``split.inputs`` for every sample of ``index``, into one preallocated float32 tensor."""
+    out = torch.empty(len(index), *split.sample_shape, dtype=torch.float32)
+    for start in range(0, len(index), chunk_size):
+        out[start : start + chunk_size] = split.inputs(index[start : start + chunk_size])
+    return out
+
+
+def load_splits(data: Any, val_size: int, retrain_full: bool) -> dict[str, tuple[Tensor, Tensor]]:
+    """{"train", "val", "test"} → (inputs float32 [N, C, H, W] in [0, 1], labels int64 [N]).
+
+    ``data`` is a ``gelus.data.Dataset``. Without a val split in it, the last ``val_size``
+    training images are held out as val. ``retrain_full`` appends val to train and drops "val".
+    """
+    n = len(data.train)
+    if data.val is not None:
+        parts = {
+            "train": (data.train, torch.arange(n)),
+            "val": (data.val, torch.arange(len(data.val))),
+        }
+    else:
+        if not 0 < val_size < n:
+            raise ValueError(f"val_size={val_size} must be in (0, {n}) for {n} training images")
+        parts = {
+            "train": (data.train, torch.arange(n - val_size)),
+            "val": (data.train, torch.arange(n - val_size, n)),
+        }
+    parts["test"] = (data.test, torch.arange(len(data.test)))
+    splits = {name: (_load_inputs(s, i), s.labels[i]) for name, (s, i) in parts.items()}
+    if retrain_full:
+        (x_train, y_train), (x_val, y_val) = splits["train"], splits.pop("val")
+        splits["train"] = (torch.cat([x_train, x_val]), torch.cat([y_train, y_val]))
+    return splits
