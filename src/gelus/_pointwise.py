@@ -101,7 +101,8 @@ class _BiasGELU(torch.autograd.Function):
     def backward(ctx, grad: Tensor):
         x, bias = ctx.saved_tensors
         h = x + bias
-        grad_h = gelu_backward(grad, h, **ctx.options, out=h)
+        # Overwrite the temporary h, unless autograd records this backward (double backward).
+        grad_h = gelu_backward(grad, h, **ctx.options, out=None if torch.is_grad_enabled() else h)
         # x and the bias receive the sum over the dimensions they were broadcast along.
         grad_x = grad_h.sum_to_size(x.shape).to(x.dtype) if ctx.needs_input_grad[0] else None
         grad_bias = (
@@ -125,7 +126,7 @@ class _GEGLU(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         value, gate = x.chunk(2, dim=ctx.dim)
         # d/da a·gelu(b) = gelu(b); d/db = a·gelu'(b).
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling() or torch.is_grad_enabled():  # out-of-place
             grad_value = gelu_forward(gate, **ctx.options) * grad
             grad_gate = gelu_backward(grad * value, gate, **ctx.options)
             return torch.cat([grad_value, grad_gate], dim=ctx.dim), None, None, None

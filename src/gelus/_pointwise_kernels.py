@@ -26,6 +26,7 @@ __all__ = [
     "TANH_CUBIC",
     "gelu_backward",
     "gelu_forward",
+    "gelu_slope",
     "gelu_tame_bound",
     "is_tame",
     "swish_backward",
@@ -201,6 +202,9 @@ def swish_backward(
     out: Tensor | None = None,
 ) -> Tensor:
     """``grad`` times d/dx x·σ(βx) = σ(z) + z·σ(z)·(1 − σ(z)) with z = βx, i.e. SiLU'(βx)."""
+    if _recorded(grad, x):
+        slope = gelu_slope(x.to(_compute_dtype(x.dtype)), "swish", beta)
+        return _finish(grad * slope, x.dtype, out)
     dtype = x.dtype
     x = x.to(_compute_dtype(dtype))
     grad = grad.to(x.dtype)
@@ -218,6 +222,36 @@ def swish_backward(
     else:
         g = torch.ops.aten.silu_backward.grad_input(grad, z, grad_input=direct)
     return _finish(g, dtype, out)
+
+
+# ---------------------------------------------------------------- differentiable derivatives
+
+
+def gelu_slope(x: Tensor, approximate: str = "none", beta: float = 1.0) -> Tensor:
+    """The derivative d/dx of a form at ``x``, out of place and itself differentiable.
+
+    Used by the backwards when autograd records them (double backward, ``create_graph=True``);
+    ``approximate="swish"`` takes ``beta``. Limits as in :func:`gelu_backward`.
+    """
+    if approximate == "none":
+        x = x.clamp(-_GELU_CLAMP, _GELU_CLAMP)
+        return (
+            0.5 * torch.special.erfc(x * -_SQRT_HALF) + x * torch.exp(-0.5 * x * x) * _INV_SQRT_2PI
+        )
+    if approximate == "tanh":
+        x = x.clamp(-_TANH_CLAMP, _TANH_CLAMP)
+        s = torch.sigmoid(x * (_TANH_A + _TANH_B * x * x))
+        return s + x * (_TANH_A + 3.0 * _TANH_B * x * x) * s * (1.0 - s)
+    if approximate == "sigmoid":
+        beta = SIGMOID_SCALE
+    z = (beta * x).clamp(-_SILU_CLAMP, _SILU_CLAMP)
+    s = torch.sigmoid(z)
+    return s * (1.0 + z * (1.0 - s))
+
+
+def _recorded(grad: Tensor, x: Tensor) -> bool:
+    """Whether autograd records this backward (create_graph=True): then no in-place or out= ops."""
+    return torch.is_grad_enabled() and (grad.requires_grad or x.requires_grad)
 
 
 # ---------------------------------------------------------------- GELU, all forms
@@ -266,6 +300,8 @@ def gelu_backward(
     """
     if approximate == "sigmoid":
         return swish_backward(grad, x, SIGMOID_SCALE, tame=tame, out=out)
+    if _recorded(grad, x):
+        return _finish(grad * gelu_slope(x.to(_compute_dtype(x.dtype)), approximate), x.dtype, out)
     dtype = x.dtype
     x = x.to(_compute_dtype(dtype))
     grad = grad.to(x.dtype)
