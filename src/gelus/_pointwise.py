@@ -126,15 +126,21 @@ class _GEGLU(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         value, gate = x.chunk(2, dim=ctx.dim)
         # d/da a·gelu(b) = gelu(b); d/db = a·gelu'(b).
-        if torch.compiler.is_compiling() or torch.is_grad_enabled():  # out-of-place
-            grad_value = gelu_forward(gate, **ctx.options) * grad
-            grad_gate = gelu_backward(grad * value, gate, **ctx.options)
+        options = ctx.options
+        if torch.is_grad_enabled():  # double backward: differentiable, out of place
+            gelu_gate = _GELU.apply(gate, options["approximate"], options["accurate"])
+            grad_value = gelu_gate * grad
+            grad_gate = gelu_backward(grad * value, gate, **options)
+            return torch.cat([grad_value, grad_gate], dim=ctx.dim), None, None, None
+        if torch.compiler.is_compiling():
+            grad_value = gelu_forward(gate, **options) * grad
+            grad_gate = gelu_backward(grad * value, gate, **options)
             return torch.cat([grad_value, grad_gate], dim=ctx.dim), None, None, None
         grad_x = torch.empty_like(x, memory_format=torch.contiguous_format)
         grad_value, grad_gate = grad_x.chunk(2, dim=ctx.dim)
-        torch.mul(gelu_forward(gate, **ctx.options), grad, out=grad_value)
+        torch.mul(gelu_forward(gate, **options), grad, out=grad_value)
         product = torch.mul(grad, value)
-        grad_gate.copy_(gelu_backward(product, gate, **ctx.options, out=product))
+        grad_gate.copy_(gelu_backward(product, gate, **options, out=product))
         return grad_x, None, None, None
 
 
