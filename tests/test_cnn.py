@@ -365,3 +365,26 @@ def test_bf16_autocast_runs_on_cpu(monkeypatch):
     assert all(math.isfinite(v) for v in logged.values())
     with pytest.raises(ValueError, match="fp16"):
         run_logged(dataclasses.replace(cfg, amp_dtype="fp16"), FakeDataset(60, 20, 10, 8), None)
+
+
+def test_wrn_weight_decay_is_the_released_l2_penalty():
+    # loss + λ·Σw² over weights and BN scales (not biases or BN shifts) has gradient 2λw. With zero
+    # data gradients, the first Nesterov step moves w by lr·(1 + momentum)·2λw.
+    cfg = dataclasses.replace(TINY_WRN, weight_decay=0.01)
+    model = build_cnn(cfg, "relu", 10)
+    optimizer = cnn._optimizer(cfg, model, 0.1)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    decayable = nn.Conv2d | nn.Linear | nn.BatchNorm2d
+    decayed = {f"{name}.weight" for name, m in model.named_modules() if isinstance(m, decayable)}
+    assert decayed < set(before) and any(".bn." in name for name in decayed)
+    for name, p in model.named_parameters():
+        factor = 1 - 0.1 * 1.9 * 2 * 0.01 if name in decayed else 1.0
+        torch.testing.assert_close(p.detach(), before[name] * factor)
+
+
+def test_measure_training_step_times_each_batch():
+    times = cnn.measure_training_step(TINY_WRN, "relu", batches=2)
+    assert len(times) == 2 and all(t > 0 for t in times)

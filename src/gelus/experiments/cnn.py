@@ -55,9 +55,7 @@ class CIFAR10AllConvConfig:
     beta1_late: float = 0.5  # Adam β₁ afterwards
     beta1_switch_epoch: int = 100
     beta2: float = 0.999
-    adam_eps: float = (
-        1e-8  # torch's ε (outside √); the released update g/√(v̂ + 1e-8) is near ε = 1e-4
-    )
+    adam_eps: float = 1e-8  # outside the √; the released g/√(v̂ + 1e-8) acts like ε ≈ 1e-4
     noise_std: float = 0.15  # Gaussian noise on the whitened input, training only
     dropout: float = 0.5  # after each max-pool
     widths: tuple[int, int] = (96, 192)  # channels of the first and second conv stacks
@@ -65,9 +63,7 @@ class CIFAR10AllConvConfig:
     bn_eps: float = 1e-4  # Lasagne's BatchNormLayer default
     logit_batchnorm: bool = True  # the released code batch-normalises the logits
     val_size: int = 5000  # held out from the end of train when the dataset has no val split
-    retrain_full: bool = (
-        False  # train on train + val (no val metrics), as for the reported test error
-    )
+    retrain_full: bool = False  # train on train + val (no val metrics), as for the test error
     train_eval_size: int | None = 10_000  # train loss/error on the first N train images; None: all
     eval_batch_size: int = 500
     amp_dtype: str | None = None  # None | "bf16" | "fp16" (fp16 on CUDA only, with a GradScaler)
