@@ -10,6 +10,7 @@ measured in the same process with rounds interleaved across every candidate of a
 
 import inspect
 import math
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -262,7 +263,7 @@ def run(
                         closures = _prepare(candidate, inputs, compiled, backend, result)
                         for measure, closure in closures.items():
                             name = f"{candidate.key}/{int(compiled)}/{measure}"
-                            calls[name] = calls_for(closure, min_seconds)
+                            calls[name] = calls_for(closure, min_seconds, warm_up=False)
                             timed[name] = closure
                 except Exception as error:  # a broken member must not hide the other rows
                     result.error = f"{type(error).__name__}: {error}".splitlines()[0][:200]
@@ -308,6 +309,7 @@ def environment() -> dict[str, object]:
         "machine": platform.machine(),
         "processor": platform.processor() or None,
         "threads": torch.get_num_threads(),
+        "load_average_1min": os.getloadavg()[0],  # other work on the machine adds noise
         "dtype": "float32",
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }

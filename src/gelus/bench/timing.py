@@ -28,13 +28,17 @@ def time_calls(fn: Callable[[], object], calls: int) -> float:
     return (time.perf_counter_ns() - start) / calls * 1e-9
 
 
-def calls_for(fn: Callable[[], object], min_seconds: float, max_calls: int = 10_000) -> int:
+def calls_for(
+    fn: Callable[[], object], min_seconds: float, max_calls: int = 10_000, warm_up: bool = True
+) -> int:
     """How many back-to-back calls of ``fn`` take at least ``min_seconds``.
 
-    ``fn`` is called once first as a warm-up (first-touch page faults, lazy initialisation, caches),
-    then timed for one call, then for the estimated count to correct for per-call noise.
+    ``fn`` is called once first as a warm-up (first-touch page faults, lazy initialisation, caches)
+    unless ``warm_up=False`` says the caller did it, then timed for one call, then for the
+    estimated count until the calls add up to ``min_seconds``.
     """
-    fn()
+    if warm_up:
+        fn()
     calls = 1
     seconds = time_calls(fn, 1)
     while seconds * calls < min_seconds and calls < max_calls:
