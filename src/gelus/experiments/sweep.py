@@ -8,6 +8,7 @@ each (on a shared CPU, 1-thread workers beat one multi-thread process, see PERFO
 """
 
 import ctypes
+import functools
 import hashlib
 import json
 import os
@@ -141,8 +142,9 @@ def plan_jobs(
     return jobs
 
 
+@functools.lru_cache(maxsize=2)
 def load_dataset(name: str, data_dir: str | None, *, validation: bool = True, verify: bool = True):
-    """``gelus.data.load`` (imported here so that planning and the CLI stay light)."""
+    """``gelus.data.load``, cached: a worker running several jobs reads the files once."""
     from gelus.data import load
 
     return load(name, data_dir, validation=validation, verify=verify)
@@ -279,20 +281,25 @@ class LocalExecutor:
         forwarder = threading.Thread(target=forward_reports, daemon=True)
         forwarder.start()
         workers = min(self.workers, len(jobs))
+        pool = ProcessPoolExecutor(
+            workers,
+            mp_context=context,
+            initializer=_init_worker,
+            initargs=(self.threads, report_queue, os.getpid()),
+        )
         try:
-            with ProcessPoolExecutor(
-                workers,
-                mp_context=context,
-                initializer=_init_worker,
-                initargs=(self.threads, report_queue, os.getpid()),
-            ) as pool:
-                futures = [pool.submit(_worker_run, job) for job in jobs]
-                finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-                for future in finished:
-                    if future.exception() is not None:
-                        for other in futures:
-                            other.cancel()
-                        raise future.exception()
+            futures = [pool.submit(_worker_run, job) for job in jobs]
+            finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            for future in finished:
+                if future.exception() is not None:
+                    raise future.exception()
+            pool.shutdown(wait=True)
+        except BaseException:
+            # a failed job or Ctrl-C: stop every worker now rather than after its current job
+            for process in list((getattr(pool, "_processes", None) or {}).values()):
+                process.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
         finally:
             stop.set()
             forwarder.join()

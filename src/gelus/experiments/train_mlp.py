@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "build_ensemble",
+    "compiled_train_step",
     "evaluate",
     "make_activation",
     "run_mlp_job",
@@ -124,6 +125,29 @@ def train_step(
     losses.sum().backward()  # members are independent: d(sum)/dθ_k = dloss_k/dθ_k
     optimizer.step()
     return losses.detach()
+
+
+def compiled_train_step(model: StackedMLP, task: str) -> Callable:
+    """``train_step`` with the forward pass and loss compiled by ``torch.compile`` (inductor).
+
+    The first step compiles (10-20 s cold, PERFORMANCE.md); every later step reuses the graph,
+    since every training batch has the same shape (the last partial batch is dropped).
+    """
+    loss_of = classification_loss if task == "classify" else reconstruction_loss
+
+    def losses(x: Tensor, target: Tensor, uniforms: Tensor | None) -> Tensor:
+        return loss_of(model(x, uniforms), target)
+
+    compiled = torch.compile(losses, dynamic=False)
+
+    def step(model, optimizer, task, x, target, uniforms) -> Tensor:
+        per_member = compiled(x, target, uniforms)
+        optimizer.zero_grad()
+        per_member.sum().backward()
+        optimizer.step()
+        return per_member.detach()
+
+    return step
 
 
 def train_epoch(
@@ -269,6 +293,7 @@ def run_mlp_job(job: "Job", data, store: RecordStore, progress: Callable[[int], 
         store.commit()
 
     epochs = config.train.epochs
+    step = compiled_train_step(model, config.task) if config.train.compile else train_step
     if start_epoch == 0:
         log(0, _evaluate_all(model, config, data, train_index, final=False))
     progress(start_epoch)
@@ -282,6 +307,7 @@ def run_mlp_job(job: "Job", data, store: RecordStore, progress: Callable[[int], 
             train_index,
             config.task,
             config.train.batch_size,
+            step,
         )
         metrics = _evaluate_all(model, config, data, train_index, final=epoch == epochs)
         seconds += time.perf_counter() - began

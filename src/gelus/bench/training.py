@@ -1,0 +1,260 @@
+"""``gelus bench training``: the experiment engine against the seed-004 loop, and against GEMM.
+
+In one process, round by round (interleaved, median of rounds), on the ``mnist-classification``
+grid shape (784 → 8 × 128 → 10, batch 128, K = 15 members = 3 lrs × 5 seeds per ensemble):
+
+* seed-004 loop: a DataLoader over a Python list of (image, label) pairs, batch 64, ``.item()``
+  per batch, one test pass per epoch; on 1 thread like the engine (``--seed-threads``: the script
+  ran with torch's default, which on a shared 2-core machine stalls whenever anything else runs);
+* the engine: one stacked ensemble, one thread, including its per-epoch evaluation (train loss
+  with dropout off, validation, test);
+* optionally the engine with the step compiled (``--compile``; compile time reported apart);
+* a batched matmul ``torch.bmm`` of [8, 512, 512] × [8, 512, 512] on one thread, in the same rounds.
+
+Each epoch uses ``--samples`` training images (evaluation sets scaled alike); times are scaled to
+a full 55k-image epoch. Reported: s/model-epoch, the ratio, the engine's achieved GFLOP/s (matmul
+FLOPs of training and evaluation) against the bmm rate, and the implied time of the paper's grid
+(90 runs × 50 epochs) with one 1-thread worker per core.
+"""
+
+import argparse
+import itertools
+import os
+import time
+
+__all__ = ["add_arguments", "main"]
+
+HIDDEN = (128,) * 8
+TRAIN_SIZE, VAL_SIZE, TEST_SIZE = 55_000, 5_000, 10_000  # the paper's MNIST splits
+GRID_RUNS, GRID_EPOCHS = 90, 50  # 3 activations × 2 dropout settings × 3 lrs × 5 seeds
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``gelus bench training``."""
+    parser.add_argument(
+        "--models", type=int, default=15, help="ensemble size K (default 15: 3 lrs × 5 seeds)"
+    )
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=6400,
+        help="training images per measured epoch (default 6400)",
+    )
+    parser.add_argument(
+        "--epochs", type=int, default=1, help="epochs per method per round (default 1)"
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument(
+        "--activation", default="gelu", help="activation (default gelu, tanh form as the paper)"
+    )
+    parser.add_argument(
+        "--keep", type=float, default=0.5, help="dropout keep probability (default 0.5)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="workers assumed for the grid time (default: cores)",
+    )
+    parser.add_argument(
+        "--seed-threads", type=int, default=1, help="threads of the seed-004 loop (default 1)"
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="also measure the engine with torch.compile"
+    )
+    parser.add_argument(
+        "--dataset", default="fashion-mnist", help="dataset (default fashion-mnist)"
+    )
+    parser.add_argument("--data-dir", default=None, help="directory holding NAME/ dataset folders")
+
+
+def _matmul_flops_per_sample(sizes: tuple[int, ...]) -> tuple[int, int]:
+    """(training, evaluation) matmul FLOPs per sample: forward 2·Σ in·out; backward adds the weight
+    gradients (2·Σ in·out) and the input gradients of every layer but the first."""
+    products = [i * o for i, o in itertools.pairwise(sizes)]
+    forward = 2 * sum(products)
+    return forward + 2 * sum(products) + 2 * sum(products[1:]), forward
+
+
+def _seed004(data, samples: int, keep: float, test_samples: int, threads: int):
+    """The seed-004 loop: returns one-epoch callable (model built once, trained on)."""
+    import numpy as np
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader
+
+    train_x = data.train.inputs(torch.arange(samples)).reshape(samples, -1).numpy() * 2 - 1
+    train_y = data.train.labels[:samples].numpy()
+    test_x = torch.from_numpy(
+        data.test.inputs(torch.arange(test_samples)).reshape(test_samples, -1).numpy() * 2 - 1
+    )
+    test_y = data.test.labels[:test_samples]
+    loader = DataLoader(
+        [[train_x[i], train_y[i]] for i in range(samples)], batch_size=64, shuffle=True
+    )
+
+    class GELU(nn.Module):
+        def forward(self, x):
+            return x * 0.5 * (1 + torch.erf(x / np.sqrt(2.0)))
+
+    layers = []
+    for fan_in in (784, *HIDDEN[:-1]):
+        layers += [nn.Linear(fan_in, 128), GELU(), nn.Dropout(p=1 - keep)]
+    model = nn.Sequential(*layers, nn.Linear(128, 10), nn.LogSoftmax(dim=-1))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    loss_fct = nn.NLLLoss()
+
+    def epoch() -> None:
+        torch.set_num_threads(threads)
+        batch_loss = []
+        for x, y in loader:
+            loss = loss_fct(model(x.reshape(-1, 28 * 28)), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            batch_loss.append(loss.item())
+        model.train(False)
+        loss_fct(model(test_x), test_y).item()
+        model.train(True)
+
+    return epoch
+
+
+def _engine(data, args, samples: int, compiled: bool):
+    """One epoch of the engine: train_epoch + the per-epoch evaluation, on one thread."""
+    import torch
+
+    from gelus.experiments.config import ExperimentConfig
+    from gelus.experiments.train_mlp import (
+        build_ensemble,
+        compiled_train_step,
+        evaluate,
+        train_epoch,
+        train_step,
+    )
+
+    k = args.models
+    lrs = [(1e-3, 1e-4, 1e-5)[i % 3] for i in range(k)]
+    model, optimizer, randomness = build_ensemble(
+        ExperimentConfig(), args.activation, args.keep, list(range(k)), lrs, 784, 10
+    )
+    step = compiled_train_step(model, "classify") if compiled else train_step
+    train_index = torch.arange(samples)
+    val_index = torch.arange(round(VAL_SIZE * samples / TRAIN_SIZE))
+    test_index = torch.arange(round(TEST_SIZE * samples / TRAIN_SIZE))
+
+    def epoch() -> None:
+        torch.set_num_threads(1)
+        train_epoch(model, optimizer, randomness, data.train, train_index, "classify", 128, step)
+        evaluate(model, data.train, train_index, "classify", 1000)
+        evaluate(model, data.val, val_index, "classify", 1000)
+        evaluate(model, data.test, test_index, "classify", 1000)
+
+    eval_samples = samples + len(val_index) + len(test_index)
+    return epoch, eval_samples
+
+
+def _bmm(seconds: float = 0.3):
+    """A callable doing about ``seconds`` of ``torch.bmm`` on one thread, and its FLOPs."""
+    import torch
+
+    from gelus.bench.timing import calls_for
+
+    a, b = torch.randn(8, 512, 512), torch.randn(8, 512, 512)
+    out = torch.empty(8, 512, 512)
+    torch.set_num_threads(1)
+    calls = calls_for(lambda: torch.bmm(a, b, out=out), seconds)
+
+    def run() -> None:
+        torch.set_num_threads(1)
+        for _ in range(calls):
+            torch.bmm(a, b, out=out)
+
+    return run, calls * 2 * 8 * 512**3
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the benchmark and print its figures."""
+    import torch
+
+    from gelus.bench.timing import format_table, interleaved_rounds, median
+    from gelus.cli import UserError
+    from gelus.data import load
+
+    if args.models < 1 or args.samples < 128 or args.rounds < 1 or args.epochs < 1:
+        raise UserError(
+            "--models, --epochs and --rounds must be at least 1 and --samples at least 128"
+        )
+    try:
+        data = load(args.dataset, args.data_dir)
+    except Exception as error:
+        raise UserError(f"bench training needs {args.dataset}: {error}") from None
+    samples = min(args.samples, len(data.train))
+    default_threads = torch.get_num_threads()
+    workers = args.workers or (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    )
+    print(
+        f"bench training: K={args.models} members, {samples} training images per epoch, keep={args.keep}, "
+        f"{args.activation}, {args.rounds} rounds; seed-004 loop at {args.seed_threads} thread(s), engine at 1"
+    )
+
+    seed_epoch = _seed004(
+        data, samples, args.keep, round(TEST_SIZE * samples / 60_000), args.seed_threads
+    )
+    engine_epoch, eval_samples = _engine(data, args, samples, compiled=False)
+    bmm_run, bmm_flops = _bmm()
+    candidates = {"seed-004 loop": seed_epoch, "engine": engine_epoch, "bmm": bmm_run}
+    compile_seconds = None
+    if args.compile:
+        compiled_epoch, _ = _engine(data, args, samples, compiled=True)
+        began = time.perf_counter()
+        compiled_epoch()  # the first epoch compiles
+        compile_seconds = time.perf_counter() - began
+        candidates["engine compiled"] = compiled_epoch
+    for epoch in candidates.values():
+        epoch()  # warm-up: first-touch allocations, lazy init
+    times = interleaved_rounds(
+        candidates,
+        args.rounds,
+        calls={name: 1 if name == "bmm" else args.epochs for name in candidates},
+    )
+    torch.set_num_threads(default_threads)
+    bmm = bmm_flops / median(times.pop("bmm")) / 1e9
+
+    train_flops, eval_flops = _matmul_flops_per_sample((784, *HIDDEN, 10))
+    steps = samples // 128
+    engine_flops = args.models * (steps * 128 * train_flops + eval_samples * eval_flops)
+    scale = TRAIN_SIZE / samples  # to a full 55k-image epoch
+    rows, per_model = [], {}
+    for name, values in times.items():
+        seconds = median(values)
+        models = 1 if name == "seed-004 loop" else args.models
+        per_model[name] = seconds / models * scale
+        gflops = "" if models == 1 else f"{engine_flops / seconds / 1e9:.1f}"
+        share = "" if models == 1 else f"{engine_flops / seconds / 1e9 / bmm:.0%}"
+        threads = args.seed_threads if models == 1 else 1
+        grid = GRID_RUNS * GRID_EPOCHS * per_model[name] / max(1, workers // threads) / 60
+        rows.append(
+            [
+                name,
+                f"{per_model[name]:.3f}",
+                f"{per_model['seed-004 loop'] / per_model[name]:.1f}×",
+                gflops,
+                share,
+                f"{grid:.0f}",
+            ]
+        )
+    print(
+        format_table(
+            ["method", "s/model-epoch", "speed-up", "GFLOP/s", "of bmm", "grid minutes"], rows
+        )
+    )
+    print(
+        f"bmm [8,512,512]² on 1 thread, same rounds: {bmm:.1f} GFLOP/s. Grid: {GRID_RUNS} runs × {GRID_EPOCHS} epochs, "
+        f"{workers} cores, one run (or ensemble) per core per thread count (assumes processes scale with "
+        "cores, as measured in PERFORMANCE.md). FLOPs: matmuls of training and the per-epoch evaluation."
+    )
+    if compile_seconds is not None:
+        print(f"compile (first compiled epoch, including its training): {compile_seconds:.1f} s")
+    return 0
