@@ -15,8 +15,8 @@ def _all_members(x, bias):
     gated = torch.cat([x, x.flip(-1)], dim=-1)
     return torch.stack(
         [
-            G.gelu(x),  # accurate (float64 Φ) under compile by default
-            G.gelu(x, accurate=False),
+            G.gelu(x, accurate=True),
+            G.gelu(x),
             G.gelu(x, "tanh"),
             G.gelu(x, "sigmoid"),
             G.silu(x),
@@ -24,23 +24,6 @@ def _all_members(x, bias):
             G.bias_gelu(x, bias),
             G.bias_gelu(x, bias, "tanh"),
             G.geglu(gated),
-        ]
-    )
-
-
-def _eager_reference(x, bias):
-    gated = torch.cat([x, x.flip(-1)], dim=-1)
-    return torch.stack(
-        [
-            G.gelu(x, accurate=True),
-            G.gelu(x, accurate=False),
-            G.gelu(x, "tanh"),
-            G.gelu(x, "sigmoid"),
-            G.silu(x),
-            G.swish(x, 0.5),
-            G.bias_gelu(x, bias, accurate=True),
-            G.bias_gelu(x, bias, "tanh"),
-            G.geglu(gated, accurate=True),
         ]
     )
 
@@ -62,7 +45,7 @@ def test_compiled_members_match_eager_including_edge_cases():
     compiled = torch.compile(_all_members, fullgraph=True, dynamic=False)
 
     outputs = {}
-    for name, fn in (("eager", _eager_reference), ("compiled", compiled)):
+    for name, fn in (("eager", _all_members), ("compiled", compiled)):
         xr = x.clone().requires_grad_()
         br = bias.clone().requires_grad_()
         y = fn(xr, br)
@@ -71,7 +54,9 @@ def test_compiled_members_match_eager_including_edge_cases():
         outputs[name] = (y.detach(), xr.grad, br.grad)
 
     for eager, compiled_result in zip(outputs["eager"], outputs["compiled"], strict=True):
-        torch.testing.assert_close(compiled_result, eager, rtol=2e-6, atol=1e-6, equal_nan=True)
+        # The exact default form is oneDNN's kernel in eager and inductor's erf formula compiled:
+        # both within 1.2e-6 absolute of the truth, times |a| <= 12 in GEGLU.
+        torch.testing.assert_close(compiled_result, eager, rtol=2e-6, atol=3e-5, equal_nan=True)
     y = outputs["compiled"][0]
     # The contract holds inside the graph too: +inf, −inf, −0, FLT_MAX.
     assert (y[:6, 0, 0] == math.inf).all() and (y[:6, 0, 1] == 0).all()
