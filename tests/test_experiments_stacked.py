@@ -121,12 +121,12 @@ def test_member_run_depends_on_its_seed_alone():
     )
     index = torch.arange(80)
 
-    def losses(seeds, lrs):
-        model = StackedMLP(len(seeds), SIZES, nn.ReLU(), keep=0.5, dtype=torch.float64)
+    def losses(seeds, lrs, dtype=torch.float64):
+        model = StackedMLP(len(seeds), SIZES, nn.ReLU(), keep=0.5, dtype=dtype)
         randomness = MemberRandomness(seeds)
         for member, generator in enumerate(randomness.generators):
             model.init_member(member, "unit_norm", generator)
-        optimizer = StackedAdam(list(model.parameters()), torch.tensor(lrs, dtype=torch.float64))
+        optimizer = StackedAdam(list(model.parameters()), torch.tensor(lrs))
         return torch.cat(
             [
                 train_epoch(model, optimizer, randomness, split, index, "classify", 16)
@@ -138,6 +138,16 @@ def test_member_run_depends_on_its_seed_alone():
     alone = losses([SEEDS[1]], [LRS[1]])
     torch.testing.assert_close(together[:, 1], alone[:, 0], rtol=0, atol=1e-12)
     assert not torch.allclose(together[:, 0], together[:, 1])  # members really differ
+
+    # float32 on one thread: bit-identical, so the sweep may regroup members (split by lr)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        together32 = losses(list(SEEDS), list(LRS), torch.float32)
+        alone32 = losses([SEEDS[1]], [LRS[1]], torch.float32)
+    finally:
+        torch.set_num_threads(previous)
+    assert torch.equal(together32[:, 1], alone32[:, 0])
 
 
 def test_unit_norm_init_rows_and_zero_bias():

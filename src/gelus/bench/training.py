@@ -7,7 +7,7 @@ grid shape (784 → 8 × 128 → 10, batch 128, K = 15 members = 3 lrs × 5 seed
   per batch, one test pass per epoch; on 1 thread like the engine (``--seed-threads``: the script
   ran with torch's default, which on a shared 2-core machine stalls whenever anything else runs);
 * the engine: one stacked ensemble, one thread, including its per-epoch evaluation (train loss
-  with dropout off, validation, test);
+  with dropout off, validation, test), and its training steps alone;
 * optionally the engine with the step compiled (``--compile``; compile time reported apart);
 * a batched matmul ``torch.bmm`` of [8, 512, 512] × [8, 512, 512] on one thread, in the same rounds.
 
@@ -143,15 +143,18 @@ def _engine(data, args, samples: int, compiled: bool):
     val_index = torch.arange(round(VAL_SIZE * samples / TRAIN_SIZE))
     test_index = torch.arange(round(TEST_SIZE * samples / TRAIN_SIZE))
 
-    def epoch() -> None:
+    def train() -> None:
         torch.set_num_threads(1)
         train_epoch(model, optimizer, randomness, data.train, train_index, "classify", 128, step)
+
+    def epoch() -> None:
+        train()
         evaluate(model, data.train, train_index, "classify", 1000)
         evaluate(model, data.val, val_index, "classify", 1000)
         evaluate(model, data.test, test_index, "classify", 1000)
 
     eval_samples = samples + len(val_index) + len(test_index)
-    return epoch, eval_samples
+    return epoch, train, eval_samples
 
 
 def _bmm(seconds: float = 0.3):
@@ -202,12 +205,17 @@ def main(args: argparse.Namespace) -> int:
     seed_epoch = _seed004(
         data, samples, args.keep, round(TEST_SIZE * samples / 60_000), args.seed_threads
     )
-    engine_epoch, eval_samples = _engine(data, args, samples, compiled=False)
+    engine_epoch, engine_train, eval_samples = _engine(data, args, samples, compiled=False)
     bmm_run, bmm_flops = _bmm()
-    candidates = {"seed-004 loop": seed_epoch, "engine": engine_epoch, "bmm": bmm_run}
+    candidates = {
+        "seed-004 loop": seed_epoch,
+        "engine": engine_epoch,
+        "engine, training only": engine_train,
+        "bmm": bmm_run,
+    }
     compile_seconds = None
     if args.compile:
-        compiled_epoch, _ = _engine(data, args, samples, compiled=True)
+        compiled_epoch, _, _ = _engine(data, args, samples, compiled=True)
         began = time.perf_counter()
         compiled_epoch()  # the first epoch compiles
         compile_seconds = time.perf_counter() - began
@@ -224,15 +232,17 @@ def main(args: argparse.Namespace) -> int:
 
     train_flops, eval_flops = _matmul_flops_per_sample((784, *HIDDEN, 10))
     steps = samples // 128
-    engine_flops = args.models * (steps * 128 * train_flops + eval_samples * eval_flops)
+    train_only_flops = args.models * steps * 128 * train_flops
+    engine_flops = train_only_flops + args.models * eval_samples * eval_flops
     scale = TRAIN_SIZE / samples  # to a full 55k-image epoch
     rows, per_model = [], {}
     for name, values in times.items():
         seconds = median(values)
         models = 1 if name == "seed-004 loop" else args.models
         per_model[name] = seconds / models * scale
-        gflops = "" if models == 1 else f"{engine_flops / seconds / 1e9:.1f}"
-        share = "" if models == 1 else f"{engine_flops / seconds / 1e9 / bmm:.0%}"
+        flops = train_only_flops if name.endswith("training only") else engine_flops
+        gflops = "" if models == 1 else f"{flops / seconds / 1e9:.1f}"
+        share = "" if models == 1 else f"{flops / seconds / 1e9 / bmm:.0%}"
         threads = args.seed_threads if models == 1 else 1
         grid = GRID_RUNS * GRID_EPOCHS * per_model[name] / max(1, workers // threads) / 60
         rows.append(

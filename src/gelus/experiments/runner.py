@@ -175,28 +175,44 @@ def run_experiment(
     store = RecordStore(out_dir)
     done = store.done_run_ids()
     store.close()
-    jobs = plan_jobs(
-        name,
-        config,
-        out_dir=out_dir,
-        data_dir=data_dir,
-        verify=verify,
-        metadata=metadata,
-        done=done,
-        device=device,
-    )
     if workers is None:
         workers = (
             len(os.sched_getaffinity(0))
             if hasattr(os, "sched_getaffinity")
             else os.cpu_count() or 1
         )
+    plans = [
+        plan_jobs(
+            name,
+            config,
+            out_dir=out_dir,
+            data_dir=data_dir,
+            verify=verify,
+            metadata=metadata,
+            done=done,
+            device=device,
+            split_by_lr=split,
+        )
+        for split in (False, True)
+    ]
+    # fewer, larger ensembles cost less per model; split by lr only when that balances the workers
+    jobs = (
+        plans[1] if _makespan(plans[1], workers) < 0.9 * _makespan(plans[0], workers) else plans[0]
+    )
     executor = executor or LocalExecutor(workers, threads)
     with ProgressBars(enabled=progress, total=sum(job.epochs for job in jobs), title=name) as bars:
         executor.run(jobs, bars)
     if progress:
         print(summary_table(read_records(out_dir), name, config_hash(config), config.task))
     return out_dir
+
+
+def _makespan(jobs: Sequence, workers: int) -> float:
+    """Longest worker load (member-epochs) when jobs go largest first to the least loaded worker."""
+    loads = [0.0] * max(1, workers)
+    for size in sorted((len(job.members) * job.epochs for job in jobs), reverse=True):
+        loads[loads.index(min(loads))] += size
+    return max(loads)
 
 
 class ProgressBars:

@@ -87,8 +87,13 @@ def plan_jobs(
     metadata: dict,
     done: set[str],
     device: str = "cpu",
+    split_by_lr: bool = False,
 ) -> list[Job]:
-    """The jobs of ``experiment`` whose runs are not all ``done`` (their done members left out)."""
+    """The jobs of ``experiment`` whose runs are not all ``done`` (their done members left out).
+
+    One ensemble per activation and setting; ``split_by_lr`` makes one per learning rate too (more,
+    smaller jobs to balance the workers; a member's arithmetic does not depend on its ensemble).
+    """
     chash = config_hash(config)
     config_json = json.dumps(config_to_dict(config), sort_keys=True)
     metadata_json = json.dumps(metadata, sort_keys=True)
@@ -112,13 +117,16 @@ def plan_jobs(
                 for seed in range(config.train.seeds)
             )
             members = tuple(key for key in members if key.run_id not in done)
-            groups = (
-                [(m,) for m in members] if config.task == "cnn" else [members] if members else []
-            )
+            if config.task == "cnn":
+                groups = [(m,) for m in members]
+            elif split_by_lr:
+                lrs = dict.fromkeys(m.lr for m in members)
+                groups = [tuple(m for m in members if m.lr == lr) for lr in lrs]
+            else:
+                groups = [members] if members else []
             for group in groups:
-                digest = hashlib.sha256("\n".join(k.run_id for k in group).encode()).hexdigest()[
-                    :12
-                ]
+                run_ids = "\n".join(k.run_id for k in group)
+                digest = hashlib.sha256(run_ids.encode()).hexdigest()[:12]
                 stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{experiment}-{activation}-{setting}")
                 jobs.append(
                     Job(
