@@ -55,6 +55,15 @@ class FakeDataset:
         self.num_classes = num_classes
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # On a shared machine two OpenMP threads stall on each other's barriers (eigh, batch norm).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 # Tiny versions of both protocols: 12×12 images for the all-conv net (the smallest that survives
 # two poolings and a valid 3×3 conv), 8×8 for the WRN.
 TINY_ALLCONV = CIFAR10AllConvConfig(
@@ -388,3 +397,19 @@ def test_wrn_weight_decay_is_the_released_l2_penalty():
 def test_measure_training_step_times_each_batch():
     times = cnn.measure_training_step(TINY_WRN, "relu", batches=2)
     assert len(times) == 2 and all(t > 0 for t in times)
+
+
+def test_runs_on_the_data_layer_dataset():
+    from gelus.data import Dataset, TensorSplit
+
+    fake = FakeDataset(60, 20, 10, 12, with_val=True)
+    data = Dataset(
+        "cifar10",
+        *(TensorSplit(s.images, s.labels) for s in (fake.train, fake.val, fake.test)),
+        num_classes=10,
+        source="memory",
+    )
+    cfg = dataclasses.replace(TINY_ALLCONV, epochs=1)
+    assert without_seconds(run_logged(cfg, data, None)) == without_seconds(
+        run_logged(cfg, fake, None)
+    )

@@ -294,7 +294,7 @@ def train_cnn_run(
     error (fraction), with the model in eval mode (no dropout or noise; "train" is measured on the
     first ``cfg.train_eval_size`` training images, unaugmented), then ("train", "seconds", wall
     time since the run began, summed over resumptions). Then, given ``checkpoint_path``, saves the
-    model, optimizer, step, random states and preprocessing statistics atomically; a run started
+    model, optimizer, epoch, random states and preprocessing statistics atomically; a run started
     with an existing checkpoint resumes after its epoch and ends with the same result as a run that
     was never interrupted. A checkpoint of another run (config, activation, seed or lr) is an error.
     """
