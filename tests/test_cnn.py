@@ -203,6 +203,29 @@ def test_zca_epsilon_damps_the_small_directions():
     assert whitening[1, 1].item() == pytest.approx(1 / math.sqrt(1e-6 + 1e-2), rel=0.05)
 
 
+def test_preprocessing_uses_training_statistics_only():
+    g = torch.Generator().manual_seed(1)
+    raw = {name: (torch.rand(n, 3, 4, 4, generator=g), torch.zeros(n)) for name, n in [("train", 400), ("test", 50)]}  # fmt: skip
+    # WRN: subtract the per-pixel mean of the training images.
+    splits = {name: (x.clone(), y) for name, (x, y) in raw.items()}
+    cnn._preprocess(TINY_WRN, splits, None)
+    pixel_mean = raw["train"][0].double().numpy().mean(0)
+    for name in raw:
+        expected = raw[name][0].double().numpy() - pixel_mean
+        np.testing.assert_allclose(splits[name][0].numpy(), expected, atol=1e-6)
+    # All-conv: (255x − 127.5) / 128, then ZCA fitted on the scaled training images.
+    splits = {name: (x.clone(), y) for name, (x, y) in raw.items()}
+    stats = cnn._preprocess(TINY_ALLCONV, splits, None)
+    scaled = {
+        name: (raw[name][0].double().numpy().reshape(-1, 48) * 255 - 127.5) / 128 for name in raw
+    }
+    np.testing.assert_allclose(stats["mean"].numpy(), scaled["train"].mean(0), atol=1e-6)
+    w = stats["whitening"].double().numpy()
+    for name in raw:
+        expected = (scaled[name] - scaled["train"].mean(0)) @ w
+        np.testing.assert_allclose(splits[name][0].reshape(-1, 48).numpy(), expected, atol=1e-4)
+
+
 def test_crop_and_flip_match_a_per_sample_loop():
     x = torch.randn(64, 3, 8, 8)
     generator = torch.Generator().manual_seed(5)

@@ -25,7 +25,13 @@ from torch import Tensor, nn
 
 import gelus
 from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint
-from gelus.experiments.cnn_data import apply_zca, fit_zca, load_splits, random_crop_flip
+from gelus.experiments.cnn_data import (
+    apply_zca,
+    fit_zca,
+    load_splits,
+    mean_image,
+    random_crop_flip,
+)
 from gelus.experiments.cnn_models import AllConvNet, WideResNet, make_activation
 
 __all__ = [
@@ -171,7 +177,7 @@ def _preprocess(
             apply_zca(x, saved["mean"], saved["whitening"])
     else:
         if saved is None:
-            saved = {"pixel_mean": x_train.double().mean(0).float()}
+            saved = {"pixel_mean": mean_image(x_train)}
         for x, _ in splits.values():
             x.sub_(saved["pixel_mean"])
     return saved

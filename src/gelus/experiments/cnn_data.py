@@ -10,7 +10,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["apply_zca", "fit_zca", "load_splits", "random_crop_flip"]
+__all__ = ["apply_zca", "fit_zca", "load_splits", "mean_image", "random_crop_flip"]
+
+
+def mean_image(x: Tensor, chunk_size: int = 4096) -> Tensor:
+    """The mean of ``x`` [N, *shape] over N, summed in float64 chunk by chunk; float32 [*shape]."""
+    total = torch.zeros(x.shape[1:], dtype=torch.float64)
+    for start in range(0, x.shape[0], chunk_size):
+        total += x[start : start + chunk_size].double().sum(0)
+    return (total / x.shape[0]).float()
 
 
 def fit_zca(x: Tensor, epsilon: float, chunk_size: int = 4096) -> tuple[Tensor, Tensor]:
@@ -22,10 +30,7 @@ def fit_zca(x: Tensor, epsilon: float, chunk_size: int = 4096) -> tuple[Tensor, 
     """
     x = x.flatten(1)
     n, d = x.shape
-    mean = torch.zeros(d, dtype=torch.float64)
-    for start in range(0, n, chunk_size):
-        mean += x[start : start + chunk_size].double().sum(0)
-    mean /= n
+    mean = mean_image(x, chunk_size).double()
     covariance = torch.zeros(d, d, dtype=torch.float64)
     for start in range(0, n, chunk_size):
         centred = x[start : start + chunk_size].double() - mean
