@@ -162,6 +162,26 @@ def test_compiles_with_fullgraph():
         torch.testing.assert_close(a.grad, b.grad)
 
 
+@pytest.mark.slow
+def test_compiled_keeps_only_x_mu_sigma_and_holds_the_edge_cases():
+    torch._dynamo.reset()
+    compiled = torch.compile(generalized_gelu, fullgraph=True, dynamic=False)
+    x = torch.tensor([[math.inf, -math.inf, math.nan, -0.0], [1.0, -1.0, 3e38, -3e38]])
+    x.requires_grad_()
+    mu = torch.zeros(4, requires_grad=True)
+    sigma = torch.full((4,), 0.5, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        y = compiled(x, mu, sigma)
+    y.sum().backward()
+    assert sorted(tuple(t.shape) for t in saved) == [(2, 4), (4,), (4,)]
+    assert y[0, 0] == math.inf and y[0, 1] == 0 and y[0, 2].isnan() and y[0, 3].signbit()
+    assert y[1, 2] == 3e38 and y[1, 3] == 0
+    assert torch.equal(x.grad[0, [0, 1, 3]], torch.tensor([1.0, 0.0, 0.5]))
+    assert x.grad[0, 2].isnan() and torch.equal(x.grad[1, 2:], torch.tensor([1.0, 0.0]))
+    assert torch.isfinite(mu.grad[[0, 1, 3]]).all() and torch.isfinite(sigma.grad[[0, 1, 3]]).all()
+
+
 # --- the module -------------------------------------------------------------------------------
 
 
