@@ -309,3 +309,71 @@ def test_is_tame_detects_every_kind_of_untame_element():
             y = x.clone()
             y[position] = bad
             assert not K.is_tame(y, 1e3), (bad, position)
+
+
+@pytest.mark.parametrize("beta_shape", [(), (5,), (3, 1)])
+def test_swish_tensor_beta_gradcheck_and_reduction(beta_shape):
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 5, dtype=torch.float64, generator=generator).mul(3).requires_grad_()
+    beta = (0.5 + torch.rand(beta_shape, dtype=torch.float64, generator=generator)).requires_grad_()
+    assert torch.autograd.gradcheck(G.swish, (x, beta))
+    assert torch.autograd.gradgradcheck(G.swish, (x, beta))
+    y = G.swish(x, beta)
+    xd, bd = x.detach().numpy(), np.broadcast_to(beta.detach().numpy(), (3, 5))
+    np.testing.assert_allclose(y.detach().numpy(), xd * special.expit(bd * xd), rtol=1e-14)
+    grad = torch.randn(3, 5, dtype=torch.float64, generator=generator)
+    _, gb = torch.autograd.grad(y, (x, beta), grad)
+    s = special.expit(bd * xd)
+    expected = grad.numpy() * xd * xd * s * (1 - s)  # d/dβ x·σ(βx), reduced to β's shape
+    reduce = {(): {"axis": None}, (5,): {"axis": 0}, (3, 1): {"axis": 1, "keepdims": True}}
+    expected = expected.sum(**reduce[beta_shape])
+    np.testing.assert_allclose(gb.numpy(), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_swish_tensor_beta_edge_cases(dtype):
+    specials = _specials(dtype)
+    x = specials.clone().requires_grad_()
+    beta = torch.tensor(1.5, requires_grad=True)
+    y = G.swish(x, beta)
+    gx, gb = torch.autograd.grad(y, (x, beta), torch.ones_like(y))
+    assert y.dtype == dtype and gx.dtype == dtype and gb.dtype == torch.float32
+    _check_specials(
+        "swish tensor beta", "contiguous", specials, y.detach(), gx, torch.finfo(dtype).max
+    )
+    assert gb.isnan()  # the nan input propagates into dL/dβ ...
+    finite = [0, 1, 3, 4, 5, 6, 7]
+    _, gb = torch.autograd.grad(G.swish(x[finite], beta).sum(), (x, beta))
+    assert torch.isfinite(gb)  # ... and ±inf, ±FLT_MAX add 0 to it, not inf·0
+    # A negative β mirrors the limits.
+    y = G.swish(x, -beta)
+    assert y[0] == 0 and y[1] == -INF
+
+
+def test_learnable_swish_module_uses_the_tensor_beta_path():
+    import gelus
+
+    act = gelus.Swish(beta=1.0, learnable=True)
+    x = torch.tensor([-INF, INF, -3.0, 2.0], requires_grad=True)
+    y = act(x)
+    y.sum().backward()
+    assert y[0] == 0 and y[1] == INF and x.grad[0] == 0 and x.grad[1] == 1
+    s = special.expit(np.array([-3.0, 2.0]))
+    expected = (np.array([9.0, 4.0]) * s * (1 - s)).sum()
+    assert act.beta.grad.item() == pytest.approx(expected, rel=1e-6)
+    count, _, saved = _saved(act, x)
+    assert count == 2 and saved[0] is x and saved[1] is act.beta
+
+
+@pytest.mark.slow
+def test_swish_tensor_beta_compiles_and_matches_eager():
+    x = torch.tensor([INF, -INF, -0.0, 3e38, -2.0, 0.5, 4.0, -7.0]).reshape(2, 4)
+    beta = torch.tensor([1.0, 1.5, 0.5, 2.0])
+    results = []
+    for fn in (G.swish, torch.compile(G.swish, fullgraph=True, dynamic=False)):
+        xr, br = x.clone().requires_grad_(), beta.clone().requires_grad_()
+        y = fn(xr, br)
+        y.sum().backward()
+        results.append((y.detach(), xr.grad, br.grad))
+    for eager, compiled in zip(*results, strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=1e-6, atol=1e-7)

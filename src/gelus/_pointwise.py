@@ -10,6 +10,7 @@ from torch import Tensor
 
 from gelus._pointwise_composed import gelu_composed, swish_composed
 from gelus._pointwise_kernels import (
+    _SILU_CLAMP,
     SIGMOID_SCALE,
     TANH_CUBIC,
     gelu_backward,
@@ -40,6 +41,10 @@ def _check_approximate(approximate: str) -> None:
             f"approximate={approximate!r} is not a GELU form; use one of "
             + ", ".join(repr(name) for name in APPROXIMATIONS)
         )
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 def _tame(x: Tensor, approximate: str = "none", beta: float = 1.0) -> bool | None:
@@ -79,6 +84,34 @@ class _Swish(torch.autograd.Function):
     def backward(ctx, grad: Tensor):
         (x,) = ctx.saved_tensors
         return swish_backward(grad, x, **ctx.options), None
+
+
+class _SwishTensorBeta(torch.autograd.Function):
+    """x·σ(β·x) with a tensor β: saves x and β; dL/dβ = Σ grad·x²·σ'(βx) over β's broadcast."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, beta: Tensor) -> Tensor:
+        ctx.save_for_backward(x, beta)
+        return swish_composed(x, beta)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, beta = ctx.saved_tensors
+        dtype = torch.promote_types(_compute_dtype(x.dtype), beta.dtype)
+        xc, betac, grad = x.to(dtype), beta.to(dtype), grad.to(dtype)
+        z = betac * xc
+        # Beyond |βx| = 1e4 the slope is exactly 1 or 0 and x²·σ'(βx) is 0 (not inf·0).
+        outside = z.abs() > _SILU_CLAMP
+        inside = torch.where(outside, 0.0, xc)
+        s = torch.sigmoid(betac * inside)
+        ds = s * (1.0 - s)  # σ'(βx)
+        grad_x = grad_beta = None
+        if ctx.needs_input_grad[0]:
+            slope = torch.where(outside, (z > 0).to(dtype), s + betac * inside * ds)
+            grad_x = (grad * slope).sum_to_size(x.shape).to(x.dtype)
+        if ctx.needs_input_grad[1]:
+            grad_beta = (grad * inside * inside * ds).sum_to_size(beta.shape).to(beta.dtype)
+        return grad_x, grad_beta
 
 
 class _BiasGELU(torch.autograd.Function):
@@ -208,12 +241,22 @@ def silu(x: Tensor) -> Tensor:
     return swish(x, 1.0)
 
 
-def swish(x: Tensor, beta: float = 1.0) -> Tensor:
+def swish(x: Tensor, beta: float | Tensor = 1.0) -> Tensor:
     """Swish(x) = x·σ(β·x); β = 1 is SiLU, β = 1.702 the sigmoid form of GELU.
 
+    ``beta`` is a float, or a tensor broadcastable against ``x`` (e.g. a learnable scalar or
+    per-channel ``[C]`` parameter) that receives the gradient
+    dL/dβ = Σ grad·x²·σ'(βx), summed over the dimensions β was broadcast along. With a tensor
+    β, only ``x`` and β are saved for backward; the result has ``x``'s dtype.
+
     For β > 0 the edge cases are those of :func:`gelu`; for β < 0 the limits are mirrored
-    (+inf → 0, −inf → −inf); β = 0 gives x/2.
+    (+inf → 0, −inf → −inf); β = 0 gives x/2 (a float β = 0 also at ±inf; a tensor β = 0 gives
+    nan there, where β·x is nan).
     """
+    if isinstance(beta, Tensor):
+        if torch.compiler.is_compiling():
+            return swish_composed(x, beta)
+        return _SwishTensorBeta.apply(x, beta)
     if torch.compiler.is_compiling():
         return swish_composed(x, float(beta))
     return _Swish.apply(x, float(beta))

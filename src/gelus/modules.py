@@ -133,9 +133,6 @@ class Swish(nn.Module):
             self.beta = float(beta)
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.learnable:
-            # F.swish takes a float β (no gradient for it); a learnable β needs the composition.
-            return x * torch.sigmoid(self.beta * x)
         return F.swish(x, self.beta)
 
     def extra_repr(self) -> str:
