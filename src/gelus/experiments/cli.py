@@ -45,8 +45,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument(
         "--device",
-        default="cpu",
-        help="device for the CNN experiments (the MLP engine runs on the CPU)",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="device for the CNN experiments (default auto: cuda when there is a GPU); "
+        "the MLP engine runs on the CPU",
+    )
+    run.add_argument(
+        "--amp",
+        choices=("bf16", "fp16"),
+        help="autocast the CNN experiments to bfloat16 or float16 (fp16: CUDA only); "
+        "the same as --set cnn.amp_dtype=...",
+    )
+    run.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: worker processes on this machine; ray: one Ray task per job, on a local Ray "
+        "runtime or a cluster (pip install 'gelus[ray]'; docs/CLUSTER.md)",
+    )
+    run.add_argument(
+        "--address",
+        help="with --executor ray: the cluster to join ('auto': the one `ray start` set up "
+        "here, or HOST:PORT); default: start a Ray runtime on this machine (--workers CPUs)",
+    )
+    run.add_argument(
+        "--max-retries",
+        type=int,
+        default=3,
+        help="with --executor ray: new attempts of a job whose worker or node died (default 3)",
     )
     run.add_argument(
         "--no-verify",
@@ -81,21 +107,47 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from gelus.cli import UserError
+    from gelus.experiments.presets import PRESETS
     from gelus.experiments.runner import run_experiment
 
-    run_experiment(
-        args.experiment,
-        out_dir=args.out or f"runs/{args.experiment}",
-        activations=args.activations,
-        seeds=args.seeds,
-        epochs=args.epochs,
-        overrides=args.overrides,
-        workers=args.workers,
-        data_dir=args.data_dir,
-        quick=args.quick,
-        dataset=args.dataset,
-        verify=not args.no_verify,
-        device=args.device,
-        threads=args.threads,
-    )
+    overrides = list(args.overrides)
+    if args.amp is not None:
+        preset = PRESETS.get(args.experiment)
+        if preset is not None and preset.cnn_config is None:
+            cnns = ", ".join(name for name, p in PRESETS.items() if p.cnn_config)
+            raise UserError(f"--amp applies to the CNN experiments ({cnns}) only")
+        overrides.append(f"cnn.amp_dtype={args.amp}")
+    executor = None
+    if args.executor == "ray":
+        from gelus.experiments.ray_executor import RayExecutor
+
+        executor = RayExecutor(
+            args.address,
+            num_cpus=args.workers,
+            threads=args.threads,
+            max_retries=args.max_retries,
+        )
+    elif args.address is not None:
+        raise UserError("--address needs --executor ray")
+    try:
+        run_experiment(
+            args.experiment,
+            out_dir=args.out or f"runs/{args.experiment}",
+            activations=args.activations,
+            seeds=args.seeds,
+            epochs=args.epochs,
+            overrides=overrides,
+            workers=args.workers,
+            data_dir=args.data_dir,
+            quick=args.quick,
+            dataset=args.dataset,
+            verify=not args.no_verify,
+            device=args.device,
+            threads=args.threads,
+            executor=executor,
+        )
+    finally:
+        if executor is not None:
+            executor.shutdown()  # also when the run stopped before starting its jobs
     return 0

@@ -24,7 +24,17 @@ from gelus.experiments.presets import PRESETS, Preset
 from gelus.experiments.records import Record, RecordStore, environment_metadata, read_records
 from gelus.experiments.sweep import Executor, LocalExecutor, plan_jobs
 
-__all__ = ["ProgressBars", "resolve_config", "resolve_dataset", "run_experiment", "summary_table"]
+__all__ = [
+    "DEVICES",
+    "ProgressBars",
+    "resolve_config",
+    "resolve_dataset",
+    "resolve_device",
+    "run_experiment",
+    "summary_table",
+]
+
+DEVICES = ("auto", "cpu", "cuda")
 
 
 def _preset(name: str) -> Preset:
@@ -128,6 +138,32 @@ def resolve_dataset(
     )
 
 
+def resolve_device(device: str, config: ExperimentConfig, executor: Executor | None = None) -> str:
+    """The device the jobs run on: "cpu" for the MLP engine; for the CNNs "cpu" or "cuda", with
+    "auto" meaning "cuda" when there is a GPU (on this machine, or in the executor's cluster when
+    it has a ``resolve_device`` method). Raises UserError for a device that is not there."""
+    if device not in DEVICES:
+        raise UserError(f"unknown device {device!r}; valid devices: {', '.join(DEVICES)}")
+    if config.task != "cnn":
+        resolved = "cpu"  # the stacked-ensemble engine runs on the CPU
+    elif hasattr(executor, "resolve_device"):
+        resolved = executor.resolve_device(device)
+    else:
+        import torch
+
+        available = torch.cuda.is_available()
+        if device == "cuda" and not available:
+            raise UserError(
+                "--device cuda: torch sees no CUDA device here; use --device auto or cpu"
+            )
+        if device == "auto":
+            device = "cuda" if available else "cpu"
+        resolved = device
+    if config.task == "cnn" and config.cnn.amp_dtype == "fp16" and resolved != "cuda":
+        raise UserError("fp16 autocast (--amp fp16) needs CUDA; use --amp bf16 on the CPU")
+    return resolved
+
+
 def run_experiment(
     name: str,
     *,
@@ -150,7 +186,9 @@ def run_experiment(
 
     Runs already done are skipped; interrupted ones resume from their checkpoints. ``workers``
     processes (default: one per available core; 0 = in this process) with ``threads`` torch threads
-    each. With ``progress``, shows a bar per worker and prints a summary table at the end.
+    each, or ``executor`` (e.g. ``RayExecutor``; ``workers`` then defaults to its own). ``device``:
+    "auto", "cpu" or "cuda" for the CNNs (the MLP engine runs on the CPU). With ``progress``, shows
+    a bar per worker and prints a summary table at the end.
     """
     preset, config = resolve_config(
         name, activations=activations, seeds=seeds, epochs=epochs, overrides=overrides, quick=quick
@@ -162,6 +200,7 @@ def run_experiment(
     data_dir = None if data_dir is None else str(data_dir)
     used, source = resolve_dataset(preset, config, data_dir, dataset)
     config = dataclasses.replace(config, dataset=used)
+    device = resolve_device(device, config, executor)
     out_dir = Path(out_dir)
     metadata = environment_metadata(device, threads) | {
         "experiment": name,
@@ -175,6 +214,8 @@ def run_experiment(
     store = RecordStore(out_dir)
     done = store.done_run_ids()
     store.close()
+    if workers is None and executor is not None:
+        workers = getattr(executor, "workers", None)
     if workers is None:
         workers = (
             len(os.sched_getaffinity(0))

@@ -158,9 +158,15 @@ def load_dataset(name: str, data_dir: str | None, *, validation: bool = True, ve
     return load(name, data_dir, validation=validation, verify=verify)
 
 
-def run_job(job: Job, report: Report) -> None:
-    """Run ``job`` to completion in this process, resuming from its checkpoint if there is one."""
-    store = RecordStore(job.out_dir)
+def run_job(job: Job, report: Report, store: RecordStore | None = None) -> None:
+    """Run ``job`` to completion in this process, resuming from its checkpoint if there is one.
+
+    Records go to ``store`` (anything with RecordStore's ``start_run``, ``add``, ``commit`` and
+    ``finish_runs``), by default ``RecordStore(job.out_dir)``, opened and closed here.
+    """
+    owned = store is None
+    if owned:
+        store = RecordStore(job.out_dir)
     try:
         if job.kind == "mlp":
             from gelus.experiments.train_mlp import run_mlp_job
@@ -175,7 +181,8 @@ def run_job(job: Job, report: Report) -> None:
         else:
             _run_cnn_job(job, store, report)
     finally:
-        store.close()
+        if owned:
+            store.close()
 
 
 def _run_cnn_job(job: Job, store: RecordStore, report: Report) -> None:
