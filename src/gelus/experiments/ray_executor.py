@@ -124,8 +124,9 @@ class RemoteRecordStore:
 
 
 def run_gelus_job(job: Job, sink: Any, threads: int) -> None:
-    """The Ray task (process title ``ray::run_gelus_job``): run ``job`` with ``threads`` torch
-    threads, its records and progress reports going to ``sink``."""
+    """The Ray task: run ``job`` with ``threads`` torch threads, its records and progress reports
+    going to ``sink``. The task, and its worker's process title, are named
+    ``gelus EXPERIMENT LABEL`` (``ray::gelus mnist-classification gelu keep=1.0 ×15``)."""
     import torch
 
     torch.set_num_threads(threads)
