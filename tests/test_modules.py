@@ -123,3 +123,19 @@ def test_modules_copy_and_round_trip_state_dict(module):
     module.eval(), clone.eval()
     torch.testing.assert_close(clone(x), module(x))
     assert module.__doc__ and "Example" in module.__doc__
+
+
+def test_gelu_module_accurate_path_keeps_the_negative_tail():
+    # float64 oracle: x·½·erfc(−x/√2); the fast path rounds these to −0 in float32
+    x64 = torch.tensor([-9.5, -7.0, -4.0], dtype=torch.float64)
+    oracle = x64 * 0.5 * torch.special.erfc(-x64 / math.sqrt(2.0))
+    module = gelus.GELU(accurate=True)
+    y = module(x64.float())
+    assert torch.all(y < 0)
+    torch.testing.assert_close(y.double(), oracle, rtol=2**-23, atol=0.0)
+    assert "accurate=True" in repr(module)
+
+
+def test_gelu_module_refuses_accurate_with_an_approximation():
+    with pytest.raises(ValueError, match="exact form only"):
+        gelus.GELU("tanh", accurate=True)

@@ -38,6 +38,8 @@ class GELU(nn.Module):
 
     ``approximate="tanh"``: ½x·(1 + tanh(√(2/π)·(x + 0.044715x³)));
     ``approximate="sigmoid"``: x·σ(1.702x).
+    ``accurate=True`` (exact form only) takes the path that is within 1 ulp in float32 over the
+    whole range, negative tail included, at a higher cost (see :func:`gelus.functional.gelu`).
 
     Example::
 
@@ -45,15 +47,21 @@ class GELU(nn.Module):
         >>> y = act(torch.randn(2, 3))
     """
 
-    def __init__(self, approximate: str = "none") -> None:
+    def __init__(self, approximate: str = "none", *, accurate: bool = False) -> None:
         super().__init__()
         self.approximate = _checked_approximate(approximate)
+        if accurate and self.approximate != "none":
+            raise ValueError(
+                f"accurate=True applies to the exact form only, not approximate={approximate!r}"
+            )
+        self.accurate = accurate
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.gelu(x, self.approximate)
+        return F.gelu(x, self.approximate, accurate=self.accurate)
 
     def extra_repr(self) -> str:
-        return f"approximate={self.approximate!r}"
+        accurate = ", accurate=True" if self.accurate else ""
+        return f"approximate={self.approximate!r}{accurate}"
 
 
 class QuickGELU(GELU):
