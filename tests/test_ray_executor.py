@@ -20,7 +20,7 @@ from _data_fixtures import cifar100_binary_members, write_mnist, write_tar
 from gelus.cli import UserError
 from gelus.cli import main as gelus_main
 from gelus.data import DatasetNotFoundError
-from gelus.experiments import read_records, read_runs, run_experiment, sweep
+from gelus.experiments import cnn, read_records, read_runs, run_experiment, sweep
 from gelus.experiments.ray_executor import (
     INSTALL_HINT,
     RayExecutor,
@@ -30,7 +30,7 @@ from gelus.experiments.ray_executor import (
 from gelus.experiments.records import RunKey
 from gelus.experiments.runner import resolve_config, resolve_device
 
-EPOCHS = 10
+EPOCHS = 16  # a wide window (epochs 4-15) to catch a job mid-way on a fast machine
 SWEEP = {
     "activations": ["gelu", "relu"],
     "seeds": 2,
@@ -157,8 +157,6 @@ def test_killed_worker_is_retried_and_records_equal_an_uninterrupted_run(
 def test_cnn_through_ray_with_bf16_autocast_matches_a_local_run(
     ray_runtime, data_dir, tmp_path, monkeypatch
 ):
-    pinned = []
-    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a: pinned.append(1) or self)
     argv = [
         "run", "cifar100-wrn", "--activations", "gelu", "--seeds", "1", "--epochs", "1",
         "--data-dir", str(data_dir), "--no-verify", "--amp", "bf16",
@@ -167,9 +165,19 @@ def test_cnn_through_ray_with_bf16_autocast_matches_a_local_run(
         argv += ["--set", setting]
     assert gelus_main([*argv, "--executor", "ray", "--out", str(tmp_path / "ray")]) == 0
     assert ray.is_initialized()  # a runtime the executor did not start is left running
+
+    pinned, logit_dtypes = [], set()
+    build_cnn = cnn.build_cnn
+
+    def hooked(*args):
+        model = build_cnn(*args)
+        model.register_forward_hook(lambda module, inputs, output: logit_dtypes.add(output.dtype))
+        return model
+
+    monkeypatch.setattr(cnn, "build_cnn", hooked)
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a: pinned.append(1) or self)
     assert gelus_main([*argv, "--workers", "0", "--out", str(tmp_path / "local")]) == 0
-    fp32 = [a for a in argv if a not in ("--amp", "bf16")]
-    assert gelus_main([*fp32, "--workers", "0", "--out", str(tmp_path / "fp32")]) == 0
+    assert logit_dtypes == {torch.bfloat16}  # --amp bf16 reached the network
     assert not pinned  # pinned host memory only for copies to CUDA
 
     on_ray, local = read_records(tmp_path / "ray"), read_records(tmp_path / "local")
@@ -178,14 +186,6 @@ def test_cnn_through_ray_with_bf16_autocast_matches_a_local_run(
     (run,) = read_runs(tmp_path / "ray")
     assert run.status == "done" and run.config["cnn"]["amp_dtype"] == "bf16"
     assert run.metadata["device"] == "cpu"  # --device auto on a machine without a GPU
-    # autocast is on: bf16 arithmetic changes the losses a little, but not their size
-    losses = {(r.split, r.epoch): r.value for r in local if r.metric == "loss"}
-    fp32_losses = {
-        (r.split, r.epoch): r.value for r in read_records(tmp_path / "fp32") if r.metric == "loss"
-    }
-    assert losses.keys() == fp32_losses.keys()
-    assert all(losses[k] != fp32_losses[k] for k in losses)
-    assert all(abs(losses[k] - fp32_losses[k]) < 0.1 * fp32_losses[k] for k in losses)
 
 
 def test_job_exception_is_raised_on_the_driver_with_its_type(ray_runtime, tmp_path):
