@@ -214,7 +214,11 @@ def _run_cnn_job(job: Job, store: RecordStore, report: Report) -> None:
 
 
 class Executor(Protocol):
-    """Runs independent jobs; ``report(worker, label, done, total)`` is called as epochs finish."""
+    """Runs independent jobs; ``report(worker, label, done, total)`` is called as epochs finish.
+
+    Optional: ``workers`` (jobs run at once, for planning) and ``resolve_device(device)`` (where
+    "auto" and "cuda" point when the jobs run elsewhere), as ``RayExecutor`` has.
+    """
 
     def run(self, jobs: Sequence[Job], report: WorkerReport) -> None: ...
 
