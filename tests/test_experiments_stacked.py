@@ -32,6 +32,12 @@ def _stacked(activation: str, keep: float, task: str):
     return model, optimizer, randomness
 
 
+def _uniforms_from_bits(words, bits):
+    """The documented map: n-bit signed b (little-endian bytes of the words) -> (b + 2^(n-1) + 1/2) / 2^n."""
+    b = words.view(torch.int8 if bits == 8 else torch.int16).double()
+    return (b + 2 ** (bits - 1) + 0.5) / 2**bits
+
+
 def _reference_forward(layers, activation, x, u, keep):
     """A plain single MLP: nn.Linear layers, the same masks drawn from the member's uniforms ``u`` [count]."""
     offset = 0
@@ -56,6 +62,7 @@ def _reference_forward(layers, activation, x, u, keep):
         ("gelu", 0.5, "classify"),
         ("relu", 1.0, "classify"),
         ("elu", 0.75, "autoencode"),
+        ("gelu", 0.8, "classify"),  # 16-bit uniforms
         ("stochastic_gelu", 1.0, "classify"),
     ],
 )
@@ -83,12 +90,11 @@ def test_member_equals_model_trained_alone(activation, keep, task):
         )  # own order per member
         x = inputs[index]  # [K, B, in]
         target = labels[index] if task == "classify" else x
-        uniforms = torch.rand(
-            len(SEEDS), model.uniform_count(batch), generator=data_gen, dtype=torch.float64
+        words = torch.randint(
+            -(2**63), 2**63 - 1, (len(SEEDS), model.noise_words(batch)), generator=data_gen
         )
-        losses = train_step(
-            model, optimizer, task, x, target, uniforms if model.needs_uniforms else None
-        )
+        losses = train_step(model, optimizer, task, x, target, words if model.needs_noise else None)
+        uniforms = _uniforms_from_bits(words, model.noise_bits)
         for k, (layers, adam) in enumerate(references):
             out = _reference_forward(layers, activation, x[k], uniforms[k], keep)
             loss = F.cross_entropy(out, target[k]) if task == "classify" else F.mse_loss(out, x[k])
@@ -167,16 +173,37 @@ def test_stochastic_mask_is_bernoulli_phi_and_eval_is_expectation():
         model.weights[0].fill_(1.0)
         model.weights[1].fill_(1.0)
     x = torch.full((1, 20000, 1), 0.5, dtype=torch.float64)
-    u = torch.rand(
-        1,
-        model.uniform_count(20000),
-        generator=torch.Generator().manual_seed(0),
-        dtype=torch.float64,
+    words = MemberRandomness([0]).fill_bits(
+        torch.empty(1, model.noise_words(20000), dtype=torch.int64)
     )
-    kept = model(x, u) / 0.5  # 1 where the mask is on
+    kept = model(x, model.noise(words, 20000)) / 0.5  # 1 where the mask is on
     phi = torch.special.ndtr(torch.tensor(0.5, dtype=torch.float64)).item()
     assert abs(kept.mean().item() - phi) < 4 * (phi * (1 - phi) / 20000) ** 0.5
     assert abs(model(x[0]).mean().item() - 0.5 * phi) < 1e-15  # eval: x·Φ(x)
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.75, 0.8, 0.9, 1 / 3])
+def test_dropout_mask_is_u_below_keep_for_every_bit_pattern(keep):
+    """The integer threshold equals the float comparison u < keep on all 2^n patterns (float64 oracle)."""
+    model = StackedMLP(1, (2, 2**16 // 4, 2), nn.ReLU(), keep=keep, dtype=torch.float64)
+    bits = model.noise_bits
+    assert bits == (8 if (keep * 256).is_integer() else 16)
+    patterns = torch.arange(-(2 ** (bits - 1)), 2 ** (bits - 1), dtype=torch.int64)
+    narrow = patterns.to(torch.int8 if bits == 8 else torch.int16)
+    words = torch.zeros(1, model.noise_words(4), dtype=torch.int64)
+    words.view(narrow.dtype)[0, : len(narrow)] = narrow
+    mask = model.noise(words, 4)[0, : len(narrow)]
+    u = (patterns.double() + 2 ** (bits - 1) + 0.5) / 2**bits
+    assert torch.equal(mask, (u < keep).double() / keep)
+    assert abs((u < keep).double().mean().item() - keep) <= 2.0**-bits
+
+
+def test_fill_bits_uses_all_64_bits_and_depends_on_the_seed_alone():
+    words = MemberRandomness([5, 6]).fill_bits(torch.empty(2, 4096, dtype=torch.int64))
+    alone = MemberRandomness([6]).fill_bits(torch.empty(1, 4096, dtype=torch.int64))
+    assert torch.equal(words[1], alone[0])
+    byte_means = words.view(torch.uint8).view(2, -1, 8).double().mean(dim=(0, 1))
+    assert torch.all((byte_means - 127.5).abs() < 3)  # every byte, the top one too, is uniform
 
 
 def test_activation_must_be_parameter_free_and_elementwise():

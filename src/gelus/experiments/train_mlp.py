@@ -1,13 +1,14 @@
 """Train one stacked ensemble (one activation, one setting; members = seeds × learning rates).
 
 The loop, per epoch: every member draws its own permutation of the training set; each step gathers
-``[K, B, in]`` inputs by index, draws the members' uniforms (dropout / SOI masks), and takes one
+``[K, B, in]`` inputs by index, draws the members' random bits (dropout / SOI masks), and takes one
 Adam step; nothing synchronises with Python inside the epoch. After the epoch every member is
 evaluated (dropout off) on train, val and test, the records are committed, then a checkpoint saved.
 A job started again resumes after its checkpoint's epoch; epochs between the checkpoint and the
 kill are recomputed bit-identically and their records are ignored as duplicates.
 """
 
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -113,41 +114,72 @@ def train_step(
     task: str,
     x: Tensor,
     target: Tensor,
-    uniforms: Tensor | None,
+    bits: Tensor | None,
 ) -> Tensor:
-    """One Adam step of every member on its own batch; returns the per-member losses ``[K]``."""
-    output = model(x, uniforms)
-    if task == "classify":
-        losses = classification_loss(output, target)
-    else:
-        losses = reconstruction_loss(output, target)
+    """One Adam step of every member on its own batch; returns the per-member losses ``[K]``.
+
+    ``bits``: the members' random words for this step (``MemberRandomness.fill_bits``), or None
+    without dropout or stochastic activation.
+    """
+    losses = _losses(model, task, x, target, bits)
     optimizer.zero_grad()
     losses.sum().backward()  # members are independent: d(sum)/dθ_k = dloss_k/dθ_k
     optimizer.step()
     return losses.detach()
 
 
+def _losses(model: StackedMLP, task: str, x: Tensor, target: Tensor, bits: Tensor | None) -> Tensor:
+    noise = None if bits is None else model.noise(bits, x.shape[1])
+    output = model(x, noise)
+    if task == "classify":
+        return classification_loss(output, target)
+    return reconstruction_loss(output, target)
+
+
 def compiled_train_step(model: StackedMLP, task: str) -> Callable:
-    """``train_step`` with the forward pass and loss compiled by ``torch.compile`` (inductor).
+    """``train_step`` with the masks, forward pass and loss compiled by ``torch.compile`` (inductor).
 
-    The first step compiles (10-20 s cold, PERFORMANCE.md); every later step reuses the graph,
-    since every training batch has the same shape (the last partial batch is dropped).
+    The backward pass is compiled with it (AOTAutograd); Adam stays torch's fused kernel. The
+    first step compiles (10-40 s cold, PERFORMANCE.md); every later step reuses the graph, since
+    every training batch has the same shape (the last partial batch is dropped).
     """
-    loss_of = classification_loss if task == "classify" else reconstruction_loss
+    compiled = torch.compile(functools.partial(_losses, model, task), dynamic=False)
 
-    def losses(x: Tensor, target: Tensor, uniforms: Tensor | None) -> Tensor:
-        return loss_of(model(x, uniforms), target)
-
-    compiled = torch.compile(losses, dynamic=False)
-
-    def step(model, optimizer, task, x, target, uniforms) -> Tensor:
-        per_member = compiled(x, target, uniforms)
+    def step(model, optimizer, task, x, target, bits) -> Tensor:
+        per_member = compiled(x, target, bits)
         optimizer.zero_grad()
         per_member.sum().backward()
         optimizer.step()
         return per_member.detach()
 
     return step
+
+
+class _BatchGather:
+    """``split.inputs(index)`` into preallocated buffers for uint8 image splits.
+
+    A fresh multi-megabyte batch every step costs page faults (PERFORMANCE.md); the result is
+    bit-identical to ``split.inputs(index).to(dtype)``: uint8 -> float32 / 255 -> dtype.
+    """
+
+    def __init__(self, split, batch: int, dtype: torch.dtype) -> None:
+        self.split, self.dtype = split, dtype
+        images = getattr(split, "images", None)
+        self.images = None
+        if isinstance(images, Tensor) and images.dtype == torch.uint8 and images.is_contiguous():
+            self.images = images.view(images.shape[0], -1)
+            self.raw = torch.empty(batch, self.images.shape[1], dtype=torch.uint8)
+            self.scaled = torch.empty(batch, self.images.shape[1], dtype=torch.float32)
+            self.out = self.scaled if dtype == torch.float32 else self.scaled.to(dtype)
+
+    def __call__(self, index: Tensor) -> Tensor:
+        if self.images is None or len(index) != len(self.raw):
+            return self.split.inputs(index).flatten(1).to(self.dtype)
+        torch.index_select(self.images, 0, index, out=self.raw)
+        torch.div(self.raw, 255, out=self.scaled)
+        if self.out is not self.scaled:
+            self.out.copy_(self.scaled)
+        return self.out
 
 
 def train_epoch(
@@ -165,18 +197,19 @@ def train_epoch(
     dtype = model.weights[0].dtype
     order = train_index[randomness.permutations(len(train_index))]  # [K, n]
     steps = len(train_index) // batch_size  # drop the last partial batch: one shape, reused graphs
-    uniforms = None
-    if model.needs_uniforms:
-        uniforms = torch.empty(num_members, model.uniform_count(batch_size), dtype=dtype)
+    gather = _BatchGather(split, num_members * batch_size, dtype)
+    bits = None
+    if model.needs_noise:
+        bits = torch.empty(num_members, model.noise_words(batch_size), dtype=torch.int64)
     losses = torch.empty(steps, num_members, dtype=dtype)
     model.train()
     for s in range(steps):
         index = order[:, s * batch_size : (s + 1) * batch_size].reshape(-1)  # [K·B]
-        x = split.inputs(index).reshape(num_members, batch_size, -1).to(dtype)
+        x = gather(index).view(num_members, batch_size, -1)
         target = split.labels[index].view(num_members, batch_size) if task == "classify" else x
-        if uniforms is not None:
-            randomness.uniforms(uniforms)
-        losses[s] = step(model, optimizer, task, x, target, uniforms)
+        if bits is not None:
+            randomness.fill_bits(bits)
+        losses[s] = step(model, optimizer, task, x, target, bits)
     return losses
 
 
