@@ -102,8 +102,7 @@ class StackedMLP(nn.Module):
             return (b.to(dtype) + (2 ** (n - 1) + 0.5)) * 2.0**-n
         # u < keep  <=>  b + 2^(n-1) + 1/2 < keep·2^n  <=>  b < ceil(keep·2^n - 2^(n-1) - 1/2)
         threshold = math.ceil(self.keep * 2**n - 2 ** (n - 1) - 0.5)
-        scale = torch.tensor(1.0 / self.keep, dtype=dtype)
-        return torch.where(b < threshold, scale, torch.zeros((), dtype=dtype))
+        return (b < threshold).to(dtype).mul_(1.0 / self.keep)  # torch.where is 3x slower here
 
     def init_member(self, member: int, method: str, generator: torch.Generator) -> None:
         """Initialise member ``member`` from ``generator``; biases are zero.

@@ -10,6 +10,7 @@ kill are recomputed bit-identically and their records are ignored as duplicates.
 
 import functools
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -155,31 +156,39 @@ def compiled_train_step(model: StackedMLP, task: str) -> Callable:
     return step
 
 
-class _BatchGather:
-    """``split.inputs(index)`` into preallocated buffers for uint8 image splits.
+_TABLE_BYTES = 1 << 30  # image splits up to this size (as dtype) are converted once per process
+_tables: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # split -> {dtype: table}
 
-    A fresh multi-megabyte batch every step costs page faults (PERFORMANCE.md); the result is
-    bit-identical to ``split.inputs(index).to(dtype)``: uint8 -> float32 / 255 -> dtype.
+
+def _input_table(split, dtype: torch.dtype) -> Tensor | None:
+    """``split.inputs`` of every sample as one ``[N, features]`` tensor, for image splits.
+
+    Converting once (uint8 -> float32 / 255 -> dtype, as ``inputs`` does) lets each batch be one
+    ``index_select`` into a reused buffer instead of a gather, a conversion and fresh memory.
     """
+    images = getattr(split, "images", None)
+    if not isinstance(images, Tensor) or images.numel() * dtype.itemsize > _TABLE_BYTES:
+        return None
+    per_split = _tables.setdefault(split, {})
+    if dtype not in per_split:
+        per_split[dtype] = split.inputs(torch.arange(len(split))).flatten(1).to(dtype)
+    return per_split[dtype]
 
-    def __init__(self, split, batch: int, dtype: torch.dtype) -> None:
+
+class _BatchGather:
+    """``split.inputs(index).flatten(1).to(dtype)``, into one reused buffer when it can."""
+
+    def __init__(self, split, dtype: torch.dtype) -> None:
         self.split, self.dtype = split, dtype
-        images = getattr(split, "images", None)
-        self.images = None
-        if isinstance(images, Tensor) and images.dtype == torch.uint8 and images.is_contiguous():
-            self.images = images.view(images.shape[0], -1)
-            self.raw = torch.empty(batch, self.images.shape[1], dtype=torch.uint8)
-            self.scaled = torch.empty(batch, self.images.shape[1], dtype=torch.float32)
-            self.out = self.scaled if dtype == torch.float32 else self.scaled.to(dtype)
+        self.table = _input_table(split, dtype)
+        self.out = None
 
     def __call__(self, index: Tensor) -> Tensor:
-        if self.images is None or len(index) != len(self.raw):
+        if self.table is None:
             return self.split.inputs(index).flatten(1).to(self.dtype)
-        torch.index_select(self.images, 0, index, out=self.raw)
-        torch.div(self.raw, 255, out=self.scaled)
-        if self.out is not self.scaled:
-            self.out.copy_(self.scaled)
-        return self.out
+        if self.out is None or len(self.out) != len(index):
+            self.out = torch.empty(len(index), self.table.shape[1], dtype=self.dtype)
+        return torch.index_select(self.table, 0, index, out=self.out)
 
 
 def train_epoch(
@@ -197,7 +206,7 @@ def train_epoch(
     dtype = model.weights[0].dtype
     order = train_index[randomness.permutations(len(train_index))]  # [K, n]
     steps = len(train_index) // batch_size  # drop the last partial batch: one shape, reused graphs
-    gather = _BatchGather(split, num_members * batch_size, dtype)
+    gather = _BatchGather(split, dtype)
     bits = None
     if model.needs_noise:
         bits = torch.empty(num_members, model.noise_words(batch_size), dtype=torch.int64)
@@ -233,8 +242,9 @@ def evaluate(
     num_members = model.num_members
     loss_sum = torch.zeros(num_members, dtype=torch.float64)
     wrong = torch.zeros(num_members, dtype=torch.int64)
+    gather = _BatchGather(split, dtype)
     for chunk in index.split(batch_size):
-        x = split.inputs(chunk).flatten(1).to(dtype)  # [B, in], shared by every member
+        x = gather(chunk)  # [B, in], shared by every member
         if noise > 0:
             x = x + (torch.rand(x.shape, generator=noise_generator, dtype=dtype) * 2 - 1) * noise
         output = model(x)  # [K, B, out]
