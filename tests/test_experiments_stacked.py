@@ -93,7 +93,8 @@ def test_member_equals_model_trained_alone(activation, keep, task):
         words = torch.randint(
             -(2**63), 2**63 - 1, (len(SEEDS), model.noise_words(batch)), generator=data_gen
         )
-        losses = train_step(model, optimizer, task, x, target, words if model.needs_noise else None)
+        noise = model.noise(words, batch) if model.needs_noise else None
+        losses = train_step(model, optimizer, task, x, target, noise)
         uniforms = _uniforms_from_bits(words, model.noise_bits)
         for k, (layers, adam) in enumerate(references):
             out = _reference_forward(layers, activation, x[k], uniforms[k], keep)

@@ -90,19 +90,22 @@ class StackedMLP(nn.Module):
         """int64 words of random bits per member per step."""
         return -(-self.noise_count(batch_size) * self.noise_bits // 64)
 
-    def noise(self, words: Tensor, batch_size: int) -> Tensor:
+    def noise(self, words: Tensor, batch_size: int, out: Tensor | None = None) -> Tensor:
         """The step's masks (dropout: 0 or ``1/keep``) or uniforms (SOI map) ``[K, count]``.
 
-        ``words``: int64 ``[K, noise_words(batch_size)]`` of uniform random bits.
+        ``words``: int64 ``[K, noise_words(batch_size)]`` of uniform random bits; ``out``: an
+        optional buffer to reuse (a fresh multi-megabyte tensor every step costs page faults).
         """
         dtype = self.weights[0].dtype
         n = self.noise_bits
         b = words.view(torch.int8 if n == 8 else torch.int16)[:, : self.noise_count(batch_size)]
+        if out is None:
+            out = torch.empty(b.shape, dtype=dtype)
         if self.stochastic:
-            return (b.to(dtype) + (2 ** (n - 1) + 0.5)) * 2.0**-n
+            return out.copy_(b).add_(2 ** (n - 1) + 0.5).mul_(2.0**-n)
         # u < keep  <=>  b + 2^(n-1) + 1/2 < keep·2^n  <=>  b < ceil(keep·2^n - 2^(n-1) - 1/2)
         threshold = math.ceil(self.keep * 2**n - 2 ** (n - 1) - 0.5)
-        return (b < threshold).to(dtype).mul_(1.0 / self.keep)  # torch.where is 3x slower here
+        return out.copy_(b < threshold).mul_(1.0 / self.keep)  # torch.where is 3x slower here
 
     def init_member(self, member: int, method: str, generator: torch.Generator) -> None:
         """Initialise member ``member`` from ``generator``; biases are zero.

@@ -115,22 +115,23 @@ def train_step(
     task: str,
     x: Tensor,
     target: Tensor,
-    bits: Tensor | None,
+    noise: Tensor | None,
 ) -> Tensor:
     """One Adam step of every member on its own batch; returns the per-member losses ``[K]``.
 
-    ``bits``: the members' random words for this step (``MemberRandomness.fill_bits``), or None
-    without dropout or stochastic activation.
+    ``noise``: the step's masks or uniforms (``model.noise`` of the members' random bits), or
+    None without dropout or stochastic activation.
     """
-    losses = _losses(model, task, x, target, bits)
+    losses = _losses(model, task, x, target, noise)
     optimizer.zero_grad()
     losses.sum().backward()  # members are independent: d(sum)/dθ_k = dloss_k/dθ_k
     optimizer.step()
     return losses.detach()
 
 
-def _losses(model: StackedMLP, task: str, x: Tensor, target: Tensor, bits: Tensor | None) -> Tensor:
-    noise = None if bits is None else model.noise(bits, x.shape[1])
+def _losses(
+    model: StackedMLP, task: str, x: Tensor, target: Tensor, noise: Tensor | None
+) -> Tensor:
     output = model(x, noise)
     if task == "classify":
         return classification_loss(output, target)
@@ -138,16 +139,17 @@ def _losses(model: StackedMLP, task: str, x: Tensor, target: Tensor, bits: Tenso
 
 
 def compiled_train_step(model: StackedMLP, task: str) -> Callable:
-    """``train_step`` with the masks, forward pass and loss compiled by ``torch.compile`` (inductor).
+    """``train_step`` with the forward pass and loss compiled by ``torch.compile`` (inductor).
 
-    The backward pass is compiled with it (AOTAutograd); Adam stays torch's fused kernel. The
+    The backward pass is compiled with it (AOTAutograd); Adam stays torch's fused kernel and the
+    masks come in as a float input (inductor's int8 loads and bool stores are slow on CPU). The
     first step compiles (10-40 s cold, PERFORMANCE.md); every later step reuses the graph, since
     every training batch has the same shape (the last partial batch is dropped).
     """
     compiled = torch.compile(functools.partial(_losses, model, task), dynamic=False)
 
-    def step(model, optimizer, task, x, target, bits) -> Tensor:
-        per_member = compiled(x, target, bits)
+    def step(model, optimizer, task, x, target, noise) -> Tensor:
+        per_member = compiled(x, target, noise)
         optimizer.zero_grad()
         per_member.sum().backward()
         optimizer.step()
@@ -207,9 +209,10 @@ def train_epoch(
     order = train_index[randomness.permutations(len(train_index))]  # [K, n]
     steps = len(train_index) // batch_size  # drop the last partial batch: one shape, reused graphs
     gather = _BatchGather(split, dtype)
-    bits = None
+    bits = noise = None
     if model.needs_noise:
         bits = torch.empty(num_members, model.noise_words(batch_size), dtype=torch.int64)
+        noise = torch.empty(num_members, model.noise_count(batch_size), dtype=dtype)
     losses = torch.empty(steps, num_members, dtype=dtype)
     model.train()
     for s in range(steps):
@@ -217,8 +220,8 @@ def train_epoch(
         x = gather(index).view(num_members, batch_size, -1)
         target = split.labels[index].view(num_members, batch_size) if task == "classify" else x
         if bits is not None:
-            randomness.fill_bits(bits)
-        losses[s] = step(model, optimizer, task, x, target, bits)
+            model.noise(randomness.fill_bits(bits), batch_size, out=noise)
+        losses[s] = step(model, optimizer, task, x, target, noise)
     return losses
 
 
