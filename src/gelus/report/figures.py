@@ -330,10 +330,10 @@ def _summary_figure(
         return None
     fig = Figure(figsize=(max(4.0, 1.1 * len(chosen) + 1.5), 3.6), layout="constrained")
     plot_summary(fig.subplots(), chosen, rng=rng)
-    rule = "chosen learning rate" if all(s.lr_selected for s in chosen) else "each learning rate"
-    fig.suptitle(
-        f"{experiment}: test result at the {rule}, median over seeds (95 % CI)", fontsize=10
+    rule = (
+        "the chosen learning rate" if all(s.lr_selected for s in chosen) else "each learning rate"
     )
+    fig.suptitle(f"{experiment}: test result at {rule}, median over seeds (95 % CI)", fontsize=10)
     return fig
 
 

@@ -88,6 +88,7 @@ def _comparison_table(result: ExperimentResult) -> Block:
     headers = (
         "comparison",
         "setting",
+        "lr",
         "metric",
         "n pairs",
         "mean difference",
@@ -99,7 +100,7 @@ def _comparison_table(result: ExperimentResult) -> Block:
     for c, paper in result.comparisons:
         setting = c.setting or "—"
         rows.append(
-            (f"{c.treatment} − {c.baseline}", setting, f"test {c.metric}", str(len(c.seeds)), format_difference(c.metric, c.mean),
+            (f"{c.treatment} − {c.baseline}", setting, c.lr, f"test {c.metric}", str(len(c.seeds)), format_difference(c.metric, c.mean),
              _interval(c.metric, c.ci, difference=True), format_difference(c.metric, paper) if paper is not None else "—", c.verdict)
         )  # fmt: skip
     return Block("table", headers=headers, rows=tuple(rows))

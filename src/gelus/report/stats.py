@@ -63,7 +63,7 @@ class Protocol(NamedTuple):
 
 # The paper's choices, by experiment name (matched on substrings, most specific first).
 _PROTOCOLS: tuple[tuple[str, Protocol], ...] = (
-    ("autoencoder", Protocol(report_metrics=("recon_error", "loss"))),
+    ("autoencoder", Protocol(report_metrics=("recon_error",))),  # its loss is the same MSE
     (
         "timit",
         Protocol(select_metrics=("error",), epoch="best"),
@@ -317,6 +317,7 @@ class Comparison(NamedTuple):
     mean: float  # mean paired difference
     ci: tuple[float, float]  # bootstrap 95 % CI of the mean difference
     verdict: str
+    lr: str = "chosen"  # "chosen" (each side's selected lr) or the one lr both ran at
 
 
 def ordering_verdict(ci: tuple[float, float], n: int, lower_is_better: bool = True) -> str:
@@ -367,4 +368,5 @@ def compare_paired(
         mean,
         ci,
         ordering_verdict(ci, len(seeds), lower_is_better),
+        "chosen" if treatment.lr_selected and baseline.lr_selected else f"{treatment.lr:g}",
     )
