@@ -320,17 +320,27 @@ class Comparison(NamedTuple):
     lr: str = "chosen"  # "chosen" (each side's selected lr) or the one lr both ran at
 
 
+# Fewest pairs for a verdict: with n pairs all on one side by chance (probability 2·2^-n under
+# "no difference"), a percentile bootstrap excludes 0; n = 5 brings that down to 6 %, n = 3
+# would leave it at 25 %.
+MIN_PAIRS_FOR_VERDICT = 5
+
+
 def ordering_verdict(ci: tuple[float, float], n: int, lower_is_better: bool = True) -> str:
-    """Does "treatment beats baseline" hold, given the CI of treatment − baseline?
+    """Does "treatment beats baseline" hold, given the CI of treatment − baseline over n pairs?
 
     "holds" when the whole interval lies on the better side of 0, "reversed" when it lies on the
-    worse side, otherwise "not resolved at n=…: the 95 % CI of the difference includes 0".
+    worse side, otherwise "not resolved at n=…: the 95 % CI of the difference includes 0". Below
+    ``MIN_PAIRS_FOR_VERDICT`` pairs no verdict is given: the bootstrap cannot support one.
     """
     low, high = ci
     if n == 0 or np.isnan(low):
         return "no shared seeds"
     better = high < 0 if lower_is_better else low > 0
     worse = low > 0 if lower_is_better else high < 0
+    if n < MIN_PAIRS_FOR_VERDICT:
+        leaning = "leans to holding" if better else "leans reversed" if worse else "CI includes 0"
+        return f"not resolved at n={n} ({leaning}; a verdict needs ≥ {MIN_PAIRS_FOR_VERDICT} seeds)"
     if better:
         return "holds"
     if worse:
