@@ -10,7 +10,8 @@ sweep plans it):
 * the engine: one stacked ensemble on one thread (one worker), including its per-epoch evaluation
   (train loss with dropout off, validation, test), and its training steps alone;
 * optionally the engine with the step compiled (``--compile``; compile time reported apart);
-* a batched matmul ``torch.bmm`` of [8, 512, 512] × [8, 512, 512] on one thread, in the same rounds.
+* a batched matmul ``torch.bmm`` of [8, 512, 512] × [8, 512, 512] on one thread, in the same rounds,
+  and one at the engine's own shape [K, 128, 128]² (its ceiling: small GEMMs run slower).
 
 Each epoch uses ``--samples`` training images (evaluation sets scaled alike); times are scaled to
 a full 55k-image epoch. Reported: s/model-epoch, the speed-up over each seed-004 row, the engine's
@@ -165,14 +166,15 @@ def _engine(data, args, samples: int, compiled: bool):
     return epoch, train, eval_samples
 
 
-def _bmm(seconds: float = 0.3):
-    """A callable doing about ``seconds`` of ``torch.bmm`` on one thread, and its FLOPs."""
+def _bmm(shape: tuple[int, int, int], seconds: float = 0.3):
+    """A callable doing about ``seconds`` of ``torch.bmm`` of two ``shape`` tensors on one thread, and its FLOPs."""
     import torch
 
     from gelus.bench.timing import calls_for
 
-    a, b = torch.randn(8, 512, 512), torch.randn(8, 512, 512)
-    out = torch.empty(8, 512, 512)
+    batch, rows, inner = shape
+    a, b = torch.randn(batch, rows, inner), torch.randn(batch, inner, inner)
+    out = torch.empty(batch, rows, inner)
     torch.set_num_threads(1)
     calls = calls_for(lambda: torch.bmm(a, b, out=out), seconds)
 
@@ -181,7 +183,7 @@ def _bmm(seconds: float = 0.3):
         for _ in range(calls):
             torch.bmm(a, b, out=out)
 
-    return run, calls * 2 * 8 * 512**3
+    return run, calls * 2 * batch * rows * inner * inner
 
 
 def main(args: argparse.Namespace) -> int:
@@ -222,8 +224,11 @@ def main(args: argparse.Namespace) -> int:
     engine_epoch, engine_train, eval_samples = _engine(data, args, samples, compiled=False)
     candidates["engine"] = engine_epoch
     candidates["engine, training only"] = engine_train
-    bmm_run, bmm_flops = _bmm()
+    bmm_run, bmm_flops = _bmm((8, 512, 512))
     candidates["bmm"] = bmm_run
+    # the ceiling at the engine's own matmul shape (batch 128, width 128): smaller GEMMs run slower
+    small_run, small_flops = _bmm((args.models, 128, 128))
+    candidates["small bmm"] = small_run
     compile_seconds = None
     if args.compile:
         compiled_epoch, _, _ = _engine(data, args, samples, compiled=True)
@@ -236,10 +241,11 @@ def main(args: argparse.Namespace) -> int:
     times = interleaved_rounds(
         candidates,
         args.rounds,
-        calls={name: 1 if name == "bmm" else args.epochs for name in candidates},
+        calls={name: 1 if name.endswith("bmm") else args.epochs for name in candidates},
     )
     torch.set_num_threads(default_threads)
     bmm = bmm_flops / median(times.pop("bmm")) / 1e9
+    small_bmm = small_flops / median(times.pop("small bmm")) / 1e9
 
     train_flops, eval_flops = _matmul_flops_per_sample((784, *HIDDEN, 10))
     steps = samples // 128
@@ -269,7 +275,8 @@ def main(args: argparse.Namespace) -> int:
         rows.append(row)
     print(format_table(headers, rows))
     print(
-        f"bmm [8,512,512]² on 1 thread, same rounds: {bmm:.1f} GFLOP/s. FLOPs: matmuls of training "
+        f"bmm [8,512,512]² on 1 thread, same rounds: {bmm:.1f} GFLOP/s (at the engine's shape "
+        f"[{args.models},128,128]²: {small_bmm:.1f}, {small_bmm / bmm:.0%}). FLOPs: matmuls of training "
         f"and the per-epoch evaluation. Grid: {GRID_RUNS} runs × {GRID_EPOCHS} epochs on "
         f"{workers} cores: 1-thread methods as {workers} processes at the measured speed each "
         "(the engine: 2 workers × 1 thread), multi-threaded ones as one process."
