@@ -183,3 +183,12 @@ def test_config_keys_are_dotted_and_complete():
     assert all(
         not dataclasses.is_dataclass(getattr(ExperimentConfig(), k)) for k in keys if "." not in k
     )
+
+
+def test_config_hash_changes_with_the_engine_version(monkeypatch):
+    import gelus.experiments.config as config_module
+
+    base = ExperimentConfig()
+    before = config_hash(base)
+    monkeypatch.setattr(config_module, "ENGINE_VERSION", config_module.ENGINE_VERSION + 1)
+    assert config_hash(base) != before

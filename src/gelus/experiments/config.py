@@ -108,15 +108,21 @@ def config_to_dict(config: Any) -> dict[str, Any]:
     return json.loads(json.dumps(dataclasses.asdict(config)))
 
 
+# Bump when the training arithmetic or random streams change (e.g. how dropout masks are drawn):
+# a run's identity then changes, so old checkpoints and records are never resumed into new ones.
+ENGINE_VERSION = 2
+
+
 def config_hash(config: ExperimentConfig) -> str:
     """SHA-256 (first 12 hex digits) of the config without sweep axes and bookkeeping keys.
 
     Two runs with equal hash, activation, setting, lr and seed are the same run: extending a sweep
-    (more seeds, another lr) reuses the runs already done.
+    (more seeds, another lr) reuses the runs already done. ``ENGINE_VERSION`` is part of the hash.
     """
     flat = _flatten(config_to_dict(config))
     for key in _SWEEP_KEYS + _BOOKKEEPING_KEYS:
         flat.pop(key, None)
+    flat["engine_version"] = ENGINE_VERSION
     text = json.dumps(flat, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
