@@ -1,15 +1,15 @@
 """The report's one door to the rest of the harness: records, presets, datasets.
 
 Everything the report needs from ``gelus.experiments`` and ``gelus.data`` goes through the small
-functions here, so that a change in those interfaces is fixed in one place. Each degrades to
-"unknown" rather than failing when an area is absent.
+functions here, so that a change in those interfaces is fixed in one place.
 """
 
 import json
-import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from gelus.experiments.records import Record, RunInfo, read_records, read_runs
 
 __all__ = [
     "DatasetStatus",
@@ -27,37 +27,6 @@ __all__ = [
 ]
 
 
-class Record(NamedTuple):
-    """One row of the ``records`` table (docs/ARCHITECTURE.md)."""
-
-    run_id: str
-    experiment: str
-    config_hash: str
-    activation: str
-    seed: int
-    lr: float
-    setting: str
-    epoch: int
-    split: str
-    metric: str
-    value: float
-
-
-class RunInfo(NamedTuple):
-    """One row of the ``runs`` table (docs/ARCHITECTURE.md)."""
-
-    run_id: str
-    experiment: str
-    config_hash: str
-    activation: str
-    seed: int
-    lr: float
-    setting: str
-    status: str
-    config_json: str
-    metadata_json: str
-
-
 def _database(run_dir: str | Path) -> Path:
     path = Path(run_dir) / "records.sqlite"
     if not path.is_file():
@@ -69,30 +38,16 @@ def _database(run_dir: str | Path) -> Path:
     return path
 
 
-def _read_table(run_dir: str | Path, table: str, row_type: type) -> list[Any]:
-    fields = ", ".join(row_type._fields)
-    with sqlite3.connect(f"file:{_database(run_dir)}?mode=ro", uri=True) as connection:
-        return [row_type(*row) for row in connection.execute(f"SELECT {fields} FROM {table}")]
-
-
-def load_records(run_dir: str | Path) -> list[Any]:
-    """All records of ``run_dir`` (via ``gelus.experiments.records`` when it is installed)."""
+def load_records(run_dir: str | Path) -> list[Record]:
+    """All records of ``run_dir``; a directory without records is a UserError."""
     _database(run_dir)
-    try:
-        from gelus.experiments.records import read_records
-    except ImportError:
-        return _read_table(run_dir, "records", Record)
-    return list(read_records(run_dir))
+    return read_records(run_dir)
 
 
-def load_runs(run_dir: str | Path) -> list[Any]:
-    """All runs of ``run_dir`` (via ``gelus.experiments.records`` when it is installed)."""
+def load_runs(run_dir: str | Path) -> list[RunInfo]:
+    """All runs of ``run_dir``; a directory without records is a UserError."""
     _database(run_dir)
-    try:
-        from gelus.experiments.records import read_runs
-    except ImportError:
-        return _read_table(run_dir, "runs", RunInfo)
-    return list(read_runs(run_dir))
+    return read_runs(run_dir)
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
@@ -129,10 +84,8 @@ class PresetInfo(NamedTuple):
 
 
 def _presets() -> Mapping[str, Any]:
-    try:
-        from gelus.experiments import PRESETS
-    except ImportError:
-        return {}
+    from gelus.experiments import PRESETS
+
     return PRESETS
 
 
@@ -189,10 +142,8 @@ class DatasetStatus(NamedTuple):
 
 def dataset_status(name: str, data_dir: str | Path | None = None) -> DatasetStatus:
     """Whether dataset ``name``'s files are on this machine (without loading them), and how to get them."""
-    try:
-        from gelus.data import find, get_spec, how_to_get
-    except ImportError:
-        return DatasetStatus(name, False, "the dataset readers (gelus.data) are not installed")
+    from gelus.data import find, get_spec, how_to_get
+
     try:
         spec = get_spec(name)
     except ValueError as error:
