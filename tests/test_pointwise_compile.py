@@ -126,3 +126,68 @@ def test_compiled_accurate_gelu_within_four_ulp():
     # measured 2.4 (value) and 3.4 (slope) ulp
     assert ulp(y, value).max() <= 3.0
     assert ulp(g, slope).max() <= 4.0
+
+
+def _three_layers(x, weights, biases, act):
+    """Stacked layers as in the ensemble engine: the second activation's input depends on the
+    first one's output, the graph in which masks of the edge cases were kept for backward."""
+    for layer, (weight, bias) in enumerate(zip(weights, biases, strict=True)):
+        x = torch.baddbmm(bias, x, weight)
+        if layer < len(weights) - 1:
+            x = act(x)
+    return x
+
+
+@pytest.mark.slow
+def test_compiled_members_in_a_network_keep_what_torch_gelu_keeps():
+    # Reference: the same network with torch's F.gelu, which keeps only its input. Every member
+    # must keep as many activation-sized tensors (its input), and no boolean mask.
+    generator = torch.Generator().manual_seed(0)
+    k, batch, width = 2, 24, 16  # activations (768 elements) larger than weights
+    weights = [torch.randn(k, width, width, generator=generator) for _ in range(3)]
+    biases = [torch.randn(k, 1, width, generator=generator) for _ in range(3)]
+    beta, bias, mu = (torch.randn(width, generator=generator) for _ in range(3))
+    sigma = torch.rand(width, generator=generator) + 0.5
+    for tensor in (*weights, *biases, beta, bias, mu, sigma):
+        tensor.requires_grad_()
+
+    def geglu(act):  # the gate is the flipped input, so the layer keeps its width
+        return lambda h: act(torch.cat([h, h.flip(-1)], dim=-1))
+
+    members = [
+        G.gelu,
+        lambda h: G.gelu(h, "tanh"),
+        lambda h: G.gelu(h, "sigmoid"),
+        lambda h: G.gelu(h, accurate=True),
+        G.silu,
+        lambda h: G.swish(h, -0.5),
+        lambda h: G.swish(h, beta),
+        lambda h: G.bias_gelu(h, bias),
+        lambda h: G.bias_gelu(h, bias, "tanh"),
+        lambda h: G.generalized_gelu(h, mu, sigma),
+    ]
+    reference = [torch.nn.functional.gelu] * len(members)
+    members.append(geglu(G.geglu))
+    reference.append(geglu(lambda t: t[..., :width] * torch.nn.functional.gelu(t[..., width:])))
+
+    def networks(acts):  # each on its own input, so that no two networks are merged as equal
+        return lambda x: sum(
+            _three_layers(x + i, weights, biases, act).sum() for i, act in enumerate(acts)
+        )
+
+    x = torch.randn(k, batch, width, generator=generator)
+    kept = {"members": [], "reference": []}
+    for name, acts in (("members", members), ("reference", reference)):
+        compiled = torch.compile(networks(acts), fullgraph=True, dynamic=False)
+        saved = kept[name]
+        with torch.autograd.graph.saved_tensors_hooks(
+            lambda t, to=saved: to.append(t) or t, lambda t: t
+        ):
+            y = compiled(x)
+        y.backward()
+    assert all(t.dtype == torch.float32 for t in kept["members"])
+
+    def activation_sized(saved):  # the partitioner may keep an activation transposed
+        return sorted(t.numel() for t in saved if t.numel() >= k * batch * width)
+
+    assert activation_sized(kept["members"]) == activation_sized(kept["reference"])
