@@ -218,8 +218,9 @@ def gelu(x: Tensor, approximate: str = "none", *, accurate: bool = False) -> Ten
     (also for the tanh form at |x| > 1.8e19, where torch's is nan) and 1 / 0 at +inf / −inf.
 
     Only ``x`` is saved for backward; the backward recomputes. Under ``torch.compile`` every
-    member is a plain composition of torch ops (edges written with ``where``), which inductor
-    fuses with its neighbours, forward and backward, keeping only the input.
+    member is an autograd Function whose forward and backward are plain torch ops (edges handled
+    by a clamp whose slope is exactly 0 or 1), which inductor fuses with its neighbours; the
+    backward recomputes from the saved input, so no mask or intermediate is kept.
 
     Example::
 
