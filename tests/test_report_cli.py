@@ -54,8 +54,10 @@ def fake_engine(monkeypatch):
     }
     calls = []
 
-    def run_experiment(name, *, out_dir, workers=None, data_dir=None, quick=False, progress=True):
-        calls.append((name, quick, workers))
+    def run_experiment(
+        name, *, out_dir, workers=None, data_dir=None, quick=False, progress=True, executor=None
+    ):
+        calls.append((name, quick, workers) if executor is None else (name, executor))
         records, runs = make_records(
             name, epochs=2, settings=("keep=1.0",), lrs=(1e-3,), quick=quick
         )
@@ -87,4 +89,36 @@ def test_reproduce_without_any_data_is_a_user_error(tmp_path, fake_engine, monke
     monkeypatch.setattr(sources, "dataset_status", lambda name, data_dir=None: sources.DatasetStatus(name, False, "x"))  # fmt: skip
     assert main(["reproduce", "--out", str(tmp_path / "full")]) == 2
     assert "no experiment could run" in capsys.readouterr().err
+    assert fake_engine == []
+
+
+def test_reproduce_hands_its_executor_to_every_run_and_shuts_it_down(
+    tmp_path, fake_engine, monkeypatch
+):
+    import gelus.report.cli as report_cli
+
+    class Executor:
+        shut = False
+
+        def shutdown(self):
+            self.shut = True
+
+    executor = Executor()
+    chosen = []
+
+    def make_executor(args):
+        chosen.append((args.executor, args.address, args.max_retries, args.threads))
+        return executor
+
+    monkeypatch.setattr(report_cli, "make_executor", make_executor)
+    argv = ["reproduce", "--quick", "--out", str(tmp_path / "q"), "--executor", "ray"]
+    assert main([*argv, "--address", "auto", "--max-retries", "5"]) == 0
+    assert chosen == [("ray", "auto", 5, 1)]
+    assert fake_engine == [("mnist-classification", executor)]
+    assert executor.shut
+
+
+def test_reproduce_address_without_ray_is_a_user_error(tmp_path, fake_engine, capsys):
+    assert main(["reproduce", "--out", str(tmp_path / "q"), "--address", "auto"]) == 2
+    assert "--address needs --executor ray" in capsys.readouterr().err
     assert fake_engine == []

@@ -2,7 +2,7 @@
 
 import argparse
 
-__all__ = ["register"]
+__all__ = ["add_executor_arguments", "make_executor", "register"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,24 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="autocast the CNN experiments to bfloat16 or float16 (fp16: CUDA only); "
         "the same as --set cnn.amp_dtype=...",
     )
-    run.add_argument(
-        "--executor",
-        choices=("local", "ray"),
-        default="local",
-        help="local: worker processes on this machine; ray: one Ray task per job, on a local Ray "
-        "runtime or a cluster (pip install 'gelus[ray]'; docs/CLUSTER.md)",
-    )
-    run.add_argument(
-        "--address",
-        help="with --executor ray: the cluster to join ('auto': the one `ray start` set up "
-        "here, or HOST:PORT); default: start a Ray runtime on this machine (--workers CPUs)",
-    )
-    run.add_argument(
-        "--max-retries",
-        type=int,
-        default=3,
-        help="with --executor ray: new attempts of a job whose worker or node died (default 3)",
-    )
+    add_executor_arguments(run)
     run.add_argument(
         "--no-verify",
         action="store_true",
@@ -118,18 +101,7 @@ def _run(args: argparse.Namespace) -> int:
             cnns = ", ".join(name for name, p in PRESETS.items() if p.cnn_config)
             raise UserError(f"--amp applies to the CNN experiments ({cnns}) only")
         overrides.append(f"cnn.amp_dtype={args.amp}")
-    executor = None
-    if args.executor == "ray":
-        from gelus.experiments.ray_executor import RayExecutor
-
-        executor = RayExecutor(
-            args.address,
-            num_cpus=args.workers,
-            threads=args.threads,
-            max_retries=args.max_retries,
-        )
-    elif args.address is not None:
-        raise UserError("--address needs --executor ray")
+    executor = make_executor(args)
     try:
         run_experiment(
             args.experiment,
@@ -151,3 +123,43 @@ def _run(args: argparse.Namespace) -> int:
         if executor is not None:
             executor.shutdown()  # also when the run stopped before starting its jobs
     return 0
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """--executor, --address and --max-retries (shared by `gelus run` and `gelus reproduce`)."""
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: worker processes on this machine; ray: one Ray task per job, on a local Ray "
+        "runtime or a cluster (pip install 'gelus[ray]'; docs/CLUSTER.md)",
+    )
+    parser.add_argument(
+        "--address",
+        help="with --executor ray: the cluster to join ('auto': the one `ray start` set up "
+        "here, or HOST:PORT); default: start a Ray runtime on this machine (--workers CPUs)",
+    )
+    parser.add_argument(
+        "--max-retries",
+        type=int,
+        default=3,
+        help="with --executor ray: new attempts of a job whose worker or node died (default 3)",
+    )
+
+
+def make_executor(args: argparse.Namespace):
+    """The executor the flags of :func:`add_executor_arguments` ask for; None: the local one.
+
+    Needs ``args.workers`` and ``args.threads``; a Ray executor must be ``shutdown()`` after use.
+    """
+    from gelus.cli import UserError
+
+    if args.executor != "ray":
+        if args.address is not None:
+            raise UserError("--address needs --executor ray")
+        return None
+    from gelus.experiments.ray_executor import RayExecutor
+
+    return RayExecutor(
+        args.address, num_cpus=args.workers, threads=args.threads, max_retries=args.max_retries
+    )

@@ -4,6 +4,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from gelus.experiments.cli import add_executor_arguments, make_executor
+
 __all__ = ["missing_experiments", "register", "reproduce"]
 
 
@@ -45,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="parallel worker processes (default: the engine's choice)",
     )
-    repro.set_defaults(func=_reproduce)
+    add_executor_arguments(repro)
+    repro.set_defaults(func=_reproduce, threads=1)
 
 
 def _prepare_matplotlib() -> None:
@@ -105,24 +108,24 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def reproduce(
-    out: Path, *, quick: bool, data_dir: Path | None = None, workers: int | None = None
+    out: Path,
+    *,
+    quick: bool,
+    data_dir: Path | None = None,
+    workers: int | None = None,
+    executor=None,
 ) -> tuple[Path, Path]:
     """Run every preset whose data is present into ``out``, then write ``out/report``.
 
     A preset whose data (and substitute) is missing is skipped and listed in the report with how
-    to get its data.
+    to get its data. ``executor``: where the jobs run (None: local worker processes).
     """
     from gelus.cli import UserError
+    from gelus.experiments import run_experiment
     from gelus.report.analysis import Missing
     from gelus.report.render import write_report
     from gelus.report.sources import load_records, load_runs, preset_names
 
-    try:
-        from gelus.experiments import run_experiment
-    except ImportError as error:
-        raise UserError(
-            f"the experiment engine is not installed ({error}); reinstall with `pip install -e .`"
-        ) from error
     out.mkdir(parents=True, exist_ok=True)
     missing = []
     for name in preset_names():
@@ -132,7 +135,13 @@ def reproduce(
             missing.append(Missing(name, status.name, status.how_to_get))
             continue
         run_experiment(
-            name, out_dir=out, workers=workers, data_dir=data_dir, quick=quick, progress=True
+            name,
+            out_dir=out,
+            workers=workers,
+            data_dir=data_dir,
+            quick=quick,
+            progress=True,
+            executor=executor,
         )
     if not (out / "records.sqlite").is_file():
         names = ", ".join(m.experiment for m in missing) or "none"
@@ -152,8 +161,13 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers {args.workers}: give at least 1")
     out = args.out or Path("runs/quick" if args.quick else "runs/full")
-    html_path, md_path = reproduce(
-        out, quick=args.quick, data_dir=args.data_dir, workers=args.workers
-    )
+    executor = make_executor(args)
+    try:
+        html_path, md_path = reproduce(
+            out, quick=args.quick, data_dir=args.data_dir, workers=args.workers, executor=executor
+        )
+    finally:
+        if executor is not None:
+            executor.shutdown()
     print(f"wrote {html_path}\nwrote {md_path}")
     return 0
