@@ -55,8 +55,17 @@ def fake_engine(monkeypatch):
     calls = []
 
     def run_experiment(
-        name, *, out_dir, workers=None, data_dir=None, quick=False, progress=True, executor=None
+        name,
+        *,
+        out_dir,
+        workers=None,
+        data_dir=None,
+        quick=False,
+        progress=True,
+        executor=None,
+        device="cpu",
     ):
+        assert device == "auto"
         calls.append((name, quick, workers) if executor is None else (name, executor))
         records, runs = make_records(
             name, epochs=2, settings=("keep=1.0",), lrs=(1e-3,), quick=quick

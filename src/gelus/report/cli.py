@@ -142,6 +142,7 @@ def reproduce(
             quick=quick,
             progress=True,
             executor=executor,
+            device="auto",  # CUDA for the CNNs where there is a GPU, as `gelus run` does
         )
     if not (out / "records.sqlite").is_file():
         names = ", ".join(m.experiment for m in missing) or "none"
