@@ -255,3 +255,33 @@ VALID_BATCH = python_batch(np.zeros((1, 3, 32, 32), np.uint8), np.array([1]))
 def test_fuzz_cifar_python_random_and_truncated_pickles(data):
     with contextlib.suppress(DataError):
         parse_cifar_python(data, b"labels", 10)
+
+
+def test_concurrent_extractions_wait_for_each_other_and_do_not_redo_the_work(tmp_path):
+    import threading
+
+    from gelus.data import sources
+
+    members, _ = cifar10_binary_members(per_batch=2, n_test=2)
+    directory = tmp_path / "cifar10"
+    archive = directory / "cifar-10-binary.tar.gz"
+    directory.mkdir()
+    write_tar(archive, members)
+    expected = tuple(members)
+    key = sources.hashlib.sha256(str(archive.resolve()).encode()).hexdigest()[:16]
+    lock = sources.Path(sources.tempfile.gettempdir()) / f"gelus-extract-{key}.lock"
+
+    with sources._exclusive_lock(lock):  # another process is extracting
+        worker = threading.Thread(
+            target=sources.extract_archive, args=(archive, directory, expected)
+        )
+        worker.start()
+        worker.join(timeout=0.5)
+        assert worker.is_alive(), "extraction did not wait for the lock"
+        for name in expected:  # ... and finishes: its files are in place
+            (directory / name).parent.mkdir(parents=True, exist_ok=True)
+            (directory / name).write_bytes(b"extracted by the other process")
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    assert all((directory / n).read_bytes() == b"extracted by the other process" for n in expected)
+    assert sorted(p.name for p in directory.iterdir()) == ["cifar-10-batches-bin", archive.name]

@@ -255,8 +255,36 @@ def extract_archive(archive: Path, directory: Path, expected: tuple[str, ...] = 
     a link leaving the directory raises ``UnsafeArchiveError``. Extraction goes to a temporary
     directory whose entries are moved into ``directory`` only once all succeeded and every
     ``expected`` relative path is present (else ``DataError``, as for a corrupt archive).
+    Concurrent calls for one archive are serialised by a lock file, and a call that finds every
+    ``expected`` file already in place (extracted meanwhile) returns without extracting.
     """
     directory.mkdir(parents=True, exist_ok=True)
+    # Worker processes may load the same dataset at once: one extracts, the others wait and then
+    # find its files in place. The lock file lives outside the data directory, which keeps only data.
+    key = hashlib.sha256(str((directory / archive.name).resolve()).encode()).hexdigest()[:16]
+    with _exclusive_lock(Path(tempfile.gettempdir()) / f"gelus-extract-{key}.lock"):
+        if expected and all((directory / name).is_file() for name in expected):
+            return
+        _extract_archive_unlocked(archive, directory, expected)
+
+
+@contextlib.contextmanager
+def _exclusive_lock(path: Path):
+    """An exclusive advisory lock on ``path`` (POSIX ``flock``; no lock where that is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _extract_archive_unlocked(archive: Path, directory: Path, expected: tuple[str, ...]) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{archive.name}.", suffix=".extract", dir=directory))
     try:
         try:
