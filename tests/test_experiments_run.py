@@ -239,6 +239,7 @@ def test_cli_list(capsys):
     assert gelus_main(["list"]) == 0
     out = capsys.readouterr().out
     assert "mnist-classification" in out and "stochastic_gelu" in out and "fashion-mnist" in out
+    assert "gelu_new           gelu(approximate='tanh')" in out  # aliases with what they mean
 
 
 @pytest.mark.slow

@@ -76,12 +76,13 @@ def _list(args: argparse.Namespace) -> int:
         print(f"  {name:<22} {preset.title}  [data: {preset.dataset}{substitute}]")
     names = sorted(set(gelus.list_activations()) | set(STOCHASTIC_ACTIVATIONS))
     print("activations:\n  " + ", ".join(names))
+    print("aliases (names from other libraries):")
+    for alias, (canonical, kwargs, source) in sorted(gelus.ALIASES.items()):
+        arguments = ", ".join(f"{key}={value!r}" for key, value in kwargs.items())
+        print(f"  {alias:<18} {canonical}({arguments})  [{source}]")
     print("datasets:")
-    try:
-        from gelus.data import DATASETS, find
-    except ImportError:
-        print("  (the data layer is not installed)")
-        return 0
+    from gelus.data import DATASETS, find
+
     for name, spec in DATASETS.items():
         location = find(spec)
         where = f"found in {location.directory}" if location else "not found (see `gelus data`)"
