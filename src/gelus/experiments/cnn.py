@@ -50,7 +50,22 @@ GELU_FORMS = ("none", "tanh", "sigmoid")
 
 
 @dataclass(frozen=True)
-class CIFAR10AllConvConfig:
+class _CNNRunOptions:
+    """How a CNN run is split, evaluated and computed: the same for both CIFAR experiments."""
+
+    val_size: int = 5000  # held out from the end of train when the dataset has no val split
+    retrain_full: bool = (
+        False  # train on train + val (no val metrics), as for the reported test error
+    )
+    train_eval_size: int | None = 10_000  # train loss/error on the first N train images; None: all
+    eval_batch_size: int = 500
+    amp_dtype: str | None = None  # None | "bf16" | "fp16" (fp16 on CUDA only, with a GradScaler)
+    channels_last: bool | None = None  # NHWC; None: on CUDA only (slower on CPU oneDNN here)
+    gelu_form: str = "tanh"  # "gelu" means GELU(approximate=gelu_form); the paper used tanh
+
+
+@dataclass(frozen=True)
+class CIFAR10AllConvConfig(_CNNRunOptions):
     """Salimans & Kingma's all-conv net on CIFAR-10, as the paper trained it (``all_convnet.py``)."""
 
     epochs: int = 200  # paper: 200
@@ -68,13 +83,6 @@ class CIFAR10AllConvConfig:
     zca_epsilon: float = 1e-5  # added to the covariance eigenvalues (Salimans & Kingma's nn.ZCA)
     bn_eps: float = 1e-4  # Lasagne's BatchNormLayer default
     logit_batchnorm: bool = True  # the released code batch-normalises the logits
-    val_size: int = 5000  # held out from the end of train when the dataset has no val split
-    retrain_full: bool = False  # train on train + val (no val metrics), as for the test error
-    train_eval_size: int | None = 10_000  # train loss/error on the first N train images; None: all
-    eval_batch_size: int = 500
-    amp_dtype: str | None = None  # None | "bf16" | "fp16" (fp16 on CUDA only, with a GradScaler)
-    channels_last: bool | None = None  # NHWC; None: on CUDA only (slower on CPU oneDNN here)
-    gelu_form: str = "tanh"  # "gelu" means GELU(approximate=gelu_form); the paper used tanh
 
     def __post_init__(self) -> None:
         _check_common(self)
@@ -83,7 +91,7 @@ class CIFAR10AllConvConfig:
 
 
 @dataclass(frozen=True)
-class CIFAR100WRNConfig:
+class CIFAR100WRNConfig(_CNNRunOptions):
     """WRN-40-4 on CIFAR-100, as the paper trained it (``SGDR_WRNs_gelu.py``, scenario 13)."""
 
     epochs: int = 50  # paper: 50 (one epoch = one pass over the 50k images, not the doubled set)
@@ -97,13 +105,6 @@ class CIFAR100WRNConfig:
     crop_padding: int = 4  # random crops of the zero-padded (mean-subtracted) image
     flip: bool = True  # random horizontal flips
     bn_eps: float = 1e-4  # Lasagne's BatchNormLayer default
-    val_size: int = 5000  # held out from the end of train when the dataset has no val split
-    retrain_full: bool = False  # train on all 50k (no val metrics), as for the reported test error
-    train_eval_size: int | None = 10_000  # train loss/error on the first N train images; None: all
-    eval_batch_size: int = 500
-    amp_dtype: str | None = None  # None | "bf16" | "fp16" (fp16 on CUDA only, with a GradScaler)
-    channels_last: bool | None = None  # NHWC; None: on CUDA only (slower on CPU oneDNN here)
-    gelu_form: str = "tanh"  # "gelu" means GELU(approximate=gelu_form); the paper used tanh
 
     def __post_init__(self) -> None:
         _check_common(self)
