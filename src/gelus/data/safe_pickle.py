@@ -24,6 +24,7 @@ table lets ``BUILD`` be checked before it runs; the CIFAR batches hold a few tho
 import io
 import math
 import pickle
+from typing import ClassVar
 
 import numpy as np
 
@@ -62,7 +63,7 @@ class RestrictedUnpickler(pickle._Unpickler):
     copied out of the pickle are capped at ``budget`` (default: 4 times the pickle's size).
     """
 
-    dispatch = dict(pickle._Unpickler.dispatch)
+    dispatch: ClassVar[dict] = dict(pickle._Unpickler.dispatch)
 
     def __init__(self, file, *, source: str = "<pickle>", budget: int | None = None, **kwargs):
         super().__init__(file, **kwargs)

@@ -110,7 +110,13 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
     except DataError:
         raise
     except (
-        OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError
+        OSError,
+        ValueError,
+        EOFError,
+        zipfile.BadZipFile,
+        zlib.error,
+        NotImplementedError,
+        RuntimeError,
     ) as error:  # truncated, not a zip, object arrays, an encrypted or unknown compression
         raise DataError(f"{path}: not a readable .npz feature file ({error})") from None
 
