@@ -79,7 +79,8 @@ def decode_idx(data: bytes, source: str = "<bytes>") -> np.ndarray:
     """Decode uncompressed IDX bytes into an array of the stored dtype and shape (native byte order).
 
     Raises ``DataError`` naming ``source`` for a bad magic number, an unknown type, dimensions
-    claiming more than ``MAX_IDX_BYTES``, or a payload whose length does not match them.
+    claiming more than ``MAX_IDX_BYTES``, a payload whose length does not match them, or
+    floating-point values that are NaN or infinite.
     """
     dtype, shape = _parse_header(data[: 4 + 4 * 255], source)
     header = 4 + 4 * len(shape)
@@ -90,6 +91,8 @@ def decode_idx(data: bytes, source: str = "<bytes>") -> np.ndarray:
             f"the file holds {len(data) - header}"
         )
     array = np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
+    if dtype.kind == "f" and not np.isfinite(array).all():
+        raise DataError(f"{source}: IDX values hold NaN or infinite numbers; expected finite data")
     return array.astype(dtype.newbyteorder("="), copy=True)  # a writable native-order copy
 
 

@@ -117,7 +117,8 @@ def read_embeddings(path: str | Path) -> tuple[list[str], np.ndarray]:
         if number == 1 and len(fields) == 2 and all(f.isdigit() for f in fields):
             continue
         try:
-            vector = np.array([float(value) for value in fields[1:]], dtype=np.float32)
+            with np.errstate(over="ignore"):  # beyond float32 becomes inf, refused just below
+                vector = np.array([float(value) for value in fields[1:]], dtype=np.float32)
         except ValueError:
             raise DataError(
                 f"{path}:{number}: expected a word then numbers, got {line[:80]!r}"

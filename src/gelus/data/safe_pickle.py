@@ -44,11 +44,19 @@ def _numpy_core():
     return multiarray, numeric
 
 
-class _NdarrayClass:
-    """Stands for ``numpy.ndarray`` in a pickle: passed to ``_reconstruct``, never callable."""
+class _NdarrayToken:
+    """Stands for ``numpy.ndarray`` in a pickle: an argument of ``_reconstruct``, never called."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def __call__(self, *args, **kwargs):
+        raise UnsafeArchiveError(
+            f"{self.source}: the pickle calls numpy.ndarray directly (how a strided array of any "
+            "size is made from a few bytes); expected a CIFAR python batch; refusing to load it"
+        )
 
 
-_NDARRAY = _NdarrayClass()
 _SIMPLE_DTYPE_KINDS = "biuf"  # bool, signed, unsigned, float: no objects, records or subarrays
 
 
@@ -71,14 +79,15 @@ class RestrictedUnpickler(pickle._Unpickler):
         self.budget = budget if budget is not None else 1 << 20
         multiarray, numeric = _numpy_core()
         self._reconstruct_array, self._frombuffer = multiarray._reconstruct, numeric._frombuffer
+        token = _NdarrayToken(source)
         allowed = {("_codecs", "encode"): self._latin1_encode}
         # numpy 1.x pickles name numpy.core.*, numpy >= 2 writes numpy._core.*
         for core in ("numpy.core", "numpy._core"):
             allowed[f"{core}.multiarray", "_reconstruct"] = self._reconstruct
             allowed[f"{core}.numeric", "_frombuffer"] = self._frombuffer_checked
-            allowed[f"{core}.multiarray", "ndarray"] = _NDARRAY
+            allowed[f"{core}.multiarray", "ndarray"] = token
             allowed[f"{core}.multiarray", "dtype"] = self._dtype
-        allowed["numpy", "ndarray"] = _NDARRAY
+        allowed["numpy", "ndarray"] = token
         allowed["numpy", "dtype"] = self._dtype
         self._allowed = allowed
 
@@ -109,7 +118,12 @@ class RestrictedUnpickler(pickle._Unpickler):
         return text.encode("latin1")
 
     def _reconstruct(self, cls, shape, dtype) -> np.ndarray:
-        if cls is not _NDARRAY or not isinstance(shape, tuple) or shape != (0,) or dtype != b"b":
+        if (
+            not isinstance(cls, _NdarrayToken)
+            or not isinstance(shape, tuple)
+            or shape != (0,)
+            or dtype != b"b"
+        ):
             raise self._refuse("reconstructs an array other than numpy's way")
         return self._reconstruct_array(np.ndarray, (0,), b"b")
 
