@@ -85,7 +85,7 @@ def test_a_bad_data_file_in_a_worker_is_one_message_naming_it(bad_data_dir, tmp_
 def test_debug_and_the_environment_variable_show_the_traceback(bad_data_dir, tmp_path, capsys):
     assert main(_argv(bad_data_dir, tmp_path / "a")) == 2
     assert "train-images-idx3-ubyte.gz" in _error(capsys)
-    with pytest.raises(DataError, match="train-images-idx3-ubyte.gz"):
+    with pytest.raises(DataError, match=r"train-images-idx3-ubyte\.gz"):
         main(["--debug", *_argv(bad_data_dir, tmp_path / "b")])
     with pytest.raises(DataError):
         main([*_argv(bad_data_dir, tmp_path / "c"), "--debug"])
