@@ -183,7 +183,9 @@ def test_a_corrupt_checkpoint_is_set_aside_and_its_run_restarted(
     assert aside.read_bytes() == damaged  # kept, never deleted
     assert main(argv) == 0  # done: nothing left that blocks the next call
 
-    reference_argv = _argv(data_dir, tmp_path / "ref", "--set", "train.checkpoint_every=1", epochs=3)
+    reference_argv = _argv(
+        data_dir, tmp_path / "ref", "--set", "train.checkpoint_every=1", epochs=3
+    )
     assert main(reference_argv) == 0  # never interrupted
     ours = [r for r in read_records(out) if r.metric != "seconds"]
     reference = [r for r in read_records(tmp_path / "ref") if r.metric != "seconds"]
