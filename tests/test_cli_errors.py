@@ -127,8 +127,10 @@ def _records(out: Path, rows: int = 3000) -> bytes:
     for epoch in range(rows):
         store.add(key, epoch, "train", "loss", epoch / rows)
     store.close()
-    with sqlite3.connect(out / "records.sqlite") as connection:  # fold the WAL into the file
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection = sqlite3.connect(out / "records.sqlite")
+    connection.execute("PRAGMA journal_mode=DELETE")  # fold the WAL into the file, drop -wal/-shm
+    connection.close()
+    assert sorted(p.name for p in out.iterdir()) == ["records.sqlite"]
     return (out / "records.sqlite").read_bytes()
 
 
