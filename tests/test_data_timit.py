@@ -112,8 +112,8 @@ def test_write_feature_file_round_trips(tmp_path):
         ),
         (
             lambda a: {**a, "labels": np.array([None] * 7)},
-            "not a readable",
-        ),  # object arrays need pickle
+            "labels: an array of dtype object; expected numbers",
+        ),  # object arrays need pickle: refused from the header, before their data is read
     ],
 )
 def test_bad_feature_files_name_the_file_and_the_expectation(tmp_path, change, match):

@@ -3,11 +3,19 @@
 Each area module named in ``COMMANDS`` provides ``register(subparsers)`` which adds its parser and
 sets ``func`` (called with the parsed namespace, returning an exit code). Area modules import their
 heavy dependencies inside the handlers so that ``gelus --help`` stays fast.
+
+No error a user can act on ends in a Python traceback: ``explain`` turns it into one message that
+names the file or setting and the way out (exit status 2 for a user's input or file, 1 for a
+failure of the machine: a worker killed, the disk full). ``--debug`` or ``GELUS_DEBUG=1`` shows
+the traceback instead, for bug reports; an error nobody anticipated (a bug) always shows it.
 """
 
 import argparse
 import importlib
+import os
 import sys
+
+__all__ = ["COMMANDS", "DEBUG_ENV", "UserError", "build_parser", "explain", "main"]
 
 # subcommand -> module providing register(subparsers)
 COMMANDS = {
@@ -19,6 +27,8 @@ COMMANDS = {
     "report": "gelus.report.cli",
     "reproduce": "gelus.report.cli",
 }
+DEBUG_ENV = "GELUS_DEBUG"
+_RERUN = "finished runs are kept: run the same command again to resume"
 
 
 class UserError(Exception):
@@ -26,11 +36,15 @@ class UserError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``gelus`` parser with every area's subcommands (each also accepts ``--debug``)."""
     parser = argparse.ArgumentParser(
-        prog="gelus", description="The GELU family for PyTorch and the GELU paper's experiments."
+        prog="gelus",
+        description="The GELU family for PyTorch and the GELU paper's experiments.",
+        epilog=f"Errors are printed as one message; --debug (or {DEBUG_ENV}=1) shows the traceback.",
     )
+    debug_help = f"show the Python traceback of an error, for bug reports (also {DEBUG_ENV}=1)"
+    parser.add_argument("--debug", action="store_true", help=debug_help)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    registered = set()
     for module_name in dict.fromkeys(COMMANDS.values()):
         try:
             module = importlib.import_module(module_name)
@@ -39,14 +53,121 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # area not built yet
             raise
         module.register(subparsers)
-        registered.add(module_name)
+    for subparser in subparsers.choices.values():  # `gelus run ... --debug` works too
+        subparser.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help
+        )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``gelus`` with ``argv``; returns the exit status (0 success, 2 a user's error, 1 other)."""
     args = build_parser().parse_args(argv)
+    debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
         return int(args.func(args) or 0)
-    except UserError as error:
-        print(f"gelus {args.command}: error: {error}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"gelus {args.command}: interrupted; {_RERUN}", file=sys.stderr)
+        return 130
+    except Exception as error:
+        explained = None if debug else explain(error, args)
+        if explained is None:
+            raise
+        message, status = explained
+        print(f"gelus {args.command}: error: {message}", file=sys.stderr)
+        return status
+
+
+def explain(error: BaseException, args: argparse.Namespace | None = None) -> tuple[str, int] | None:
+    """(message, exit status) for an error a user can act on, or None for a bug.
+
+    Knows errors raised in worker processes too (re-raised in this one by the executor).
+    ``args`` supplies the settings a message can name (``--out``).
+    """
+    import concurrent.futures.process
+    import sqlite3
+
+    error = _unwrap(error)
+    out = getattr(args, "out", None)
+    if isinstance(error, UserError):
+        return str(error), 2
+    data_error = _data_error(error)
+    if data_error is not None:
+        return data_error, 2
+    if isinstance(error, concurrent.futures.process.BrokenProcessPool) or type(error).__name__ in (
+        "WorkerCrashedError",
+        "NodeDiedError",
+        "ActorDiedError",
+    ):
+        return (
+            "a worker process died abruptly (killed, or out of memory: try fewer --workers); "
+            + _RERUN,
+            1,
+        )
+    if isinstance(error, sqlite3.DatabaseError):
+        where = f" in {out}" if out else ""
+        return (
+            f"the records database{where} is damaged or unusable ({error}); it was left "
+            "untouched: move records.sqlite aside and run again, or give --out another folder",
+            2,
+        )
+    if isinstance(error, MemoryError):
+        return f"out of memory ({error or 'MemoryError'}); try fewer --workers. " + _RERUN, 1
+    if isinstance(error, OSError):
+        return _os_error(error, out), 1
+    return None
+
+
+def _unwrap(error: BaseException) -> BaseException:
+    """The original error of one that Ray wrapped (``RayTaskError``); else ``error`` itself."""
+    cause = getattr(error, "cause", None)
+    if type(error).__name__.startswith("RayTaskError") and isinstance(cause, BaseException):
+        return cause
+    return error
+
+
+def _data_error(error: BaseException) -> str | None:
+    if "gelus.data.errors" not in sys.modules:
+        return None  # no data code ran, so no DataError was raised
+    from gelus.data.errors import (
+        ChecksumError,
+        DataError,
+        DatasetNotFoundError,
+        UnsafeArchiveError,
+    )
+
+    if not isinstance(error, DataError):
+        return None
+    if isinstance(error, DatasetNotFoundError | ChecksumError):
+        return str(error)  # these already give the steps to take
+    if isinstance(error, UnsafeArchiveError):
+        return (
+            f"{error}\nThe file was refused for safety: delete it and get the dataset again "
+            "(`gelus data` lists where each dataset was found and how to get it)"
+        )
+    return (
+        f"{error}\nReplace the file named above with a good copy (`gelus data` lists where each "
+        "dataset was found and how to get it)"
+    )
+
+
+def _os_error(error: OSError, out) -> str:
+    name = error.filename
+    reason = error.strerror or str(error)
+    if name is None:
+        return f"{reason}; {_RERUN}"
+    if out is not None and _within(name, out):
+        return f"cannot write {name} ({reason}); give --out a folder you can write to"
+    return f"{name}: {reason}"
+
+
+def _within(name, folder) -> bool:
+    from pathlib import Path
+
+    try:
+        path, folder = Path(name).absolute(), Path(folder).absolute()
+    except (TypeError, ValueError):
+        return False
+    return path == folder or folder in path.parents

@@ -26,6 +26,7 @@ __all__ = [
     "CIFAR10_CLASSES",
     "CIFAR_VALIDATION_SIZE",
     "IMAGE_BYTES",
+    "MAX_BATCH_BYTES",
     "load_cifar",
     "parse_cifar_binary",
     "parse_cifar_python",
@@ -33,6 +34,9 @@ __all__ = [
 
 IMAGE_BYTES = 3 * 32 * 32
 CIFAR_VALIDATION_SIZE = 5000
+# The largest batch file, CIFAR-100's train (50,000 images), is 153.7 MB in binary and 155 MB
+# pickled: a file is refused unread above twice that.
+MAX_BATCH_BYTES = 2 * 50_000 * (IMAGE_BYTES + 2)
 CIFAR10_CLASSES = (
     "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
 )  # fmt: skip
@@ -77,14 +81,25 @@ def parse_cifar_python(
         or images.shape[1] != IMAGE_BYTES
     ):
         raise DataError(f"{source}: b'data' must be a uint8 array [N, {IMAGE_BYTES}]")
-    try:
-        labels = np.asarray(labels, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        raise DataError(f"{source}: {label_key!r} must be a list of integers") from None
+    labels = _integer_labels(labels, label_key, source)
     if labels.shape != (images.shape[0],):
         raise DataError(f"{source}: {labels.size} labels for {images.shape[0]} images")
     _check_labels(labels, num_classes, source)
     return images.reshape(-1, 3, 32, 32).copy(), labels
+
+
+def _integer_labels(labels: object, label_key: bytes, source: str) -> np.ndarray:
+    """int64 labels from a list of ints or an integer array; floats are refused, not truncated."""
+    if isinstance(labels, np.ndarray):
+        integral = labels.ndim == 1 and labels.dtype.kind in "iu"
+    else:
+        integral = isinstance(labels, list) and all(type(label) is int for label in labels)
+    if integral:
+        try:
+            return np.asarray(labels, dtype=np.int64)
+        except OverflowError:
+            pass
+    raise DataError(f"{source}: {label_key!r} must be a list of integers (class numbers)")
 
 
 def _check_labels(labels: np.ndarray, num_classes: int, source: str) -> None:
@@ -98,6 +113,11 @@ def _read_files(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     parts = []
     for path in paths:
+        if path.stat().st_size > MAX_BATCH_BYTES:
+            raise DataError(
+                f"{path}: {path.stat().st_size} bytes, more than any CIFAR batch "
+                f"({MAX_BATCH_BYTES} at most); not a CIFAR batch file"
+            )
         data = path.read_bytes()
         if python:
             label_key = b"labels" if num_classes == 10 else b"fine_labels"

@@ -9,7 +9,8 @@ Inputs follow the paper's code: a window of 3 words (previous, current, next); `
 edges of a tweet; a word without an embedding becomes the one unknown token ``UUUNKKK``; words are
 looked up exactly as written (no lowercasing, as in the paper; ``lowercase=True`` lowercases tweets
 for embedding files built from lowercased text). A missing ``</s>`` or ``UUUNKKK`` row in the
-embedding file is added as a zero vector.
+embedding file is added as a zero vector. Files larger than ``MAX_TEXT_BYTES`` are refused unread,
+and an embedding that is NaN or infinite (also once rounded to float32) is refused.
 """
 
 from pathlib import Path
@@ -22,6 +23,7 @@ from gelus.data.errors import DataError
 from gelus.data.sources import DatasetSpec, Location
 
 __all__ = [
+    "MAX_TEXT_BYTES",
     "PAD_TOKEN",
     "TAGS",
     "TAG_DESCRIPTIONS",
@@ -32,6 +34,8 @@ __all__ = [
     "tweet_windows",
 ]
 
+# The paper's files are far smaller (embeddings of a few hundred thousand words at most).
+MAX_TEXT_BYTES = 1 << 29
 PAD_TOKEN = "</s>"
 UNKNOWN_TOKEN = "UUUNKKK"
 
@@ -75,12 +79,7 @@ def read_tagged_tweets(path: str | Path) -> list[list[tuple[str, str]]]:
     """
     path = Path(path)
     tweets, tweet = [], []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found (expected token<TAB>tag lines)") from None
-    except UnicodeDecodeError as error:
-        raise DataError(f"{path}: not UTF-8 text ({error})") from None
+    text = _read_text(path, "token<TAB>tag lines")
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             if tweet:
@@ -110,12 +109,7 @@ def read_embeddings(path: str | Path) -> tuple[list[str], np.ndarray]:
     path = Path(path)
     words, vectors, seen = [], [], set()
     dimension = None
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found (expected 'word v1 ... vD' lines)") from None
-    except UnicodeDecodeError as error:
-        raise DataError(f"{path}: not UTF-8 text ({error})") from None
+    lines = _read_text(path, "'word v1 ... vD' lines").splitlines()
     for number, line in enumerate(lines, start=1):
         fields = line.split()
         if not fields:
@@ -123,11 +117,17 @@ def read_embeddings(path: str | Path) -> tuple[list[str], np.ndarray]:
         if number == 1 and len(fields) == 2 and all(f.isdigit() for f in fields):
             continue
         try:
-            vector = [float(value) for value in fields[1:]]
+            with np.errstate(over="ignore"):  # beyond float32 becomes inf, refused just below
+                vector = np.array([float(value) for value in fields[1:]], dtype=np.float32)
         except ValueError:
             raise DataError(
                 f"{path}:{number}: expected a word then numbers, got {line[:80]!r}"
             ) from None
+        if not np.isfinite(vector).all():
+            raise DataError(
+                f"{path}:{number}: the vector of {fields[0][:40]!r} holds NaN or infinite values "
+                "(or values beyond float32); expected finite numbers"
+            )
         if dimension is None:
             dimension = len(vector)
         if len(vector) != dimension or dimension == 0:
@@ -140,7 +140,25 @@ def read_embeddings(path: str | Path) -> tuple[list[str], np.ndarray]:
             vectors.append(vector)
     if not words:
         raise DataError(f"{path}: no embeddings found (expected 'word v1 ... vD' lines)")
-    return words, np.asarray(vectors, dtype=np.float32)
+    return words, np.stack(vectors)
+
+
+def _read_text(path: Path, expected: str) -> str:
+    """The UTF-8 text of ``path``, refused unread above ``MAX_TEXT_BYTES``."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_TEXT_BYTES:
+            raise DataError(
+                f"{path}: {size} bytes, more than the {MAX_TEXT_BYTES} a Twitter POS file may "
+                f"take; expected {expected}"
+            )
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found (expected {expected})") from None
+    except UnicodeDecodeError as error:
+        raise DataError(f"{path}: not UTF-8 text ({error})") from None
+    except OSError as error:
+        raise DataError(f"{path}: cannot be read ({error.strerror or error})") from None
 
 
 def tweet_windows(

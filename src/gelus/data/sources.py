@@ -9,16 +9,15 @@ A dataset ``NAME`` is looked for in
 
 A download streams into a temporary file in the target directory, which is renamed to its final
 name only after its SHA-256 matches the value recorded in the dataset's ``RemoteFile``; archives
-are extracted with ``tarfile``'s ``"data"`` filter into a temporary directory that is moved into
-place only when every member was extracted. A failure leaves nothing behind.
+are extracted by ``gelus.data.archive`` (regular files only, sizes capped, staged and moved into
+place when complete). A failure leaves nothing behind. Checking a ``.gz`` file's content streams
+the decompression with a cap, so a small file cannot expand into memory.
 """
 
 import contextlib
 import gzip
 import hashlib
 import os
-import shutil
-import tarfile
 import tempfile
 import urllib.error
 import urllib.request
@@ -27,12 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gelus.data.errors import ChecksumError, DataError, DatasetNotFoundError, UnsafeArchiveError
+from gelus.data.archive import directory_lock, extract_archive, glob_escape
+from gelus.data.errors import ChecksumError, DataError, DatasetNotFoundError
 
 __all__ = [
     "DatasetSpec",
     "Location",
     "RemoteFile",
+    "content_sha256",
     "data_root",
     "download_file",
     "extract_archive",
@@ -44,6 +45,9 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
+# Checking a .gz file's content hashes at most this many decompressed bytes (the largest recorded
+# content, Fashion-MNIST's training images, is 47 MB): more is a bomb, not the recorded file.
+MAX_CONTENT_BYTES = 1 << 27
 
 
 @dataclass(frozen=True)
@@ -153,13 +157,31 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _gunzip(path: Path) -> bytes:
+def content_sha256(path: Path, limit: int | None = None) -> str:
+    """The hex SHA-256 of a file's content: gunzipped as it streams for a ``.gz`` file.
+
+    At most ``limit`` (default ``MAX_CONTENT_BYTES``) decompressed bytes are read; a longer or
+    damaged stream raises ``DataError`` naming the file. Memory stays at one chunk.
+    """
+    if not path.name.endswith(".gz"):
+        return sha256_file(path)
+    limit = MAX_CONTENT_BYTES if limit is None else limit
+    digest, size = hashlib.sha256(), 0
     try:
-        return gzip.decompress(path.read_bytes())
+        with gzip.open(path, "rb") as stream:
+            while chunk := stream.read(_CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    raise DataError(
+                        f"{path}: decompresses to more than {limit} bytes, far more than the "
+                        "dataset's file; it is not the expected file: delete it and fetch it again"
+                    )
+                digest.update(chunk)
     except (OSError, EOFError, zlib.error) as error:
         raise DataError(
             f"{path}: not a complete gzip file ({error}); expected a gzip-compressed file"
         ) from None
+    return digest.hexdigest()
 
 
 def verify_file(path: Path, remote: RemoteFile | None, content: bytes | None = None) -> bool:
@@ -167,7 +189,8 @@ def verify_file(path: Path, remote: RemoteFile | None, content: bytes | None = N
 
     A ``.gz`` file matches its distributed SHA-256, or else its decompressed bytes match
     ``content_sha256``; an uncompressed file matches ``content_sha256``. ``content`` passes the
-    already-decompressed bytes to avoid decompressing twice. Raises ``ChecksumError`` on a mismatch.
+    already-decompressed bytes to avoid decompressing twice (else the content is streamed, capped).
+    Raises ``ChecksumError`` on a mismatch.
     """
     if remote is None:
         return False
@@ -179,9 +202,7 @@ def verify_file(path: Path, remote: RemoteFile | None, content: bytes | None = N
             _mismatch(path, remote.sha256, actual)
     if remote.content_sha256 is None:
         return False
-    if content is None:
-        content = _gunzip(path) if path.name.endswith(".gz") else path.read_bytes()
-    actual = hashlib.sha256(content).hexdigest()
+    actual = content_sha256(path) if content is None else hashlib.sha256(content).hexdigest()
     if actual != remote.content_sha256:
         _mismatch(path, remote.content_sha256, actual, what="decompressed content")
     return True
@@ -248,100 +269,40 @@ def download_file(remote: RemoteFile, directory: Path, progress: bool = True) ->
     )
 
 
-def extract_archive(archive: Path, directory: Path, expected: tuple[str, ...] = ()) -> None:
-    """Extract a tar archive into ``directory`` with the ``"data"`` filter (no paths outside it).
-
-    Every member is checked before anything is written: an absolute name, a ``..`` component, or
-    a link leaving the directory raises ``UnsafeArchiveError``. Extraction goes to a temporary
-    directory whose entries are moved into ``directory`` only once all succeeded and every
-    ``expected`` relative path is present (else ``DataError``, as for a corrupt archive).
-    Concurrent calls for one archive are serialised by a lock file, and a call that finds every
-    ``expected`` file already in place (extracted meanwhile) returns without extracting.
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    # Worker processes may load the same dataset at once: one extracts, the others wait and then
-    # find its files in place. The lock file lives outside the data directory, which keeps only data.
-    key = hashlib.sha256(str((directory / archive.name).resolve()).encode()).hexdigest()[:16]
-    with _exclusive_lock(Path(tempfile.gettempdir()) / f"gelus-extract-{key}.lock"):
-        if expected and all((directory / name).is_file() for name in expected):
-            return
-        _extract_archive_unlocked(archive, directory, expected)
-
-
-@contextlib.contextmanager
-def _exclusive_lock(path: Path):
-    """An exclusive advisory lock on ``path`` (POSIX ``flock``; no lock where that is missing)."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: no flock
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _extract_archive_unlocked(archive: Path, directory: Path, expected: tuple[str, ...]) -> None:
-    staging = Path(tempfile.mkdtemp(prefix=f".{archive.name}.", suffix=".extract", dir=directory))
-    try:
-        try:
-            with tarfile.open(archive) as tar:
-                members = tar.getmembers()
-                for member in members:
-                    if member.name.startswith("/") or ".." in Path(member.name).parts:
-                        raise UnsafeArchiveError(  # the "data" filter would only strip the "/"
-                            f"{archive}: member {member.name!r} is not allowed (absolute or '..' path); "
-                            "expected only relative paths inside the archive's own folder"
-                        )
-                    tarfile.data_filter(member, str(staging))
-                tar.extractall(staging, members=members, filter="data")
-        except tarfile.FilterError as error:
-            raise UnsafeArchiveError(
-                f"{archive}: member {error.tarinfo.name!r} is not allowed ({error}); "
-                "expected only regular files and directories inside the archive's own folder"
-            ) from None
-        except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
-            raise DataError(f"{archive}: not a readable tar archive ({error})") from None
-        missing = [name for name in expected if not (staging / name).is_file()]
-        if missing:
-            raise DataError(
-                f"{archive}: the archive lacks {', '.join(missing)}; expected {', '.join(expected)}"
-            )
-        for entry in staging.iterdir():
-            destination = directory / entry.name
-            if destination.exists():
-                shutil.rmtree(destination) if destination.is_dir() else destination.unlink()
-            os.replace(entry, destination)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
 def fetch(
     spec: DatasetSpec, data_dir: str | os.PathLike | None = None, progress: bool = True
 ) -> Path:
     """Download and verify every file of ``spec`` into ``<root>/NAME/`` (archives are extracted on load).
 
-    Files already present and verified are kept. Returns the directory. Raises
-    ``DatasetNotFoundError`` (with the instructions) for a dataset that cannot be downloaded.
+    Files already present and verified are kept. Partial downloads left by a killed fetch are
+    removed. Returns the directory. Raises ``DatasetNotFoundError`` (with the instructions) for a
+    dataset that cannot be downloaded, ``DataError`` for a folder that cannot be written.
     """
     if not spec.downloads:
         raise DatasetNotFoundError(f"{spec.name} cannot be downloaded: {spec.instructions}")
     directory = data_root(data_dir) / spec.name
     created = [path for path in (directory, *directory.parents) if not path.exists()]
     try:
-        for name in spec.downloads:
-            remote = spec.remote_file(name)
-            path = directory / remote.name
-            if path.is_file():
-                try:
-                    if verify_file(path, remote):
-                        continue
-                except ChecksumError:
-                    path.unlink()  # a corrupt earlier copy: fetch it again
-            download_file(remote, directory, progress=progress)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise DataError(
+                f"cannot create {directory} ({error.strerror or error}); download into a folder "
+                "you can write to: --data-dir DIR (or $GELUS_DATA)"
+            ) from None
+        with directory_lock(directory):  # one fetch per folder at a time
+            for name in spec.downloads:
+                remote = spec.remote_file(name)
+                for stale in directory.glob(f".{glob_escape(remote.name)}.*.part"):
+                    stale.unlink(missing_ok=True)  # a download killed before it finished
+                path = directory / remote.name
+                if path.is_file():
+                    try:
+                        if verify_file(path, remote):
+                            continue
+                    except DataError:
+                        path.unlink()  # a corrupt earlier copy: fetch it again
+                download_file(remote, directory, progress=progress)
     finally:
         for path in created:  # deepest first: remove the folders this call made, if left empty
             if path.is_dir() and not any(path.iterdir()):

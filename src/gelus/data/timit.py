@@ -12,9 +12,15 @@ A sample is a frame with its 5 neighbours on each side (11 frames, 286 inputs); 
 utterance edge repeat the edge frame. Every split is standardised once with the training split's
 per-coefficient mean and standard deviation (the paper's code subtracted the mean twice from the
 validation and test features; we do not).
+
+A feature file is read without trusting it: each array's header (dtype, shape) is read first and
+must agree with the archive's size for it and stay under ``MAX_ARRAY_BYTES`` before its data is
+read, so a small file cannot claim gigabytes.
 """
 
+import math
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +32,7 @@ from gelus.data.sources import DatasetSpec, Location
 
 __all__ = [
     "CONTEXT",
+    "MAX_ARRAY_BYTES",
     "NUM_COEFFICIENTS",
     "NUM_PHONES",
     "context_windows",
@@ -36,6 +43,9 @@ __all__ = [
 ]
 
 NUM_COEFFICIENTS = 26
+# TIMIT's training set has about 1.1 million frames: 120 MB of float32 features.
+MAX_ARRAY_BYTES = 1 << 29
+_NAMES = ("features", "labels", "offsets")
 NUM_PHONES = 39
 CONTEXT = 5  # frames on each side: 11-frame windows
 
@@ -57,18 +67,8 @@ def read_feature_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndar
     outside 0..38, non-finite features, or offsets that do not cut 0..F into utterances.
     """
     path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            missing = {"features", "labels", "offsets"} - set(archive.files)
-            if missing:
-                raise DataError(
-                    f"{path}: missing arrays {sorted(missing)}; expected features, labels, offsets"
-                )
-            features, labels, offsets = archive["features"], archive["labels"], archive["offsets"]
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found (expected a .npz feature file)") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:  # truncated, object arrays
-        raise DataError(f"{path}: not a readable .npz feature file ({error})") from None
+    arrays = _read_npz(path)
+    features, labels, offsets = (arrays[name] for name in _NAMES)
     if not np.issubdtype(features.dtype, np.floating):
         raise DataError(f"{path}: features have dtype {features.dtype}, expected float32")
     for name, array in (("labels", labels), ("offsets", offsets)):
@@ -81,6 +81,67 @@ def read_feature_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndar
     )
     _validate(features, labels, offsets, str(path))
     return features, labels, offsets
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The three arrays of a feature file, each read header first and size-checked."""
+    try:
+        with open(path, "rb") as file:
+            magic = file.read(6)
+        if magic == b"\x93NUMPY":
+            raise DataError(
+                f"{path}: a single .npy array (numpy.save), not a .npz archive; write the three "
+                "arrays with numpy.savez or gelus.data.timit.write_feature_file"
+            )
+        with zipfile.ZipFile(path) as archive:
+            members = {info.filename.removesuffix(".npy"): info for info in archive.infolist()}
+            missing = [name for name in _NAMES if name not in members]
+            if missing:
+                raise DataError(
+                    f"{path}: missing arrays {missing}; expected features, labels, offsets"
+                )
+            arrays = {}
+            for name in _NAMES:
+                with archive.open(members[name]) as member:
+                    arrays[name] = _read_npy(member, members[name].file_size, f"{path}:{name}")
+            return arrays
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found (expected a .npz feature file)") from None
+    except DataError:
+        raise
+    except (
+        OSError,
+        ValueError,
+        EOFError,
+        zipfile.BadZipFile,
+        zlib.error,
+        NotImplementedError,
+        RuntimeError,
+    ) as error:  # truncated, not a zip, object arrays, an encrypted or unknown compression
+        raise DataError(f"{path}: not a readable .npz feature file ({error})") from None
+
+
+def _read_npy(member, size: int, source: str) -> np.ndarray:
+    """One ``.npy`` member of ``size`` bytes (from the zip directory): header, checks, then data."""
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+    else:
+        raise DataError(f"{source}: .npy format version {version}, expected 1.0 or 2.0")
+    if dtype.hasobject or dtype.itemsize == 0:
+        raise DataError(f"{source}: an array of dtype {dtype}; expected numbers")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > MAX_ARRAY_BYTES or nbytes != size - member.tell():
+        raise DataError(
+            f"{source}: the header claims {list(shape)} {dtype} ({nbytes} bytes) but the archive "
+            f"holds {size - member.tell()} bytes for it (at most {MAX_ARRAY_BYTES} are read)"
+        )
+    data = member.read(nbytes)
+    if len(data) != nbytes:
+        raise DataError(f"{source}: truncated array data ({len(data)} of {nbytes} bytes)")
+    return np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C")
 
 
 def _validate(features: np.ndarray, labels: np.ndarray, offsets: np.ndarray, source: str) -> None:

@@ -22,10 +22,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from gelus.cli import UserError
+
 __all__ = [
     "DB_NAME",
     "Record",
     "RecordStore",
+    "RecordsError",
     "RunInfo",
     "RunKey",
     "code_version",
@@ -98,14 +101,56 @@ class RunInfo(NamedTuple):
         return json.loads(self.metadata_json)
 
 
+class RecordsError(UserError):
+    """``records.sqlite`` cannot be used: damaged, or in a folder that cannot be written.
+
+    A ``gelus.cli.UserError``: the command line prints it as one message, no traceback.
+    """
+
+
 def _connect(path: Path) -> sqlite3.Connection:
-    connection = sqlite3.connect(path, timeout=120.0)
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute(
-        "PRAGMA synchronous=NORMAL"
-    )  # WAL + NORMAL: durable at checkpoints, never corrupt
-    connection.executescript(_SCHEMA)
+    """Open (or create) the records database at ``path``, in WAL mode with the schema.
+
+    An existing database is checked (``PRAGMA quick_check``) before anything is written to it:
+    a damaged one raises ``RecordsError`` naming it and is left exactly as it was, never
+    overwritten or repaired in place; so does a database that cannot be opened or written.
+    """
+    existed = path.is_file() and path.stat().st_size > 0
+    connection = None
+    try:
+        connection = sqlite3.connect(path, timeout=120.0)
+        if existed:
+            problems = [row[0] for row in connection.execute("PRAGMA quick_check").fetchall()]
+            if problems != ["ok"]:
+                raise sqlite3.DatabaseError("; ".join(problems[:3]))
+        connection.execute("PRAGMA journal_mode=WAL")
+        # WAL + NORMAL: durable at checkpoints, never corrupt
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.executescript(_SCHEMA)
+    except sqlite3.Error as error:
+        if connection is not None:
+            connection.close()
+        raise _records_error(path, error) from None
     return connection
+
+
+def _records_error(path: Path, error: sqlite3.Error) -> RecordsError:
+    text = str(error)
+    if any(word in text for word in ("readonly", "unable to open", "read-only", "permission")):
+        return RecordsError(
+            f"{path}: cannot open the records database for writing ({text}); give --out a "
+            "folder you can write to"
+        )
+    if "locked" in text or "busy" in text:
+        return RecordsError(
+            f"{path}: the records database stayed locked by another process ({text}); wait for "
+            "the other gelus command to finish, or give --out another folder"
+        )
+    return RecordsError(
+        f"{path}: the records database is damaged ({text}). It was left untouched. To keep what "
+        f"it holds, try `sqlite3 {path} .recover | sqlite3 recovered.sqlite`; to start afresh, "
+        f"move it aside (mv {path} {path}.damaged) and run again: finished runs are then redone"
+    )
 
 
 class RecordStore:
