@@ -29,7 +29,7 @@ import torch
 from gelus.data import TensorSplit
 from gelus.experiments import PRESETS, cnn
 from gelus.experiments.runner import resolve_config
-from gelus.experiments.sweep import plan_jobs
+from gelus.experiments.plan import plan_jobs
 from gelus.experiments.train_mlp import build_ensemble, evaluate, train_epoch
 
 # (train, val, test) sizes, inputs per sample, classes. POS: Gimpel et al.'s Twitter set (1,000 /
