@@ -9,11 +9,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+import gelus
 from gelus.cli import UserError
 from gelus.cli import main as gelus_main
 from gelus.experiments import read_records, read_runs, run_experiment
@@ -279,7 +281,9 @@ def test_kill_9_then_resume_equals_uninterrupted_run(data_dir, tmp_path):
     ]
     for setting in TINY + settings:
         argv += ["--set", setting]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # the subprocess runs the code under test (this checkout's src), not whatever is installed
+    env = {**os.environ, "PYTHONPATH": str(Path(gelus.__file__).resolve().parents[1])}
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     database = tmp_path / "killed" / "records.sqlite"
     deadline = time.monotonic() + 120
     max_epoch = None
@@ -299,7 +303,7 @@ def test_kill_9_then_resume_equals_uninterrupted_run(data_dir, tmp_path):
     interrupted = read_runs(tmp_path / "killed")
     assert any(r.status == "running" for r in interrupted)
 
-    finished = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    finished = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     assert finished.returncode == 0, finished.stderr[-2000:]
 
     # the uninterrupted reference, in this process with one thread like the worker
