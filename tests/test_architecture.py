@@ -83,7 +83,9 @@ def test_no_import_cycle_between_areas():
 def test_no_import_cycle_between_modules():
     graph = _graph()
     # a package's __init__ re-exporting its modules is not a dependency of those modules
-    edges = {m: {i for i in imported if not (i in m and _is_package(i))} for m, imported in graph.items()}
+    edges = {
+        m: {i for i in imported if not (i in m and _is_package(i))} for m, imported in graph.items()
+    }
     assert _cycle(edges) is None, _cycle(edges)
 
 

@@ -175,7 +175,9 @@ def test_bad_config_values_are_named():
         CIFAR10AllConvConfig(amp_dtype="fp8")
     with pytest.raises(ValueError, match="lr_decay_from"):
         CIFAR10AllConvConfig(lr_decay_from=1.5)
-    assert not any(hasattr(CIFAR100WRNConfig(), k) for k in ("epochs", "lr", "gelu_form", "val_size"))
+    assert not any(
+        hasattr(CIFAR100WRNConfig(), k) for k in ("epochs", "lr", "gelu_form", "val_size")
+    )
 
 
 # ---------------------------------------------------------------- preprocessing
@@ -263,7 +265,9 @@ def test_allconv_lr_and_beta1_schedule():
         assert allconv_lr(epoch, 200, cfg, 2e-3) == pytest.approx(2e-3 * factor, rel=1e-12)
     assert [allconv_beta1(e, 200, cfg) for e in (1, 100, 101, 200)] == [0.9, 0.9, 0.5, 0.5]
     # a shorter run keeps the shape: 20 epochs decay over the second 10
-    assert allconv_lr(11, 20, cfg, 1.0) == 1.0 and allconv_lr(12, 20, cfg, 1.0) == pytest.approx(0.9)
+    assert allconv_lr(11, 20, cfg, 1.0) == 1.0 and allconv_lr(12, 20, cfg, 1.0) == pytest.approx(
+        0.9
+    )
 
 
 def test_cosine_lr_by_hand():
@@ -402,7 +406,9 @@ def test_bf16_autocast_runs_on_cpu(monkeypatch):
     assert logit_dtypes == {torch.bfloat16}
     assert all(math.isfinite(v) for v in logged.values())
     with pytest.raises(ValueError, match="fp16"):
-        run_logged(dataclasses.replace(cfg, amp_dtype="fp16"), FakeDataset(60, 20, 10, 8), None, epochs=1)
+        run_logged(
+            dataclasses.replace(cfg, amp_dtype="fp16"), FakeDataset(60, 20, 10, 8), None, epochs=1
+        )
 
 
 def test_wrn_weight_decay_is_the_released_l2_penalty():

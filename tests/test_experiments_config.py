@@ -101,7 +101,9 @@ def test_presets_carry_paper_protocol():
     assert expected <= set(PRESETS)
     for preset in PRESETS.values():
         assert "1606.08415" in preset.citation
-        assert preset.paper_summary and {"training set", "runs", "epochs"} <= set(preset.paper_setup)
+        assert preset.paper_summary and {"training set", "runs", "epochs"} <= set(
+            preset.paper_setup
+        )
         assert preset.config.model.approximate == "tanh"  # the paper's form, everywhere
         assert preset.quick
     mnist = PRESETS["mnist-classification"].config
@@ -232,17 +234,24 @@ def test_a_learning_rate_that_is_not_finite_and_positive_is_refused(lr):
 def test_a_setting_with_no_effect_is_refused_with_the_valid_keys(name, key):
     with pytest.raises(UserError, match="has no effect") as error:
         resolve_config(name, overrides=[key])
-    assert "valid keys" in str(error.value) and key.split("=")[0] not in str(error.value).split("valid keys")[1]
+    assert (
+        "valid keys" in str(error.value)
+        and key.split("=")[0] not in str(error.value).split("valid keys")[1]
+    )
 
 
-@pytest.mark.parametrize("key", ["cnn.batch_size=16", "cnn.val_size=32", "cnn.epochs=3", "cnn.lr=0.1"])
+@pytest.mark.parametrize(
+    "key", ["cnn.batch_size=16", "cnn.val_size=32", "cnn.epochs=3", "cnn.lr=0.1"]
+)
 def test_the_cnn_keys_that_had_a_twin_no_longer_exist(key):
     with pytest.raises(UserError, match="unknown config key"):
         resolve_config("cifar100-wrn", overrides=[key])
 
 
 def test_the_cnns_read_the_shared_knobs():
-    _, config = resolve_config("cifar10-allconv", epochs=4, overrides=["train.batch_size=50", "optim.lr=1e-4"])
+    _, config = resolve_config(
+        "cifar10-allconv", epochs=4, overrides=["train.batch_size=50", "optim.lr=1e-4"]
+    )
     assert (config.train.epochs, config.train.batch_size, config.optim.lr) == (4, 50, (1e-4,))
     assert isinstance(config.cnn, CIFAR10AllConvConfig)
 
@@ -253,7 +262,9 @@ def test_cifar100_trains_on_all_50k_and_states_its_steps():
     assert wrn.steps == 50_000 // 128 * 50 == 19_500
     assert "19,500" in " ".join(wrn.fidelity) and "39,050" in wrn.paper_setup["steps"]
     allconv = PRESETS["cifar10-allconv"]
-    assert not allconv.config.cnn.retrain_full and allconv.protocol.retrain_key == "cnn.retrain_full"
+    assert (
+        not allconv.config.cnn.retrain_full and allconv.protocol.retrain_key == "cnn.retrain_full"
+    )
     assert f"{allconv.steps:,}" in " ".join(allconv.fidelity)
     for preset in PRESETS.values():
         if preset.config.task == "cnn":

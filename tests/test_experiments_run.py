@@ -81,7 +81,9 @@ def test_records_schema_resume_skip_and_determinism(data_dir, tmp_path):
     assert metadata["dataset"] == "mnist" and metadata["threads"] == 1
     assert metadata["code_version"] and metadata["packages"]["torch"] == torch.__version__
     assert runs[0].config["model"]["approximate"] == "tanh"
-    assert metadata["train_size"] == 200 and metadata["steps"] == 200 // 50 * 2  # TINY: batches of 50
+    assert (
+        metadata["train_size"] == 200 and metadata["steps"] == 200 // 50 * 2
+    )  # TINY: batches of 50
     per_run = Counter(r.run_id for r in records)
     # epoch 0: 3 splits × (loss, error); epochs 1-2: the same plus train seconds
     assert set(per_run.values()) == {6 + 2 * 7}
@@ -329,9 +331,26 @@ def test_kill_9_then_resume_equals_uninterrupted_run(data_dir, tmp_path):
     assert {r.status for r in read_runs(tmp_path / "killed")} == {"done"}
 
 
-def test_a_batch_larger_than_the_training_set_is_refused_before_any_worker(data_dir, tmp_path, capsys):
-    argv = ["run", "mnist-classification", "--data-dir", str(data_dir), "--no-verify", "--workers", "0"]
-    argv += ["--set", "train.train_subset=300", "--set", "train.batch_size=301", "--out", str(tmp_path / "out")]
+def test_a_batch_larger_than_the_training_set_is_refused_before_any_worker(
+    data_dir, tmp_path, capsys
+):
+    argv = [
+        "run",
+        "mnist-classification",
+        "--data-dir",
+        str(data_dir),
+        "--no-verify",
+        "--workers",
+        "0",
+    ]
+    argv += [
+        "--set",
+        "train.train_subset=300",
+        "--set",
+        "train.batch_size=301",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert gelus_main(argv) == 2
     err = capsys.readouterr().err
     assert "train.batch_size=301 is larger than the 300 training samples" in err
@@ -353,8 +372,12 @@ def test_two_configs_in_one_folder_stay_apart_and_a_diverged_run_is_reported(dat
     assert any(np.isnan(r.value) for r in records)  # the NaN survived SQLite
 
     lines = summary_table(records, runs, PRESETS["mnist-classification"]).splitlines()
-    (tanh,) = [line for line in lines if line.startswith("gelu") and "model.approximate=tanh" in line]
-    (none,) = [line for line in lines if line.startswith("gelu") and "model.approximate=none" in line]
+    (tanh,) = [
+        line for line in lines if line.startswith("gelu") and "model.approximate=tanh" in line
+    ]
+    (none,) = [
+        line for line in lines if line.startswith("gelu") and "model.approximate=none" in line
+    ]
     (own,) = [r.value for r in records if (r.activation, r.lr, r.epoch, r.split, r.metric) == ("gelu", 1e-3, 1, "test", "loss")]  # fmt: skip
     assert f"{own:.4f}" in tanh and "—" in none and "1 diverged" in none
 
@@ -363,5 +386,8 @@ def test_two_configs_in_one_folder_stay_apart_and_a_diverged_run_is_reported(dat
     )
     md = md_path.read_text()
     assert md.index("## Summary") < md.index("## mnist-classification")
-    assert "| gelu | model.approximate=none | keep=1.0 | 1e+38 | test loss | 1 | — (all 1 diverged) |" in md
+    assert (
+        "| gelu | model.approximate=none | keep=1.0 | 1e+38 | test loss | 1 | — (all 1 diverged) |"
+        in md
+    )
     assert f"| gelu | model.approximate=tanh | keep=1.0 | 0.001 | test loss | 1 | {own:.4g} |" in md

@@ -47,7 +47,9 @@ def test_markdown_tables_hold_the_protocols_numbers(report):
     assert md.count("| 7.89 % |") == 1  # the paper's CIFAR-10 GELU error, from the preset
     differences = [value_of("gelu", s, 1e-3, "", 2, "test", "error") - value_of("relu", s, 1e-3, "", 2, "test", "error") for s in SEEDS]  # fmt: skip
     mean = statistics.mean(differences)
-    assert re.search(rf"\| gelu − relu \| — \| chosen \| test error \| 3 \| {100 * mean:+.2f} pp \|", md)
+    assert re.search(
+        rf"\| gelu − relu \| — \| chosen \| test error \| 3 \| {100 * mean:+.2f} pp \|", md
+    )
     assert "| not resolved at n=3 (leans to holding; a verdict needs ≥ 5 seeds) |" in md
 
 
@@ -120,7 +122,10 @@ def test_summary_comes_first_and_experiments_follow_the_papers_order(tmp_path):
     assert PRESETS["cifar100-wrn"].paper_summary in wrn_row
     gelu = statistics.median(value_of("gelu", s, 0.1, "", 2, "test", "error") for s in range(5))
     assert f"gelu {100 * gelu:.2f} %" in wrn_row
-    assert "gelu < relu (lr=0.1): holds (n=5)" in wrn_row and "gelu < elu (lr=0.1): holds (n=5)" in wrn_row
+    assert (
+        "gelu < relu (lr=0.1): holds (n=5)" in wrn_row
+        and "gelu < elu (lr=0.1): holds (n=5)" in wrn_row
+    )
 
 
 def test_two_configs_in_one_folder_are_separate_labelled_rows(tmp_path):
@@ -130,7 +135,9 @@ def test_two_configs_in_one_folder_are_separate_labelled_rows(tmp_path):
     md = _report(tmp_path, tanh + exact, tanh_runs + exact_runs)
     for form, shift in (("tanh", 0.0), ("none", 1.0)):
         median = shift + statistics.median(value_of("gelu", s, 1e-3, "keep=1.0", 2, "test", "loss") for s in SEEDS)  # fmt: skip
-        row = f"| gelu | model.approximate={form} | keep=1.0 | 0.001 | test loss | 3 | {median:.4g} |"
+        row = (
+            f"| gelu | model.approximate={form} | keep=1.0 | 0.001 | test loss | 3 | {median:.4g} |"
+        )
         assert row in md
         assert f"| mnist-classification (Figure 2) [model.approximate={form}] |" in md
 
@@ -138,7 +145,9 @@ def test_two_configs_in_one_folder_are_separate_labelled_rows(tmp_path):
 def test_setup_shows_training_set_and_steps_beside_the_papers(tmp_path):
     wrn, wrn_runs = make_records("cifar100-wrn", settings=("",), lrs=(0.1,), epochs=2, metadata={"train_size": 50_000, "steps": 780})  # fmt: skip
     md = _report(tmp_path, wrn, wrn_runs)
-    assert f"| training set | {PRESETS['cifar100-wrn'].paper_setup['training set']} | 50,000 |" in md
+    assert (
+        f"| training set | {PRESETS['cifar100-wrn'].paper_setup['training set']} | 50,000 |" in md
+    )
     assert "| steps | 39,050 | 780 |" in md
 
 

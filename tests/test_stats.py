@@ -60,7 +60,18 @@ def test_summarize_hand_computed():
     assert empty.n == 0 and np.isnan(empty.median)
 
 
-def _rec(activation, seed, lr, epoch, split, value, metric="error", setting="", experiment="exp", chash="h"):
+def _rec(
+    activation,
+    seed,
+    lr,
+    epoch,
+    split,
+    value,
+    metric="error",
+    setting="",
+    experiment="exp",
+    chash="h",
+):
     return Record(f"{chash}{activation}{seed}{lr}{setting}", experiment, chash, activation, seed, lr, setting, epoch, split, metric, value)  # fmt: skip
 
 

@@ -32,5 +32,7 @@ def activation_factory(name: str, approximate: str = "tanh") -> Callable[[], nn.
     try:
         factory()  # fail now, not in a worker
     except TypeError as error:
-        raise ConfigError(f"activation {name!r} needs arguments the harness cannot give: {error}") from None
+        raise ConfigError(
+            f"activation {name!r} needs arguments the harness cannot give: {error}"
+        ) from None
     return factory

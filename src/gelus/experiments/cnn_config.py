@@ -29,19 +29,25 @@ class _CNNRunOptions:
         if self.amp_dtype not in (None, *AMP_DTYPE_NAMES):
             raise ValueError(f"amp_dtype={self.amp_dtype!r}: use None, 'bf16' or 'fp16'")
         if self.train_eval_size is not None and self.train_eval_size < 1:
-            raise ValueError(f"train_eval_size={self.train_eval_size}: give None (all) or at least 1")
+            raise ValueError(
+                f"train_eval_size={self.train_eval_size}: give None (all) or at least 1"
+            )
 
 
 @dataclass(frozen=True)
 class CIFAR10AllConvConfig(_CNNRunOptions):
     """Salimans & Kingma's all-conv net on CIFAR-10, as the paper trained it (``all_convnet.py``)."""
 
-    lr_decay_from: float = 0.5  # lr constant for this fraction of the epochs, then linear to 0 (paper: 100 of 200)
+    lr_decay_from: float = (
+        0.5  # lr constant for this fraction of the epochs, then linear to 0 (paper: 100 of 200)
+    )
     beta1: float = 0.9  # Adam β₁ for the first beta1_switch_at of the epochs
     beta1_late: float = 0.5  # Adam β₁ afterwards
     beta1_switch_at: float = 0.5  # fraction of the epochs run with beta1 (paper: 100 of 200)
     beta2: float = 0.999  # Adam β₂
-    adam_eps: float = 1e-8  # torch's ε outside the √; the released g/√(v̂ + 1e-8) acts like ε up to ≈ 1e-4
+    adam_eps: float = (
+        1e-8  # torch's ε outside the √; the released g/√(v̂ + 1e-8) acts like ε up to ≈ 1e-4
+    )
     noise_std: float = 0.15  # Gaussian noise on the whitened input, training only
     dropout: float = 0.5  # after each max-pool
     widths: tuple[int, int] = (96, 192)  # channels of the first and second conv stacks

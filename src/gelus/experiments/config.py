@@ -262,7 +262,9 @@ def apply_overrides(config: Any, overrides: typing.Iterable[str]) -> Any:
                 f"override {override!r} is not key=value; valid keys: {', '.join(all_keys)}"
             )
         if key in RENAMED_KEYS:
-            raise ConfigError(f"{key} is now {RENAMED_KEYS[key]}: use --set {RENAMED_KEYS[key]}={text}")
+            raise ConfigError(
+                f"{key} is now {RENAMED_KEYS[key]}: use --set {RENAMED_KEYS[key]}={text}"
+            )
         inert = inert_keys(config) if isinstance(config, ExperimentConfig) else {}
         if key in inert:
             raise ConfigError(
@@ -305,7 +307,8 @@ def validate(config: ExperimentConfig) -> None:
         (all(h > 0 for h in config.model.hidden), "model.hidden", "positive widths"),
         (config.optim.name == "adam", "optim.name", "adam"),
         (
-            len(config.optim.lr) > 0 and all(math.isfinite(lr) and lr > 0 for lr in config.optim.lr),
+            len(config.optim.lr) > 0
+            and all(math.isfinite(lr) and lr > 0 for lr in config.optim.lr),
             "optim.lr",
             "finite positive learning rates",
         ),

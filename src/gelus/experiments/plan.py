@@ -48,9 +48,7 @@ class Job:
         return self.config.train.epochs
 
 
-def run_id(
-    experiment: str, chash: str, activation: str, setting: str, lr: float, seed: int
-) -> str:
+def run_id(experiment: str, chash: str, activation: str, setting: str, lr: float, seed: int) -> str:
     """The run's identity: experiment, config hash, activation, setting, lr and seed."""
     return f"{experiment}/{chash}/{activation}/{setting or '-'}/lr={lr:g}/seed={seed}"
 

@@ -41,10 +41,16 @@ class Preset:
     title: str
     citation: str
     config: ExperimentConfig  # the full config; task "cnn" carries its typed network config
-    paper_results: Mapping[str, float]  # activation -> the paper's test error fraction (may be empty)
+    paper_results: Mapping[
+        str, float
+    ]  # activation -> the paper's test error fraction (may be empty)
     paper_summary: str  # what the paper reports, in words
-    paper_setup: Mapping[str, str]  # aspect -> the paper's setup, as the report's setup table shows it
-    protocol: Protocol = field(default_factory=Protocol)  # how the lr is chosen and what is reported
+    paper_setup: Mapping[
+        str, str
+    ]  # aspect -> the paper's setup, as the report's setup table shows it
+    protocol: Protocol = field(
+        default_factory=Protocol
+    )  # how the lr is chosen and what is reported
     figure: FigureSpec = field(default_factory=FigureSpec)  # the paper's figure of this experiment
     train_size: int | None = None  # training samples of the default config on the real dataset
     substitute: str | None = None  # dataset used (and recorded) when config.dataset is absent

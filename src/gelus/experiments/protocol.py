@@ -25,8 +25,13 @@ class Protocol:
     select_split: str = "val"  # the split the learning rate is chosen on
     select_metrics: tuple[str, ...] = ("error", "loss")  # the first one recorded is used
     report_split: str = "test"
-    report_metrics: tuple[str, ...] = ("error", "loss")  # headline first; those recorded are reported
-    epoch: str = "last"  # "last": the final epoch; "best": each seed's epoch of lowest select metric
+    report_metrics: tuple[str, ...] = (
+        "error",
+        "loss",
+    )  # headline first; those recorded are reported
+    epoch: str = (
+        "last"  # "last": the final epoch; "best": each seed's epoch of lowest select metric
+    )
     tune_setting: bool = False  # choose the setting (e.g. dropout keep) on validation with the lr
     retrain_key: str | None = None  # tune on key=false, report the key=true config at that lr
 

@@ -335,4 +335,3 @@ def summary_table(records: Sequence[Record], runs: Sequence[RunInfo], preset: Pr
             f"{len(s.values):>3}  {median} (epoch {max(s.epochs.values())}{diverged})"
         )
     return "\n".join(lines)
-

@@ -145,7 +145,9 @@ def _units(
         return [(h, h) for h in hashes]
 
     def family(h: str) -> str:
-        return json.dumps({k: v for k, v in configs.get(h, {}).items() if k != retrain_key}, sort_keys=True)
+        return json.dumps(
+            {k: v for k, v in configs.get(h, {}).items() if k != retrain_key}, sort_keys=True
+        )
 
     def retrains(h: str) -> bool:
         return bool(configs.get(h, {}).get(retrain_key, False))
@@ -181,7 +183,9 @@ def select(
     present: dict[str, set[str]] = defaultdict(set)
     for r in records:
         present[r.split].add(r.metric)
-    select_metric = next((m for m in protocol.select_metrics if m in present[protocol.select_split]), None)
+    select_metric = next(
+        (m for m in protocol.select_metrics if m in present[protocol.select_split]), None
+    )
     report_metrics = [m for m in protocol.report_metrics if m in present[protocol.report_split]]
     val = curves_by_seed(records, protocol.select_split, select_metric) if select_metric else {}
     units = _units(sorted({r.config_hash for r in records}), configs, protocol.retrain_key)
@@ -192,11 +196,17 @@ def select(
     selections = []
     for tune, report in units:
         for metric in report_metrics:
-            test = {k: v for k, v in curves_by_seed(records, protocol.report_split, metric).items() if k[0] == report}
+            test = {
+                k: v
+                for k, v in curves_by_seed(records, protocol.report_split, metric).items()
+                if k[0] == report
+            }
             groups: dict[tuple[str, str | None], set[tuple[str, float]]] = defaultdict(set)
             for _, activation, setting, lr, _ in test:
                 groups[(activation, None if protocol.tune_setting else setting)].add((setting, lr))
-            for (activation, group_setting), candidates in sorted(groups.items(), key=lambda g: (g[0][0], g[0][1] or "")):
+            for (activation, group_setting), candidates in sorted(
+                groups.items(), key=lambda g: (g[0][0], g[0][1] or "")
+            ):
                 val_curves = {
                     k: c for k, c in val.items()
                     if k[0] == tune and k[1] == activation and group_setting in (None, k[2]) and c
@@ -224,8 +234,12 @@ def select(
                     for (_, a, s, lr_, seed), curve in test.items():
                         if (a, s, lr_) != (activation, setting, lr):
                             continue
-                        val_curve = val_curves.get((tune, a, s, lr_, seed)) if tune == report else None
-                        epoch = _chosen_epoch(val_curve, protocol.epoch) if val_curve else max(curve)
+                        val_curve = (
+                            val_curves.get((tune, a, s, lr_, seed)) if tune == report else None
+                        )
+                        epoch = (
+                            _chosen_epoch(val_curve, protocol.epoch) if val_curve else max(curve)
+                        )
                         found = _value_at(curve, epoch)
                         if found is not None:
                             epochs[seed], values[seed] = found

@@ -84,7 +84,11 @@ def _pairs(selections: Sequence[Selection]) -> list[tuple[Selection, Selection]]
     baselines = [s for s in headline if s.activation.lower() in BASELINES]
     pairs = []
     for t in treatments:
-        mine = [b for b in baselines if b.config_hash == t.config_hash and (t.lr_selected or b.lr == t.lr)]
+        mine = [
+            b
+            for b in baselines
+            if b.config_hash == t.config_hash and (t.lr_selected or b.lr == t.lr)
+        ]
         same = [b for b in mine if b.setting == t.setting]
         if not same and len({s.setting for s in treatments if s.activation == t.activation}) == 1:
             same = mine  # e.g. the SOI map (no dropout) vs ReLU at its tuned dropout
@@ -142,7 +146,11 @@ def _paper_number(preset: Preset | None, s: Selection) -> float | None:
     preset itself runs (a dropout keep the paper did not use is not the paper's experiment)."""
     if preset is None or s.metric != "error" or s.activation.lower() not in preset.paper_results:
         return None
-    keeps = {1.0, *preset.config.train.keep} if preset.protocol.tune_setting else set(preset.config.train.keep)
+    keeps = (
+        {1.0, *preset.config.train.keep}
+        if preset.protocol.tune_setting
+        else set(preset.config.train.keep)
+    )
     if s.setting and s.setting not in {f"keep={float(k)!r}" for k in keeps}:
         return None
     return preset.paper_results[s.activation.lower()]
@@ -175,7 +183,9 @@ def analyse(
         for t, b in _pairs(selections):
             paper_t, paper_b = _paper_number(preset, t), _paper_number(preset, b)
             paper_difference = None if paper_t is None or paper_b is None else paper_t - paper_b
-            expect_lower = (paper_difference is None or paper_difference <= 0) != (t.metric == "accuracy")
+            expect_lower = (paper_difference is None or paper_difference <= 0) != (
+                t.metric == "accuracy"
+            )
             comparison = compare_paired(t, b, rng=rng, lower_is_better=expect_lower)
             comparisons.append((comparison, paper_difference))
         results.append(
@@ -214,7 +224,11 @@ def environment(runs: Sequence[Any]) -> list[tuple[str, str]]:
 
     def order(key: str) -> tuple[int, str]:
         leaf = key.rsplit(".", 1)[-1]
-        first = _ENVIRONMENT_FIRST.index(leaf) if leaf in _ENVIRONMENT_FIRST else len(_ENVIRONMENT_FIRST)
+        first = (
+            _ENVIRONMENT_FIRST.index(leaf)
+            if leaf in _ENVIRONMENT_FIRST
+            else len(_ENVIRONMENT_FIRST)
+        )
         return first, key
 
     return [(key, ", ".join(values[key])) for key in sorted(values, key=order)]

@@ -33,6 +33,7 @@ METRIC_LABELS = {
 }
 _PERCENT = {"error", "accuracy"}  # stored as fractions, drawn as percentages
 
+
 def _scale(metric: str) -> float:
     return 100.0 if metric in _PERCENT else 1.0
 
@@ -90,7 +91,9 @@ def _selected(selections: Sequence[Selection]) -> dict[tuple[str, str, str, floa
     """(config hash, activation, setting, lr) -> selection, for the first reported metric only."""
     first_metric = selections[0].metric if selections else None
     return {
-        (s.config_hash, s.activation, s.setting, s.lr): s for s in selections if s.metric == first_metric
+        (s.config_hash, s.activation, s.setting, s.lr): s
+        for s in selections
+        if s.metric == first_metric
     }
 
 
@@ -116,7 +119,11 @@ def _curve_figure(
 ) -> Figure | None:
     present = {(r.split, r.metric) for r in records}
     metric = next(
-        (m for m in spec.metrics if ("train", m) in present or any((s, m) in present for s in spec.held_out)),
+        (
+            m
+            for m in spec.metrics
+            if ("train", m) in present or any((s, m) in present for s in spec.held_out)
+        ),
         None,
     )
     chosen = _selected(selections)
@@ -125,7 +132,9 @@ def _curve_figure(
     eval_split = next((s for s in spec.held_out if (s, metric) in present), None)
     per_lr = not all(s.lr_selected for s in chosen.values())
     # the paper's order: no dropout (keep=1.0) left of dropout, lr 1e-3 left of 1e-4
-    panels = sorted({(setting, lr if per_lr else 0.0) for _, _, setting, lr in chosen}, reverse=True)
+    panels = sorted(
+        {(setting, lr if per_lr else 0.0) for _, _, setting, lr in chosen}, reverse=True
+    )
     train = curves_by_seed(records, "train", metric)
     held = curves_by_seed(records, eval_split, metric) if eval_split else {}
     fig = Figure(figsize=(5.2 * len(panels), 3.8), layout="constrained")
@@ -152,7 +161,9 @@ def _curve_figure(
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=7)
-    text = f"{title}: {METRIC_LABELS.get(metric, metric)} per epoch, median over seeds (95 % CI band)"
+    text = (
+        f"{title}: {METRIC_LABELS.get(metric, metric)} per epoch, median over seeds (95 % CI band)"
+    )
     fig.suptitle(f"Figure {spec.number}. {text}" if spec.number else text, fontsize=10)
     return fig if any(ax.lines for ax in axes) else None
 

@@ -154,8 +154,20 @@ def summary_block(results: Sequence[ExperimentResult]) -> Block:
         paper = f" (Figure {result.figure.number})" if result.figure.number else ""
         for variant in variants:
             name = result.name + paper + (f" [{variant}]" if variant else "")
-            rows.append((name, result.paper_summary or "—", _found(result, variant), _verdicts(result, variant)))
-    headers = ("experiment", "the paper reports", "this run found", "the paper's ordering (GELU better)")
+            rows.append(
+                (
+                    name,
+                    result.paper_summary or "—",
+                    _found(result, variant),
+                    _verdicts(result, variant),
+                )
+            )
+    headers = (
+        "experiment",
+        "the paper reports",
+        "this run found",
+        "the paper's ordering (GELU better)",
+    )
     return Block("table", headers=headers, rows=tuple(rows))
 
 

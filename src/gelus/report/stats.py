@@ -16,7 +16,6 @@ from gelus.experiments.selection import Selection
 
 __all__ = [
     "MIN_PAIRS_FOR_VERDICT",
-    "PAPER_ORDERING_VERDICTS",
     "Comparison",
     "Summary",
     "bootstrap_ci",
@@ -25,8 +24,6 @@ __all__ = [
     "ordering_verdict",
     "summarize",
 ]
-
-PAPER_ORDERING_VERDICTS = ("holds", "reversed", "not resolved")
 
 
 # --------------------------------------------------------------------------- aggregates
@@ -165,7 +162,9 @@ def compare_paired(
     """
     shared = sorted(set(treatment.values) & set(baseline.values))
     seeds = tuple(
-        s for s in shared if math.isfinite(treatment.values[s]) and math.isfinite(baseline.values[s])
+        s
+        for s in shared
+        if math.isfinite(treatment.values[s]) and math.isfinite(baseline.values[s])
     )
     differences = np.array(
         [treatment.values[s] - baseline.values[s] for s in seeds], dtype=np.float64
