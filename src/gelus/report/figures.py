@@ -62,10 +62,12 @@ def plot_curve(
     rng: np.random.Generator,
     label: str | None = None,
     light: bool = False,
+    linestyle: str = "-",
 ) -> Axes:
     """Median over seeds of per-seed ``{x: value}`` curves, with a bootstrap 95 % band.
 
-    ``light=True`` draws the thin, faint style the paper uses for held-out curves.
+    ``light=True`` draws the thin, faint style the paper uses for held-out curves; ``linestyle``
+    tells configs apart (the colour is the activation's).
     """
     xs, median, low, high = _median_band(curves, rng)
     if xs.size == 0:
@@ -77,6 +79,7 @@ def plot_curve(
         median * scale,
         color=color,
         label=label,
+        linestyle=linestyle,
         lw=1.0 if light else 1.8,
         alpha=0.55 if light else 1.0,
     )
@@ -135,6 +138,8 @@ def _curve_figure(
     panels = sorted(
         {(setting, lr if per_lr else 0.0) for _, _, setting, lr in chosen}, reverse=True
     )
+    styles = ("-", "--", ":", "-.")  # one per config, in the order of the selections
+    variants = list(dict.fromkeys(s.variant for s in chosen.values()))
     train = curves_by_seed(records, "train", metric)
     held = curves_by_seed(records, eval_split, metric) if eval_split else {}
     fig = Figure(figsize=(5.2 * len(panels), 3.8), layout="constrained")
@@ -151,6 +156,7 @@ def _curve_figure(
                 plot_curve(
                     ax, curves, activation=activation, metric=metric, rng=rng,
                     label=f"{_label(selection)} {split}{lr_note}", light=light,
+                    linestyle=styles[variants.index(selection.variant) % len(styles)],
                 )  # fmt: skip
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
