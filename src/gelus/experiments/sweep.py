@@ -65,7 +65,7 @@ def _run_cnn_job(job: Job, store: RecordStore, report: Report) -> None:
     from gelus.experiments.cnn import train_cnn_run
 
     (key,) = job.members
-    data = load_dataset(job.dataset, job.data_dir, verify=job.verify)
+    data = load_dataset(job.dataset, job.data_dir, validation=True, verify=job.verify)
     store.start_run(key, job.config_json, job.metadata_json)
 
     def log(epoch: int, split: str, metric: str, value: float) -> None:
