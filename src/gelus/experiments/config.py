@@ -15,6 +15,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from gelus.experiments.cnn_config import CNNConfig
+
 __all__ = [
     "BOOKKEEPING_KEYS",
     "RENAMED_KEYS",
@@ -98,7 +100,7 @@ class ExperimentConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     noise: NoiseConfig = field(default_factory=NoiseConfig)
-    cnn: Any = None  # task "cnn": the network's own typed config (gelus.experiments.cnn_config), keys cnn.KEY
+    cnn: CNNConfig | None = None  # task "cnn": the network's own typed config, keys cnn.KEY
 
 
 # Sweep axes: each value is its own run, so they are not part of a run's identity hash.
