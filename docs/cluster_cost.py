@@ -28,8 +28,8 @@ import torch
 
 from gelus.data import TensorSplit
 from gelus.experiments import PRESETS, cnn
+from gelus.experiments.plan import plan_jobs
 from gelus.experiments.runner import resolve_config
-from gelus.experiments.sweep import plan_jobs
 from gelus.experiments.train_mlp import build_ensemble, evaluate, train_epoch
 
 # (train, val, test) sizes, inputs per sample, classes. POS: Gimpel et al.'s Twitter set (1,000 /
@@ -135,7 +135,12 @@ def cnn_cost(name: str, seeds: int, repeats: int) -> dict:
     cfg = config.cnn
     classes = CIFAR[name]
     runs = len(config.activations) * len(config.optim.lr) * seeds
-    step_seconds = statistics.median(cnn.measure_training_step(cfg, "gelu", batches=repeats))
+    batch_size, epochs = config.train.batch_size, config.train.epochs
+    step_seconds = statistics.median(
+        cnn.measure_training_step(
+            cfg, "gelu", batch_size=batch_size, lr=config.optim.lr[0], batches=repeats
+        )
+    )
     model = cnn.build_cnn(cfg, "gelu", classes).eval()
     images = torch.randn(cfg.eval_batch_size, 3, 32, 32)
 
@@ -147,22 +152,23 @@ def cnn_cost(name: str, seeds: int, repeats: int) -> dict:
     model.train()
     counter = FlopCounterMode(display=False)
     with counter:
-        x = torch.randn(cfg.batch_size, 3, 32, 32)
-        torch.nn.functional.cross_entropy(model(x), torch.zeros(cfg.batch_size).long()).backward()
-    n_train = 50_000 - cfg.val_size  # the tuning runs hold out the validation images
-    steps = n_train // cfg.batch_size
-    evaluated = (cfg.train_eval_size or n_train) + cfg.val_size + 10_000
+        x = torch.randn(batch_size, 3, 32, 32)
+        torch.nn.functional.cross_entropy(model(x), torch.zeros(batch_size).long()).backward()
+    n_val = 0 if cfg.retrain_full else 5_000  # CIFAR's validation split: the last 5,000
+    n_train = 50_000 - n_val
+    steps = n_train // batch_size
+    evaluated = (cfg.train_eval_size or n_train) + n_val + 10_000
     per_epoch = steps * step_seconds + evaluated * image_seconds
     return {
         "name": name,
         "runs": runs,
         "tasks": f"{runs} runs",
-        "epochs": cfg.epochs,
+        "epochs": epochs,
         "per_epoch": per_epoch,
         "detail": f"{steps} steps × {step_seconds:.3g} s + {evaluated} evaluated × "
         f"{image_seconds * 1e3:.3g} ms; {counter.get_total_flops() / 1e12:.2f} TFLOP per step",
-        "cpu_hours": runs * cfg.epochs * per_epoch / 3600,
-        "task_hours": cfg.epochs * per_epoch / 3600,
+        "cpu_hours": runs * epochs * per_epoch / 3600,
+        "task_hours": epochs * per_epoch / 3600,
         "tflop_per_epoch": steps * counter.get_total_flops() / 1e12,
     }
 

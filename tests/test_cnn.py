@@ -23,6 +23,7 @@ from gelus.experiments.cnn import (
 )
 from gelus.experiments.cnn_data import apply_zca, fit_zca, random_crop_flip
 from gelus.experiments.cnn_models import AllConvNet, WideResNet
+from gelus.experiments.config import ConfigError
 
 
 class FakeSplit:
@@ -43,7 +44,7 @@ class FakeSplit:
 
 
 class FakeDataset:
-    def __init__(self, n_train, n_test, num_classes, size, with_val=False, seed=0):
+    def __init__(self, n_train, n_test, num_classes, size, with_val=True, seed=0):
         g = torch.Generator().manual_seed(seed)
 
         def split(n):
@@ -66,13 +67,14 @@ def one_thread():
 
 # Tiny versions of both protocols: 12×12 images for the all-conv net (the smallest that survives
 # two poolings and a valid 3×3 conv), 8×8 for the WRN.
+# Both run 3 epochs of batches of 10 (``run_logged``); the all-conv schedule switches after epoch 1.
 TINY_ALLCONV = CIFAR10AllConvConfig(
-    epochs=3, batch_size=10, lr_decay_start=1, beta1_switch_epoch=1, widths=(4, 6),
-    val_size=20, train_eval_size=30, eval_batch_size=25, channels_last=False,
+    lr_decay_from=1 / 3, beta1_switch_at=1 / 3, widths=(4, 6),
+    train_eval_size=30, eval_batch_size=25, channels_last=False,
 )  # fmt: skip
 TINY_WRN = CIFAR100WRNConfig(
-    epochs=3, batch_size=10, blocks_per_stage=1, widths=(4, 4, 8, 8), val_size=20,
-    train_eval_size=None, eval_batch_size=25,
+    blocks_per_stage=1, widths=(4, 4, 8, 8), retrain_full=False, train_eval_size=None,
+    eval_batch_size=25,
 )  # fmt: skip
 
 
@@ -158,21 +160,24 @@ def test_wrn_init_uses_the_activation_gain(name, f):
 
 def test_gelu_means_the_configured_form():
     for form in ("tanh", "none"):
-        model = build_cnn(dataclasses.replace(TINY_ALLCONV, gelu_form=form), "gelu", 10)
+        model = build_cnn(TINY_ALLCONV, "gelu", 10, approximate=form)
         acts = [m for m in model.modules() if isinstance(m, gelus.GELU)]
         assert len(acts) == 9 and all(a.approximate == form for a in acts)
 
 
 def test_unknown_activation_lists_the_names():
-    with pytest.raises(ValueError, match="relu"):
+    with pytest.raises(ConfigError, match="relu"):
         build_cnn(TINY_ALLCONV, "relux", 10)
 
 
 def test_bad_config_values_are_named():
     with pytest.raises(ValueError, match="amp_dtype"):
         CIFAR10AllConvConfig(amp_dtype="fp8")
-    with pytest.raises(ValueError, match="gelu_form"):
-        CIFAR100WRNConfig(gelu_form="erf")
+    with pytest.raises(ValueError, match="lr_decay_from"):
+        CIFAR10AllConvConfig(lr_decay_from=1.5)
+    assert not any(
+        hasattr(CIFAR100WRNConfig(), k) for k in ("epochs", "lr", "gelu_form", "val_size")
+    )
 
 
 # ---------------------------------------------------------------- preprocessing
@@ -254,11 +259,15 @@ def test_crop_without_flip_never_flips():
 
 
 def test_allconv_lr_and_beta1_schedule():
-    cfg = CIFAR10AllConvConfig()  # 200 epochs, constant to 100, β₁ switch after 100
+    cfg = CIFAR10AllConvConfig()  # over 200 epochs: constant to 100, β₁ switch after 100
     # The released code: lr · min(2 − e/100, 1) for 0-based e = epoch − 1.
     for epoch, factor in [(1, 1.0), (100, 1.0), (101, 1.0), (102, 0.99), (150, 0.51), (200, 0.01)]:
-        assert allconv_lr(epoch, cfg, 2e-3) == pytest.approx(2e-3 * factor, rel=1e-12)
-    assert [allconv_beta1(e, cfg) for e in (1, 100, 101, 200)] == [0.9, 0.9, 0.5, 0.5]
+        assert allconv_lr(epoch, 200, cfg, 2e-3) == pytest.approx(2e-3 * factor, rel=1e-12)
+    assert [allconv_beta1(e, 200, cfg) for e in (1, 100, 101, 200)] == [0.9, 0.9, 0.5, 0.5]
+    # a shorter run keeps the shape: 20 epochs decay over the second 10
+    assert allconv_lr(11, 20, cfg, 1.0) == 1.0 and allconv_lr(12, 20, cfg, 1.0) == pytest.approx(
+        0.9
+    )
 
 
 def test_cosine_lr_by_hand():
@@ -279,9 +288,9 @@ def test_run_sets_lr_and_beta1_per_step(monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(torch.optim.Adam, "step", recording_step)
-    data = FakeDataset(60, 20, 10, 12)
-    train_cnn_run(TINY_ALLCONV, data, activation="relu", seed=0, lr=1e-3, device="cpu",
-                  log=lambda *a: None, checkpoint_path=None)  # fmt: skip
+    data = FakeDataset(40, 20, 10, 12)
+    train_cnn_run(TINY_ALLCONV, data, epochs=3, batch_size=10, activation="relu", seed=0, lr=1e-3,
+                  device="cpu", log=lambda *a: None, checkpoint_path=None)  # fmt: skip
     # 40 training images, batch 10: 4 steps per epoch; 3 epochs, decay after epoch 1.
     assert [lr for lr, _ in seen] == pytest.approx([1e-3] * 8 + [0.5e-3] * 4)
     assert [b1 for _, b1 in seen] == [0.9] * 4 + [0.5] * 8
@@ -290,10 +299,10 @@ def test_run_sets_lr_and_beta1_per_step(monkeypatch):
 # ---------------------------------------------------------------- runs
 
 
-def run_logged(cfg, data, checkpoint_path, activation="gelu", seed=3):
+def run_logged(cfg, data, checkpoint_path, activation="gelu", seed=3, epochs=3):
     logged = {}
-    train_cnn_run(cfg, data, activation=activation, seed=seed, lr=cfg.lr, device="cpu",
-                  log=lambda e, s, m, v: logged.__setitem__((e, s, m), v),
+    train_cnn_run(cfg, data, epochs=epochs, batch_size=10, activation=activation, seed=seed,
+                  lr=1e-3, device="cpu", log=lambda e, s, m, v: logged.__setitem__((e, s, m), v),
                   checkpoint_path=checkpoint_path)  # fmt: skip
     return logged
 
@@ -322,8 +331,8 @@ def test_resume_equals_uninterrupted(cfg, tmp_path):
         first_epoch[(epoch, split, metric)] = value
 
     with pytest.raises(Interrupted):
-        train_cnn_run(cfg, data, activation="gelu", seed=3, lr=cfg.lr, device="cpu",
-                      log=log_then_crash, checkpoint_path=path)  # fmt: skip
+        train_cnn_run(cfg, data, epochs=3, batch_size=10, activation="gelu", seed=3, lr=1e-3,
+                      device="cpu", log=log_then_crash, checkpoint_path=path)  # fmt: skip
     assert torch.load(path, weights_only=True)["epoch"] == 1
     resumed = run_logged(cfg, data, path)
 
@@ -369,16 +378,17 @@ def test_retrain_full_uses_train_and_val_and_logs_no_val(monkeypatch):
         return splits
 
     monkeypatch.setattr(cnn, "load_splits", spy)
-    full = dataclasses.replace(TINY_WRN, epochs=1, retrain_full=True)
-    logged = run_logged(full, FakeDataset(60, 20, 10, 8), None, activation="relu")
+    full = dataclasses.replace(TINY_WRN, retrain_full=True)
+    logged = run_logged(full, FakeDataset(60, 20, 10, 8, with_val=False), None, "relu", epochs=1)
     assert sizes[-1] == {"train": 60, "test": 20}
     assert not any(split == "val" for _, split, _ in logged)
     # With the dataset's own val split: val is that split, and retrain_full appends it.
-    run_logged(full, FakeDataset(60, 20, 10, 8, with_val=True), None, activation="relu")
+    run_logged(full, FakeDataset(60, 20, 10, 8), None, activation="relu", epochs=1)
     assert sizes[-1] == {"train": 80, "test": 20}
     held_out = dataclasses.replace(full, retrain_full=False)
-    run_logged(held_out, FakeDataset(60, 20, 10, 8, with_val=True), None, activation="relu")
+    run_logged(held_out, FakeDataset(60, 20, 10, 8), None, activation="relu", epochs=1)
     assert sizes[-1] == {"train": 60, "val": 20, "test": 20}
+    assert CIFAR100WRNConfig().retrain_full and not CIFAR10AllConvConfig().retrain_full
 
 
 def test_bf16_autocast_runs_on_cpu(monkeypatch):
@@ -391,12 +401,14 @@ def test_bf16_autocast_runs_on_cpu(monkeypatch):
         return model
 
     monkeypatch.setattr(cnn, "build_cnn", hooked)
-    cfg = dataclasses.replace(TINY_WRN, epochs=1, amp_dtype="bf16", channels_last=True)
-    logged = run_logged(cfg, FakeDataset(60, 20, 10, 8), None)
+    cfg = dataclasses.replace(TINY_WRN, amp_dtype="bf16", channels_last=True)
+    logged = run_logged(cfg, FakeDataset(60, 20, 10, 8), None, epochs=1)
     assert logit_dtypes == {torch.bfloat16}
     assert all(math.isfinite(v) for v in logged.values())
     with pytest.raises(ValueError, match="fp16"):
-        run_logged(dataclasses.replace(cfg, amp_dtype="fp16"), FakeDataset(60, 20, 10, 8), None)
+        run_logged(
+            dataclasses.replace(cfg, amp_dtype="fp16"), FakeDataset(60, 20, 10, 8), None, epochs=1
+        )
 
 
 def test_wrn_weight_decay_is_the_released_l2_penalty():
@@ -418,21 +430,20 @@ def test_wrn_weight_decay_is_the_released_l2_penalty():
 
 
 def test_measure_training_step_times_each_batch():
-    times = cnn.measure_training_step(TINY_WRN, "relu", batches=2)
+    times = cnn.measure_training_step(TINY_WRN, "relu", batch_size=10, lr=0.1, batches=2)
     assert len(times) == 2 and all(t > 0 for t in times)
 
 
 def test_runs_on_the_data_layer_dataset():
     from gelus.data import Dataset, TensorSplit
 
-    fake = FakeDataset(60, 20, 10, 12, with_val=True)
+    fake = FakeDataset(60, 20, 10, 12)
     data = Dataset(
         "cifar10",
         *(TensorSplit(s.images, s.labels) for s in (fake.train, fake.val, fake.test)),
         num_classes=10,
         source="memory",
     )
-    cfg = dataclasses.replace(TINY_ALLCONV, epochs=1)
-    assert without_seconds(run_logged(cfg, data, None)) == without_seconds(
-        run_logged(cfg, fake, None)
+    assert without_seconds(run_logged(TINY_ALLCONV, data, None, epochs=1)) == without_seconds(
+        run_logged(TINY_ALLCONV, fake, None, epochs=1)
     )

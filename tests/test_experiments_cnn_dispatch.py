@@ -3,15 +3,15 @@
 import torch
 
 from gelus.data import Dataset, TensorSplit
-from gelus.experiments import read_records, read_runs, sweep
+from gelus.experiments import plan, read_records, read_runs, sweep
 from gelus.experiments.records import RecordStore
 from gelus.experiments.runner import resolve_config
 
 TINY_WRN = [
     "cnn.blocks_per_stage=1",
     "cnn.widths=4,4,8,8",
-    "cnn.batch_size=16",
-    "cnn.val_size=32",
+    "train.batch_size=16",
+    "cnn.retrain_full=false",
     "cnn.train_eval_size=32",
     "cnn.eval_batch_size=64",
 ]
@@ -23,8 +23,8 @@ def _fake_cifar100(*args, **kwargs) -> Dataset:
     labels = lambda n: torch.randint(0, 100, (n,), generator=gen)  # noqa: E731
     return Dataset(
         "cifar100",
-        TensorSplit(images(96), labels(96)),
-        None,
+        TensorSplit(images(64), labels(64)),
+        TensorSplit(images(32), labels(32)),
         TensorSplit(images(32), labels(32)),
         100,
         "fake",
@@ -36,8 +36,9 @@ def test_cnn_jobs_record_every_epoch_and_finish(tmp_path, monkeypatch):
     _, config = resolve_config(
         "cifar100-wrn", activations=["gelu"], seeds=1, epochs=2, overrides=TINY_WRN
     )
-    assert config.cnn.epochs == 2 and config.cnn.gelu_form == "tanh"
-    jobs = sweep.plan_jobs(
+    assert config.train.epochs == 2 and config.model.approximate == "tanh"
+    assert config.train.batch_size == 16 and not config.cnn.retrain_full
+    jobs = plan.plan_jobs(
         "cifar100-wrn",
         config,
         out_dir=tmp_path,
@@ -63,7 +64,7 @@ def test_cnn_jobs_record_every_epoch_and_finish(tmp_path, monkeypatch):
     # done runs are not planned again
     store = RecordStore(tmp_path)
     assert (
-        sweep.plan_jobs(
+        plan.plan_jobs(
             "cifar100-wrn",
             config,
             out_dir=tmp_path,

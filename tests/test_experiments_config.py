@@ -8,6 +8,7 @@ import pytest
 import gelus
 from gelus.cli import UserError
 from gelus.experiments import PRESETS
+from gelus.experiments.cnn_config import CIFAR10AllConvConfig
 from gelus.experiments.config import (
     ConfigError,
     ExperimentConfig,
@@ -44,7 +45,7 @@ def test_unknown_key_lists_valid_keys():
         apply_overrides(ExperimentConfig(), ["optim.learning_rate=1e-3"])
     message = str(error.value)
     assert "optim.learning_rate" in message
-    for key in ("optim.lr", "train.epochs", "model.gelu_form", "noise.levels"):
+    for key in ("optim.lr", "train.epochs", "model.approximate", "noise.levels"):
         assert key in message
     with pytest.raises(ConfigError, match="valid keys"):
         apply_overrides(ExperimentConfig(), ["optim=3"])  # a section, not a value
@@ -64,7 +65,10 @@ def test_wrong_type_or_form_is_an_error(override):
         "train.epochs=0",
         "train.keep=1.5",
         "optim.lr=-1e-3",
-        "model.gelu_form=cubic",
+        "model.approximate=cubic",
+        "optim.lr=nan",
+        "optim.lr=inf",
+        "optim.lr=0",
         "model.init=xavier",
         "activations=nonsense",
     ],
@@ -80,7 +84,7 @@ def test_config_hash_ignores_sweep_axes_only():
         apply_overrides(base, ["train.seeds=9", "optim.lr=1e-2", "activations=silu"])
     )
     assert config_hash(base) != config_hash(apply_overrides(base, ["train.epochs=3"]))
-    assert config_hash(base) != config_hash(apply_overrides(base, ["model.gelu_form=none"]))
+    assert config_hash(base) != config_hash(apply_overrides(base, ["model.approximate=none"]))
 
 
 def test_presets_carry_paper_protocol():
@@ -97,8 +101,10 @@ def test_presets_carry_paper_protocol():
     assert expected <= set(PRESETS)
     for preset in PRESETS.values():
         assert "1606.08415" in preset.citation
-        assert preset.paper_results
-        assert preset.config.model.gelu_form == "tanh"  # the paper's form, everywhere
+        assert preset.paper_summary and {"training set", "runs", "epochs"} <= set(
+            preset.paper_setup
+        )
+        assert preset.config.model.approximate == "tanh"  # the paper's form, everywhere
         assert preset.quick
     mnist = PRESETS["mnist-classification"].config
     assert (mnist.model.hidden, mnist.train.keep, mnist.optim.lr) == (
@@ -129,7 +135,7 @@ def test_every_preset_and_its_quick_version_resolve(name):
     _, quick = resolve_config(name, quick=True)
     assert quick.train.epochs < config.train.epochs
     if config.task == "cnn":
-        assert quick.cnn.epochs == quick.train.epochs and quick.cnn.gelu_form == "tanh"
+        assert dataclasses.is_dataclass(config.cnn) and quick.cnn == config.cnn
 
 
 def test_resolve_config_explicit_arguments_win_over_quick():
@@ -192,3 +198,87 @@ def test_config_hash_changes_with_the_engine_version(monkeypatch):
     before = config_hash(base)
     monkeypatch.setattr(config_module, "ENGINE_VERSION", config_module.ENGINE_VERSION + 1)
     assert config_hash(base) != before
+
+
+def test_presets_are_in_the_papers_order():
+    assert list(PRESETS) == [
+        "mnist-classification", "mnist-noise", "mnist-autoencoder", "twitter-pos", "timit",
+        "cifar10-allconv", "cifar100-wrn", "stochastic-gelu",
+    ]  # fmt: skip
+
+
+def test_the_old_gelu_form_key_is_refused_naming_the_new_one():
+    with pytest.raises(UserError, match=r"model\.gelu_form is now model\.approximate"):
+        resolve_config("mnist-noise", overrides=["model.gelu_form=none"])
+    _, config = resolve_config("mnist-noise", overrides=["model.approximate=none"])
+    assert config.model.approximate == "none"
+
+
+@pytest.mark.parametrize("lr", ["nan", "inf", "-inf", "0", "-1e-3", "1e-3,nan"])
+def test_a_learning_rate_that_is_not_finite_and_positive_is_refused(lr):
+    with pytest.raises(UserError, match=r"optim\.lr"):
+        resolve_config("mnist-classification", overrides=[f"optim.lr={lr}"])
+    resolve_config("mnist-classification", overrides=["optim.lr=1e38"])  # large but finite
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("cifar100-wrn", "train.keep=0.5"),
+        ("cifar100-wrn", "train.dtype=float64"),
+        ("cifar10-allconv", "optim.eps=1e-4"),
+        ("cifar10-allconv", "model.hidden=64"),
+        ("mnist-autoencoder", "train.keep=0.5"),
+    ],
+)
+def test_a_setting_with_no_effect_is_refused_with_the_valid_keys(name, key):
+    with pytest.raises(UserError, match="has no effect") as error:
+        resolve_config(name, overrides=[key])
+    assert (
+        "valid keys" in str(error.value)
+        and key.split("=")[0] not in str(error.value).split("valid keys")[1]
+    )
+
+
+@pytest.mark.parametrize(
+    "key", ["cnn.batch_size=16", "cnn.val_size=32", "cnn.epochs=3", "cnn.lr=0.1"]
+)
+def test_the_cnn_keys_that_had_a_twin_no_longer_exist(key):
+    with pytest.raises(UserError, match="unknown config key"):
+        resolve_config("cifar100-wrn", overrides=[key])
+
+
+def test_the_cnns_read_the_shared_knobs():
+    _, config = resolve_config(
+        "cifar10-allconv", epochs=4, overrides=["train.batch_size=50", "optim.lr=1e-4"]
+    )
+    assert (config.train.epochs, config.train.batch_size, config.optim.lr) == (4, 50, (1e-4,))
+    assert isinstance(config.cnn, CIFAR10AllConvConfig)
+
+
+def test_cifar100_trains_on_all_50k_and_states_its_steps():
+    wrn = PRESETS["cifar100-wrn"]
+    assert wrn.config.cnn.retrain_full and wrn.train_size == 50_000
+    assert wrn.steps == 50_000 // 128 * 50 == 19_500
+    assert "19,500" in " ".join(wrn.fidelity) and "39,050" in wrn.paper_setup["steps"]
+    allconv = PRESETS["cifar10-allconv"]
+    assert (
+        not allconv.config.cnn.retrain_full and allconv.protocol.retrain_key == "cnn.retrain_full"
+    )
+    assert f"{allconv.steps:,}" in " ".join(allconv.fidelity)
+    for preset in PRESETS.values():
+        if preset.config.task == "cnn":
+            assert "steps" in preset.paper_setup and preset.steps
+
+
+def test_paper_claims_as_the_paper_states_them():
+    mnist = PRESETS["mnist-classification"].paper_summary
+    assert "GELU lowest, then ELU, then ReLU with dropout" in mnist
+    assert "tends to have the lowest training loss" in mnist
+    assert "§3.3" in PRESETS["twitter-pos"].citation
+    assert PRESETS["twitter-pos"].paper_setup["runs"] == PRESETS["timit"].paper_setup["runs"] == "5"
+    soi = PRESETS["stochastic-gelu"]
+    assert "gelus run twitter-pos" not in " ".join(soi.fidelity)
+    assert soi.protocol.tune_setting and "11.9 %" in soi.paper_summary
+    assert "TensorFlow's input_data" in " ".join(PRESETS["mnist-classification"].fidelity)
+    assert "effective ε" in " ".join(PRESETS["cifar10-allconv"].fidelity)

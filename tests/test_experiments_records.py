@@ -1,5 +1,6 @@
 """The records store: append-only, WAL, duplicates ignored, runs marked done."""
 
+import math
 import sqlite3
 
 from gelus.experiments.records import DB_NAME, RecordStore, RunKey, read_records, read_runs
@@ -43,3 +44,15 @@ def test_finish_marks_done_and_database_is_wal(tmp_path):
 
 def test_reading_a_missing_directory_gives_nothing(tmp_path):
     assert read_records(tmp_path / "none") == [] and read_runs(tmp_path / "none") == []
+
+
+def test_nan_and_inf_survive_the_database(tmp_path):
+    # SQLite stores a NaN as NULL: a diverged run's value must come back as NaN, not None
+    store = RecordStore(tmp_path)
+    store.start_run(KEY, "{}", "{}")
+    for epoch, value in ((1, float("nan")), (2, float("inf")), (3, float("-inf")), (4, 0.5)):
+        store.add(KEY, epoch, "val", "loss", value)
+    store.close()
+    values = [r.value for r in read_records(tmp_path)]
+    assert all(isinstance(v, float) for v in values)
+    assert math.isnan(values[0]) and values[1:] == [math.inf, -math.inf, 0.5]

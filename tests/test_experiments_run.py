@@ -9,11 +9,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+import gelus
 from gelus.cli import UserError
 from gelus.cli import main as gelus_main
 from gelus.experiments import read_records, read_runs, run_experiment
@@ -78,7 +80,10 @@ def test_records_schema_resume_skip_and_determinism(data_dir, tmp_path):
     metadata = runs[0].metadata
     assert metadata["dataset"] == "mnist" and metadata["threads"] == 1
     assert metadata["code_version"] and metadata["packages"]["torch"] == torch.__version__
-    assert runs[0].config["model"]["gelu_form"] == "tanh"
+    assert runs[0].config["model"]["approximate"] == "tanh"
+    assert (
+        metadata["train_size"] == 200 and metadata["steps"] == 200 // 50 * 2
+    )  # TINY: batches of 50
     per_run = Counter(r.run_id for r in records)
     # epoch 0: 3 splits × (loss, error); epochs 1-2: the same plus train seconds
     assert set(per_run.values()) == {6 + 2 * 7}
@@ -278,7 +283,9 @@ def test_kill_9_then_resume_equals_uninterrupted_run(data_dir, tmp_path):
     ]
     for setting in TINY + settings:
         argv += ["--set", setting]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # the subprocess runs the code under test (this checkout's src), not whatever is installed
+    env = {**os.environ, "PYTHONPATH": str(Path(gelus.__file__).resolve().parents[1])}
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     database = tmp_path / "killed" / "records.sqlite"
     deadline = time.monotonic() + 120
     max_epoch = None
@@ -298,7 +305,7 @@ def test_kill_9_then_resume_equals_uninterrupted_run(data_dir, tmp_path):
     interrupted = read_runs(tmp_path / "killed")
     assert any(r.status == "running" for r in interrupted)
 
-    finished = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    finished = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     assert finished.returncode == 0, finished.stderr[-2000:]
 
     # the uninterrupted reference, in this process with one thread like the worker
@@ -322,3 +329,65 @@ def test_kill_9_then_resume_equals_uninterrupted_run(data_dir, tmp_path):
     assert _without_seconds(resumed) == _without_seconds(reference)
     assert len(resumed) == len(reference) == 2 * 2 * (6 + epochs * 7)
     assert {r.status for r in read_runs(tmp_path / "killed")} == {"done"}
+
+
+def test_a_batch_larger_than_the_training_set_is_refused_before_any_worker(
+    data_dir, tmp_path, capsys
+):
+    argv = [
+        "run",
+        "mnist-classification",
+        "--data-dir",
+        str(data_dir),
+        "--no-verify",
+        "--workers",
+        "0",
+    ]
+    argv += [
+        "--set",
+        "train.train_subset=300",
+        "--set",
+        "train.batch_size=301",
+        "--out",
+        str(tmp_path / "out"),
+    ]
+    assert gelus_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "train.batch_size=301 is larger than the 300 training samples" in err
+    assert not (tmp_path / "out" / "records.sqlite").exists()
+
+
+def test_two_configs_in_one_folder_stay_apart_and_a_diverged_run_is_reported(data_dir, tmp_path):
+    from gelus.experiments import PRESETS
+    from gelus.experiments.runner import summary_table
+    from gelus.report.render import write_report
+
+    common = dict(activations=["gelu", "relu"], seeds=1, epochs=1)
+    small = ["train.train_subset=200", "train.eval_train_subset=100", "train.keep=1"]
+    for form, lr in (("tanh", "1e-3"), ("none", "1e38")):  # lr 1e38 diverges
+        overrides = [*small, f"model.approximate={form}", f"optim.lr={lr}"]
+        _run(tmp_path, data_dir, overrides=overrides, **common)
+    records, runs = read_records(tmp_path), read_runs(tmp_path)
+    assert len({r.config_hash for r in runs}) == 2
+    assert any(np.isnan(r.value) for r in records)  # the NaN survived SQLite
+
+    lines = summary_table(records, runs, PRESETS["mnist-classification"]).splitlines()
+    (tanh,) = [
+        line for line in lines if line.startswith("gelu") and "model.approximate=tanh" in line
+    ]
+    (none,) = [
+        line for line in lines if line.startswith("gelu") and "model.approximate=none" in line
+    ]
+    (own,) = [r.value for r in records if (r.activation, r.lr, r.epoch, r.split, r.metric) == ("gelu", 1e-3, 1, "test", "loss")]  # fmt: skip
+    assert f"{own:.4f}" in tanh and "—" in none and "1 diverged" in none
+
+    _, md_path = write_report(
+        records, runs, tmp_path / "report", presets=PRESETS, activation_figure=False
+    )
+    md = md_path.read_text()
+    assert md.index("## Summary") < md.index("## mnist-classification")
+    assert (
+        "| gelu | model.approximate=none | keep=1.0 | 1e+38 | test loss | 1 | — (all 1 diverged) |"
+        in md
+    )
+    assert f"| gelu | model.approximate=tanh | keep=1.0 | 0.001 | test loss | 1 | {own:.4g} |" in md

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gelus.experiments.stacked import MemberRandomness, StackedAdam, StackedMLP
-from gelus.experiments.train_mlp import make_activation, train_epoch, train_step
+from gelus.experiments.train_mlp import mlp_activation, train_epoch, train_step
 
 SIZES = (12, 16, 8, 5)  # input, two hidden layers, output
 LRS = (1e-2, 3e-3, 1e-3)
@@ -20,7 +20,7 @@ def _stacked(activation: str, keep: float, task: str):
     model = StackedMLP(
         len(SEEDS),
         sizes,
-        make_activation(activation, "tanh"),
+        mlp_activation(activation, "tanh"),
         keep=keep,
         stochastic=activation == "stochastic_gelu",
         dtype=torch.float64,
@@ -50,7 +50,7 @@ def _reference_forward(layers, activation, x, u, keep):
             if activation == "stochastic_gelu":
                 x = x * (mask_u < torch.special.ndtr(x).detach()).double()
             else:
-                x = make_activation(activation, "tanh")(x)
+                x = mlp_activation(activation, "tanh")(x)
                 if keep < 1:
                     x = x * ((mask_u < keep).double() / keep)
     return x
@@ -209,7 +209,22 @@ def test_fill_bits_uses_all_64_bits_and_depends_on_the_seed_alone():
 
 def test_activation_must_be_parameter_free_and_elementwise():
     with pytest.raises(ValueError, match="learnable parameters"):
-        make_activation("prelu", "tanh")
-    assert make_activation("gelu", "tanh").approximate == "tanh"
-    assert make_activation("gelu", "none").approximate == "none"
-    assert make_activation("stochastic_gelu", "tanh") is None
+        mlp_activation("prelu", "tanh")
+    assert mlp_activation("gelu", "tanh").approximate == "tanh"
+    assert mlp_activation("gelu", "none").approximate == "none"
+    assert mlp_activation("stochastic_gelu", "tanh") is None
+
+
+def test_one_activation_factory_serves_both_engines():
+    from gelus.experiments.activations import activation_factory
+    from gelus.experiments.cnn import CIFAR10AllConvConfig, build_cnn
+
+    # one rule for names in both engines: any case; an alias keeps the form it names
+    assert mlp_activation("GELU", "none").approximate == "none"
+    assert activation_factory("GELU", "none")().approximate == "none"
+    assert activation_factory("gelu_new", "none")().approximate == "tanh"
+    model = build_cnn(CIFAR10AllConvConfig(widths=(4, 6)), "GELU", 10, approximate="none")
+    gelus_in_cnn = [m for m in model.modules() if type(m).__name__ == "GELU"]
+    assert gelus_in_cnn and all(m.approximate == "none" for m in gelus_in_cnn)
+    factory = activation_factory("relu")
+    assert factory() is not factory()  # fresh modules

@@ -20,7 +20,7 @@ from _data_fixtures import cifar100_binary_members, write_mnist, write_tar
 from gelus.cli import UserError
 from gelus.cli import main as gelus_main
 from gelus.data import DatasetNotFoundError
-from gelus.experiments import cnn, read_records, read_runs, run_experiment, sweep
+from gelus.experiments import cnn, plan, read_records, read_runs, run_experiment
 from gelus.experiments.ray_executor import (
     INSTALL_HINT,
     RayExecutor,
@@ -47,8 +47,8 @@ SWEEP = {
 TINY_WRN = [
     "cnn.blocks_per_stage=1",
     "cnn.widths=4,4,8,8",
-    "cnn.batch_size=16",
-    "cnn.val_size=32",
+    "train.batch_size=16",
+    "cnn.retrain_full=false",
     "cnn.train_eval_size=32",
     "cnn.eval_batch_size=64",
 ]
@@ -192,7 +192,7 @@ def test_job_exception_is_raised_on_the_driver_with_its_type(ray_runtime, tmp_pa
     _, config = resolve_config(
         "mnist-classification", seeds=1, epochs=1, overrides=["optim.lr=1e-3", "train.keep=1"]
     )
-    jobs = sweep.plan_jobs(
+    jobs = plan.plan_jobs(
         "mnist-classification",
         config,
         out_dir=tmp_path / "out",

@@ -1,7 +1,5 @@
 """`gelus report` and `gelus reproduce` end to end, with a fake engine writing synthetic records."""
 
-from types import SimpleNamespace
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -10,6 +8,7 @@ import pytest
 
 import gelus.experiments
 from gelus.cli import main
+from gelus.experiments.presets import PRESETS
 from gelus.report import sources
 from test_report_synthetic import make_records, write_database
 
@@ -36,22 +35,7 @@ def test_report_command_errors_name_the_way_out(tmp_path, capsys):
 @pytest.fixture
 def fake_engine(monkeypatch):
     """Two presets: one runs (writes synthetic records), one has no data."""
-    presets = {
-        "mnist-classification": SimpleNamespace(
-            citation="paper, Fig. 2",
-            dataset="mnist",
-            substitute="fashion-mnist",
-            paper_results="curves only",
-            fidelity=(),
-        ),
-        "cifar10-allconv": SimpleNamespace(
-            citation="paper, Fig. 6",
-            dataset="cifar10",
-            substitute=None,
-            paper_results={"gelu": 0.0789},
-            fidelity=(),
-        ),
-    }
+    presets = {name: PRESETS[name] for name in ("mnist-classification", "cifar10-allconv")}
     calls = []
 
     def run_experiment(
@@ -77,7 +61,7 @@ def fake_engine(monkeypatch):
         present = name == "fashion-mnist"
         return sources.DatasetStatus(name, present, f"how to get {name}: fetch it")
 
-    monkeypatch.setattr(gelus.experiments, "PRESETS", presets, raising=False)
+    monkeypatch.setattr(sources, "presets", lambda: presets)
     monkeypatch.setattr(gelus.experiments, "run_experiment", run_experiment, raising=False)
     monkeypatch.setattr(sources, "dataset_status", dataset_status)
     return calls
@@ -89,7 +73,7 @@ def test_reproduce_runs_what_it_can_and_lists_the_rest(tmp_path, fake_engine, ca
     assert fake_engine == [("mnist-classification", True, 1)]  # cifar10 data absent: not run
     md = (out / "report" / "report.md").read_text()
     assert "> **Quick run:" in md
-    assert "The paper reports: curves only" in md
+    assert "The paper reports: " + PRESETS["mnist-classification"].paper_summary in md
     assert "| cifar10-allconv | cifar10 | how to get cifar10: fetch it |" in md
     assert (out / "report" / "report.html").is_file()
 

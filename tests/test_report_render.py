@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 
 import pytest
 
+from gelus.experiments.presets import PRESETS
 from gelus.report.analysis import Missing
 from gelus.report.render import QUICK_BANNER, write_report
 from test_report_synthetic import make_records, value_of
@@ -25,7 +26,7 @@ def report(tmp_path_factory):
     mnist, mnist_runs = make_records(epochs=3, lrs=(1e-3, 1e-4), quick=True)
     cifar, cifar_runs = make_records("cifar10-allconv", settings=("",), lrs=(1e-3,), epochs=2, dataset="cifar10")  # fmt: skip
     missing = [Missing("timit", "timit", "licensed from the LDC: put the files into ~/.cache/gelus/data/timit")]  # fmt: skip
-    html_path, md_path = write_report(mnist + cifar, mnist_runs + cifar_runs, out, missing=missing, source="synthetic")  # fmt: skip
+    html_path, md_path = write_report(mnist + cifar, mnist_runs + cifar_runs, out, presets=PRESETS, missing=missing, source="synthetic")  # fmt: skip
     return html_path, md_path, html_path.read_text(), md_path.read_text()
 
 
@@ -46,7 +47,9 @@ def test_markdown_tables_hold_the_protocols_numbers(report):
     assert md.count("| 7.89 % |") == 1  # the paper's CIFAR-10 GELU error, from the preset
     differences = [value_of("gelu", s, 1e-3, "", 2, "test", "error") - value_of("relu", s, 1e-3, "", 2, "test", "error") for s in SEEDS]  # fmt: skip
     mean = statistics.mean(differences)
-    assert re.search(rf"\| gelu − relu \| — \| chosen \| test error \| 3 \| {100 * mean:+.2f} pp \|", md)
+    assert re.search(
+        rf"\| gelu − relu \| — \| chosen \| test error \| 3 \| {100 * mean:+.2f} pp \|", md
+    )
     assert "| not resolved at n=3 (leans to holding; a verdict needs ≥ 5 seeds) |" in md
 
 
@@ -94,3 +97,63 @@ def test_chromium_renders_the_page_and_every_image_loads(report, tmp_path):
     n = html.count("<img")
     assert f'data-images="{n}/{n}"' in dom
     assert "Test results: paper vs ours" in dom
+
+
+def _report(tmp_path, records, runs):
+    _, md_path = write_report(records, runs, tmp_path, presets=PRESETS, activation_figure=False)
+    return md_path.read_text()
+
+
+def test_summary_comes_first_and_experiments_follow_the_papers_order(tmp_path):
+    auto, auto_runs = make_records("mnist-autoencoder", settings=("",), splits=("train", "test"), metrics=("loss", "recon_error"), epochs=2)  # fmt: skip
+    wrn, wrn_runs = make_records("cifar100-wrn", settings=("",), lrs=(0.1,), splits=("train", "test"), seeds=range(5), epochs=2)  # fmt: skip
+    mnist, mnist_runs = make_records(epochs=2)
+    md = _report(tmp_path, auto + wrn + mnist, auto_runs + wrn_runs + mnist_runs)
+    headings = re.findall(r"^## (.+)$", md, flags=re.MULTILINE)
+    assert headings[:4] == [
+        "Summary",
+        "mnist-classification (paper Figure 2)",
+        "mnist-autoencoder (paper Figure 4)",
+        "cifar100-wrn (paper Figure 7)",
+    ]
+    summary = md[md.index("## Summary") : md.index("## mnist-classification")]
+    (wrn_row,) = [line for line in summary.splitlines() if line.startswith("| cifar100-wrn")]
+    # what the paper reports, what this run found, and the verdict with its n
+    assert PRESETS["cifar100-wrn"].paper_summary in wrn_row
+    gelu = statistics.median(value_of("gelu", s, 0.1, "", 2, "test", "error") for s in range(5))
+    assert f"gelu {100 * gelu:.2f} %" in wrn_row
+    assert (
+        "gelu < relu (lr=0.1): holds (n=5)" in wrn_row
+        and "gelu < elu (lr=0.1): holds (n=5)" in wrn_row
+    )
+
+
+def test_two_configs_in_one_folder_are_separate_labelled_rows(tmp_path):
+    tanh, tanh_runs = make_records(settings=("keep=1.0",), epochs=2, config_hash="aaa", approximate="tanh")  # fmt: skip
+    exact, exact_runs = make_records(settings=("keep=1.0",), epochs=2, config_hash="bbb", approximate="none")  # fmt: skip
+    exact = [r._replace(value=r.value + 1.0) for r in exact]  # far apart: a merge would show
+    md = _report(tmp_path, tanh + exact, tanh_runs + exact_runs)
+    for form, shift in (("tanh", 0.0), ("none", 1.0)):
+        median = shift + statistics.median(value_of("gelu", s, 1e-3, "keep=1.0", 2, "test", "loss") for s in SEEDS)  # fmt: skip
+        row = (
+            f"| gelu | model.approximate={form} | keep=1.0 | 0.001 | test loss | 3 | {median:.4g} |"
+        )
+        assert row in md
+        assert f"| mnist-classification (Figure 2) [model.approximate={form}] |" in md
+
+
+def test_setup_shows_training_set_and_steps_beside_the_papers(tmp_path):
+    wrn, wrn_runs = make_records("cifar100-wrn", settings=("",), lrs=(0.1,), epochs=2, metadata={"train_size": 50_000, "steps": 780})  # fmt: skip
+    md = _report(tmp_path, wrn, wrn_runs)
+    assert (
+        f"| training set | {PRESETS['cifar100-wrn'].paper_setup['training set']} | 50,000 |" in md
+    )
+    assert "| steps | 39,050 | 780 |" in md
+
+
+def test_a_paper_number_is_not_attached_to_a_setting_the_paper_did_not_run(tmp_path):
+    # twitter-pos at keep 1.0 (the paper: keep 0.8): the paper's 12.67 % is not this experiment
+    pos, pos_runs = make_records("twitter-pos", settings=("keep=1.0", "keep=0.8"), lrs=(1e-3,), epochs=2)  # fmt: skip
+    md = _report(tmp_path, pos, pos_runs)
+    rows = {line.split(" | ")[1]: line for line in md.splitlines() if line.startswith("| relu | keep=") and "test error" in line}  # fmt: skip
+    assert rows["keep=0.8"].endswith("| 12.67 % |") and rows["keep=1.0"].endswith("| — |")

@@ -52,6 +52,9 @@ def make_records(
     noise_levels=(),
     quick=False,
     dataset="fashion-mnist",
+    config_hash="hash0",
+    approximate="tanh",
+    metadata=None,
 ):
     """(records, runs) for one experiment; noise splits after the last epoch as the engine does."""
     records, runs = [], []
@@ -60,12 +63,14 @@ def make_records(
             for lr in lrs:
                 for seed in seeds:
                     run_id = f"{experiment}-{activation}-{setting}-{lr:g}-{seed}"
-                    key = (run_id, experiment, "hash0", activation, seed, lr, setting)
+                    run_id = f"{config_hash}-{run_id}"
+                    key = (run_id, experiment, config_hash, activation, seed, lr, setting)
                     config = {"dataset": dataset, "train": {"epochs": epochs, "batch_size": 128}}
-                    config["model"] = {"gelu_form": "tanh"}
+                    config["model"] = {"approximate": approximate}
                     if quick:
                         config["quick"] = True
-                    runs.append(RunInfo(*key, "done", json.dumps(config), json.dumps(METADATA)))
+                    run_metadata = {**METADATA, **(metadata or {})}
+                    runs.append(RunInfo(*key, "done", json.dumps(config), json.dumps(run_metadata)))
                     for epoch in range(1, epochs + 1):
                         for split in splits:
                             for metric in metrics:

@@ -4,16 +4,10 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from gelus.report.stats import (
-    Protocol,
-    bootstrap_ci,
-    compare_paired,
-    iqm,
-    ordering_verdict,
-    protocol_for,
-    select,
-    summarize,
-)
+from gelus.experiments.presets import PRESETS
+from gelus.experiments.protocol import Protocol
+from gelus.experiments.selection import select, variant_labels
+from gelus.report.stats import bootstrap_ci, compare_paired, iqm, ordering_verdict, summarize
 from test_report_synthetic import Record
 
 
@@ -66,8 +60,19 @@ def test_summarize_hand_computed():
     assert empty.n == 0 and np.isnan(empty.median)
 
 
-def _rec(activation, seed, lr, epoch, split, value, metric="error", setting="", experiment="exp"):
-    return Record(f"{activation}{seed}{lr}{setting}", experiment, "h", activation, seed, lr, setting, epoch, split, metric, value)  # fmt: skip
+def _rec(
+    activation,
+    seed,
+    lr,
+    epoch,
+    split,
+    value,
+    metric="error",
+    setting="",
+    experiment="exp",
+    chash="h",
+):
+    return Record(f"{chash}{activation}{seed}{lr}{setting}", experiment, chash, activation, seed, lr, setting, epoch, split, metric, value)  # fmt: skip
 
 
 def test_select_chooses_lr_by_median_val_at_last_epoch():
@@ -78,9 +83,7 @@ def test_select_chooses_lr_by_median_val_at_last_epoch():
             records.append(_rec("gelu", seed, lr, 1, "val", 0.05))  # epoch 1 best, but "last" rule
             records.append(_rec("gelu", seed, lr, 2, "val", v))
             records.append(_rec("gelu", seed, lr, 2, "test", v + 0.01 * seed))
-    (selection,) = select(
-        records, "exp", Protocol(select_metrics=("error",), report_metrics=("error",))
-    )
+    (selection,) = select(records, Protocol(select_metrics=("error",), report_metrics=("error",)))
     assert selection.lr == 1e-4 and selection.lr_selected
     assert selection.values == pytest.approx({0: 0.25, 1: 0.29, 2: 0.31})
     assert selection.epochs == {0: 2, 1: 2, 2: 2}
@@ -96,14 +99,14 @@ def test_select_best_epoch_rule_reports_test_at_each_seeds_best_val_epoch():
             records.append(
                 _rec("gelu", seed, 1e-3, epoch, "test", 10 * seed + epoch, experiment="timit")
             )
-    (selection,) = select(records, "timit", Protocol(select_metrics=("error",), epoch="best"))
+    (selection,) = select(records, Protocol(select_metrics=("error",), epoch="best"))
     assert selection.values == {0: 2, 1: 13, 2: 21}
-    assert protocol_for("timit").epoch == "best"  # the paper: chosen at the lowest val error
+    assert PRESETS["timit"].protocol.epoch == "best"  # the paper: chosen at the lowest val error
 
 
 def test_select_without_validation_reports_each_lr():
     records = [_rec("relu", s, lr, 3, "test", lr * 1000 + s) for lr in (1e-3, 1e-4) for s in (0, 1)]
-    selections = select(records, "exp", Protocol(report_metrics=("error",)))
+    selections = select(records, Protocol(report_metrics=("error",)))
     assert [(s.lr, s.lr_selected) for s in selections] == [(1e-4, False), (1e-3, False)]
     assert selections[1].values == {0: 1.0, 1: 2.0}
 
@@ -115,7 +118,7 @@ def test_select_tunes_the_setting_when_asked():
             common = {"setting": setting, "experiment": "stochastic-gelu"}
             records.append(_rec("relu", seed, 1e-3, 1, "val", v, **common))
             records.append(_rec("relu", seed, 1e-3, 1, "test", v + seed, **common))
-    (selection,) = select(records, "stochastic-gelu")
+    (selection,) = select(records, PRESETS["stochastic-gelu"].protocol)
     assert selection.setting == "keep=0.5"
     assert selection.values == pytest.approx({0: 0.1, 1: 1.1})
 
@@ -126,7 +129,7 @@ def test_paired_difference_uses_shared_seeds_only():
         records += [_rec("gelu", seed, 1e-3, 1, "test", v)]
     for seed, v in ((1, 0.20), (2, 0.25), (3, 0.01)):  # seed 3 has no GELU partner
         records += [_rec("relu", seed, 1e-3, 1, "test", v)]
-    gelu, relu = select(records, "exp", Protocol(report_metrics=("error",)))
+    gelu, relu = select(records, Protocol(report_metrics=("error",)))
     assert (gelu.activation, relu.activation) == ("gelu", "relu")
     c = compare_paired(gelu, relu, rng=np.random.default_rng(0))
     assert c.seeds == (1, 2)
@@ -146,3 +149,70 @@ def test_ordering_verdicts():
     assert ordering_verdict((-0.3, -0.1), 3).startswith("not resolved at n=3 (leans to holding")
     assert ordering_verdict((0.1, 0.3), 2).startswith("not resolved at n=2 (leans reversed")
     assert ordering_verdict((float("nan"), float("nan")), 0) == "no shared seeds"
+
+
+ERROR_ONLY = Protocol(select_metrics=("error",), report_metrics=("error",))
+
+
+def test_two_configs_are_never_merged_and_are_labelled_by_what_differs():
+    # the same activation, setting, lr and seeds in two configs, with different values
+    records = []
+    for chash, offset in (("tanh0", 0.0), ("none0", 0.5)):
+        for seed in (0, 1):
+            records.append(_rec("gelu", seed, 1e-3, 1, "val", 0.1 + offset, chash=chash))
+            records.append(_rec("gelu", seed, 1e-3, 1, "test", 0.2 + offset + seed, chash=chash))
+    configs = {
+        "tanh0": {"model.approximate": "tanh", "train.epochs": 1},
+        "none0": {"model.approximate": "none", "train.epochs": 1},
+    }
+    none, tanh = select(records, ERROR_ONLY, configs)
+    assert (tanh.config_hash, tanh.variant) == ("tanh0", "model.approximate=tanh")
+    assert (none.config_hash, none.variant) == ("none0", "model.approximate=none")
+    assert tanh.values == pytest.approx({0: 0.2, 1: 1.2})
+    assert none.values == pytest.approx({0: 0.7, 1: 1.7})
+    assert variant_labels(["a"], {"a": {"x": 1}}) == {"a": ""}  # one config: no label
+
+
+def test_tune_then_retrain_takes_the_lr_from_tuning_and_the_error_from_the_retrain():
+    protocol = PRESETS["cifar10-allconv"].protocol
+    configs = {
+        "tune": {"cnn.retrain_full": False, "train.epochs": 2},
+        "full": {"cnn.retrain_full": True, "train.epochs": 2},
+    }
+    records = []
+    for seed in (0, 1, 2):
+        # tuning: lr 1e-4 wins on val (0.2 < 0.3); its own test errors are 0.5
+        for lr, val in ((1e-3, 0.3), (1e-4, 0.2)):
+            records.append(_rec("gelu", seed, lr, 2, "val", val, chash="tune"))
+            records.append(_rec("gelu", seed, lr, 2, "test", 0.5, chash="tune"))
+        # retrain on 50k at both lrs, no val split: 1e-3 would look better, but it was not chosen
+        records.append(_rec("gelu", seed, 1e-3, 2, "test", 0.01, chash="full"))
+        records.append(_rec("gelu", seed, 1e-4, 2, "test", 0.07 + seed / 100, chash="full"))
+    (selection,) = [s for s in select(records, protocol, configs) if s.metric == "error"]
+    assert (selection.lr, selection.lr_selected) == (1e-4, True)
+    assert (selection.config_hash, selection.tuned_on) == ("full", "tune")
+    assert selection.values == pytest.approx({0: 0.07, 1: 0.08, 2: 0.09})
+    # without the retrain config, the tuning config reports on its own
+    tuning_only = [r for r in records if r.config_hash == "tune"]
+    (alone,) = select(tuning_only, ERROR_ONLY, configs)
+    assert (alone.config_hash, alone.lr, alone.tuned_on) == ("tune", 1e-4, "")
+    assert alone.values == pytest.approx({0: 0.5, 1: 0.5, 2: 0.5})
+
+
+def test_diverged_runs_lose_the_lr_choice_and_are_counted_not_crashed_on():
+    nan, inf = float("nan"), float("inf")
+    records = []
+    for seed, (bad_val, good_val) in enumerate(((nan, 0.3), (nan, 0.3), (0.01, 0.3))):
+        records.append(_rec("gelu", seed, 1.0, 1, "val", bad_val))  # diverged in 2 of 3 seeds
+        records.append(_rec("gelu", seed, 1.0, 1, "test", bad_val))
+        records.append(_rec("gelu", seed, 1e-3, 1, "val", good_val))
+        records.append(_rec("gelu", seed, 1e-3, 1, "test", [0.3, inf, 0.5][seed]))
+    (selection,) = select(records, ERROR_ONLY)
+    assert selection.lr == 1e-3  # a median over {inf, inf, 0.01} is inf: 1.0 is not chosen
+    assert selection.diverged == 1 and selection.finite == [0.3, 0.5]
+    summary = summarize(list(selection.values.values()), rng=np.random.default_rng(0))
+    assert (summary.n, summary.diverged, summary.median) == (2, 1, 0.4)
+    assert summarize([nan, nan], rng=np.random.default_rng(0)).diverged == 2
+    baseline = selection._replace(activation="relu", values={0: 0.4, 1: 0.4, 2: 0.4})
+    c = compare_paired(selection, baseline, rng=np.random.default_rng(0))
+    assert c.seeds == (0, 2) and c.diverged == 1 and c.mean == pytest.approx(0.0)

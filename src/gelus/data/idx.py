@@ -4,8 +4,9 @@ An IDX file is a big-endian header ``0x00 0x00 <type> <ndim>``, then ``ndim`` ui
 then the values in C order. MNIST images are ``type 0x08`` (uint8), ``ndim 3`` ``[N, 28, 28]``;
 labels are uint8 ``ndim 1`` ``[N]``.
 
-Split (the TensorFlow tutorial's ``input_data``, which the paper's code used): train = the first
-55,000 images of the official training file, val = its last 5,000, test = the official 10,000.
+Split: train = the first 55,000 images of the official training file, val = its last 5,000, test =
+the official 10,000. The sizes are those of TensorFlow's ``input_data``, which the paper's code
+used; ``input_data`` took the *first* 5,000 as validation, so the images differ.
 
 A file is read header first: the dimensions fix the payload's size, which must be at most
 ``MAX_IDX_BYTES``, and a gzip stream is decompressed only that far (plus one byte, to see that it

@@ -98,8 +98,8 @@ def _run(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.amp is not None:
         preset = PRESETS.get(args.experiment)
-        if preset is not None and preset.cnn_config is None:
-            cnns = ", ".join(name for name, p in PRESETS.items() if p.cnn_config)
+        if preset is not None and preset.config.task != "cnn":
+            cnns = ", ".join(name for name, p in PRESETS.items() if p.config.task == "cnn")
             raise UserError(f"--amp applies to the CNN experiments ({cnns}) only")
         overrides.append(f"cnn.amp_dtype={args.amp}")
     executor = make_executor(args)

@@ -15,7 +15,6 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import gelus
+from gelus.experiments.activations import activation_factory
 from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint
+from gelus.experiments.cnn_config import CIFAR10AllConvConfig, CIFAR100WRNConfig, CNNConfig
 from gelus.experiments.cnn_data import (
     apply_zca,
     fit_zca,
@@ -32,11 +33,13 @@ from gelus.experiments.cnn_data import (
     mean_image,
     random_crop_flip,
 )
-from gelus.experiments.cnn_models import AllConvNet, WideResNet, make_activation
+from gelus.experiments.cnn_models import AllConvNet, WideResNet
+from gelus.experiments.device import local_device
 
 __all__ = [
     "CIFAR10AllConvConfig",
     "CIFAR100WRNConfig",
+    "CNNConfig",
     "allconv_beta1",
     "allconv_lr",
     "build_cnn",
@@ -46,106 +49,29 @@ __all__ = [
 ]
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-GELU_FORMS = ("none", "tanh", "sigmoid")
-
-
-@dataclass(frozen=True)
-class _CNNRunOptions:
-    """How a CNN run is split, evaluated and computed: the same for both CIFAR experiments."""
-
-    val_size: int = 5000  # held out from the end of train when the dataset has no val split
-    retrain_full: bool = (
-        False  # train on train + val (no val metrics), as for the reported test error
-    )
-    train_eval_size: int | None = 10_000  # train loss/error on the first N train images; None: all
-    eval_batch_size: int = 500
-    amp_dtype: str | None = None  # None | "bf16" | "fp16" (fp16 on CUDA only, with a GradScaler)
-    channels_last: bool | None = None  # NHWC; None: on CUDA only (slower on CPU oneDNN here)
-    gelu_form: str = "tanh"  # "gelu" means GELU(approximate=gelu_form); the paper used tanh
-
-
-@dataclass(frozen=True)
-class CIFAR10AllConvConfig(_CNNRunOptions):
-    """Salimans & Kingma's all-conv net on CIFAR-10, as the paper trained it (``all_convnet.py``)."""
-
-    epochs: int = 200  # paper: 200
-    batch_size: int = 100  # paper: 100
-    lr: float = 1e-3  # Adam; the paper tuned it over {1e-3, 1e-4, 1e-5} on the 5k validation split
-    lr_decay_start: int = 100  # lr constant for this many epochs, then linear to 0 at `epochs`
-    beta1: float = 0.9  # Adam β₁ for epochs 1..beta1_switch_epoch
-    beta1_late: float = 0.5  # Adam β₁ afterwards
-    beta1_switch_epoch: int = 100
-    beta2: float = 0.999
-    adam_eps: float = 1e-8  # outside the √; the released g/√(v̂ + 1e-8) acts like ε ≈ 1e-4
-    noise_std: float = 0.15  # Gaussian noise on the whitened input, training only
-    dropout: float = 0.5  # after each max-pool
-    widths: tuple[int, int] = (96, 192)  # channels of the first and second conv stacks
-    zca_epsilon: float = 1e-5  # added to the covariance eigenvalues (Salimans & Kingma's nn.ZCA)
-    bn_eps: float = 1e-4  # Lasagne's BatchNormLayer default
-    logit_batchnorm: bool = True  # the released code batch-normalises the logits
-
-    def __post_init__(self) -> None:
-        _check_common(self)
-        if not 0 <= self.lr_decay_start <= self.epochs:
-            raise ValueError(f"lr_decay_start={self.lr_decay_start} must be in [0, epochs]")
-
-
-@dataclass(frozen=True)
-class CIFAR100WRNConfig(_CNNRunOptions):
-    """WRN-40-4 on CIFAR-100, as the paper trained it (``SGDR_WRNs_gelu.py``, scenario 13)."""
-
-    epochs: int = 50  # paper: 50 (one epoch = one pass over the 50k images, not the doubled set)
-    batch_size: int = 128  # paper: 128
-    lr: float = 0.1  # peak of the cosine schedule, decayed to 0 per batch over all epochs
-    momentum: float = 0.9  # Nesterov
-    weight_decay: float = 5e-4  # λ of the loss penalty λ·Σw² (conv/dense weights, BN scales)
-    dropout: float = 0.3  # between the two convolutions of each block
-    blocks_per_stage: int = 6  # depth 6n + 4 = 40
-    widths: tuple[int, int, int, int] = (16, 64, 128, 256)  # stem, then 16k, 32k, 64k with k = 4
-    crop_padding: int = 4  # random crops of the zero-padded (mean-subtracted) image
-    flip: bool = True  # random horizontal flips
-    bn_eps: float = 1e-4  # Lasagne's BatchNormLayer default
-
-    def __post_init__(self) -> None:
-        _check_common(self)
-        if len(self.widths) != 4:
-            raise ValueError(f"widths={self.widths} needs 4 entries: stem and three stages")
-
-
-CNNConfig = CIFAR10AllConvConfig | CIFAR100WRNConfig
-
-
-def _check_common(cfg: CNNConfig) -> None:
-    for name in ("epochs", "batch_size", "eval_batch_size"):
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"{name}={getattr(cfg, name)} must be at least 1")
-    if cfg.amp_dtype not in (None, *AMP_DTYPES):
-        raise ValueError(f"amp_dtype={cfg.amp_dtype!r}: use None, 'bf16' or 'fp16'")
-    if cfg.gelu_form not in GELU_FORMS:
-        raise ValueError(f"gelu_form={cfg.gelu_form!r}: use one of {', '.join(GELU_FORMS)}")
-    if cfg.val_size < 0:
-        raise ValueError(f"val_size={cfg.val_size} must be non-negative")
 
 
 # ---------------------------------------------------------------- schedules
 
 
-def allconv_lr(epoch: int, cfg: CIFAR10AllConvConfig, base_lr: float) -> float:
-    """The all-conv net's learning rate in 1-based ``epoch`` (constant within an epoch):
+def allconv_lr(epoch: int, epochs: int, cfg: CIFAR10AllConvConfig, base_lr: float) -> float:
+    """The all-conv net's learning rate in 1-based ``epoch`` of ``epochs`` (constant within one):
 
-    lr = base_lr · min(1, (E − epoch + 1) / (E − D)),  E = cfg.epochs, D = cfg.lr_decay_start,
+    lr = base_lr · min(1, (E − epoch + 1) / (E − D)),  E = epochs, D = round(cfg.lr_decay_from · E),
 
     i.e. base_lr through epoch D + 1, then falling by base_lr / (E − D) per epoch to base_lr / (E − D)
-    in the last one (the released ``lr · min(2 − e/100, 1)`` with 0-based e).
+    in the last one (the released ``lr · min(2 − e/100, 1)`` with 0-based e, E = 200, D = 100).
     """
-    if cfg.lr_decay_start == cfg.epochs:
+    decay_start = round(cfg.lr_decay_from * epochs)
+    if decay_start == epochs:
         return base_lr
-    return base_lr * min(1.0, (cfg.epochs - epoch + 1) / (cfg.epochs - cfg.lr_decay_start))
+    return base_lr * min(1.0, (epochs - epoch + 1) / (epochs - decay_start))
 
 
-def allconv_beta1(epoch: int, cfg: CIFAR10AllConvConfig) -> float:
-    """Adam's β₁ in 1-based ``epoch``: cfg.beta1 up to cfg.beta1_switch_epoch, cfg.beta1_late after."""
-    return cfg.beta1 if epoch <= cfg.beta1_switch_epoch else cfg.beta1_late
+def allconv_beta1(epoch: int, epochs: int, cfg: CIFAR10AllConvConfig) -> float:
+    """Adam's β₁ in 1-based ``epoch``: cfg.beta1 for the first round(cfg.beta1_switch_at · epochs)
+    epochs, cfg.beta1_late after."""
+    return cfg.beta1 if epoch <= round(cfg.beta1_switch_at * epochs) else cfg.beta1_late
 
 
 def cosine_lr(step: int, total_steps: int, base_lr: float) -> float:
@@ -187,9 +113,11 @@ def _preprocess(
 # ---------------------------------------------------------------- model and optimizer
 
 
-def build_cnn(cfg: CNNConfig, activation: str, num_classes: int) -> nn.Module:
-    """The network of ``cfg`` with ``activation`` (gelu meaning GELU(approximate=cfg.gelu_form))."""
-    act = make_activation(activation, cfg.gelu_form)
+def build_cnn(
+    cfg: CNNConfig, activation: str, num_classes: int, approximate: str = "tanh"
+) -> nn.Module:
+    """The network of ``cfg`` with ``activation`` (gelu meaning GELU(approximate=approximate))."""
+    act = activation_factory(activation, approximate)
     if isinstance(cfg, CIFAR10AllConvConfig):
         return AllConvNet(
             num_classes,
@@ -224,16 +152,6 @@ def _optimizer(cfg: CNNConfig, model: nn.Module, lr: float) -> torch.optim.Optim
         {"params": others, "weight_decay": 0.0},
     ]
     return torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, nesterov=True)
-
-
-def _resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device={device!r}: use 'auto', 'cpu' or 'cuda'")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' but torch sees no CUDA device; use device='auto' or 'cpu'")
-    return torch.device(device)
 
 
 def _channels_last(cfg: CNNConfig, device: torch.device) -> bool:
@@ -273,28 +191,26 @@ def _autocast(cfg: CNNConfig, device: torch.device) -> torch.autocast:
 # ---------------------------------------------------------------- the run
 
 
-def _run_identity(cfg: CNNConfig, activation: str, seed: int, lr: float) -> dict[str, Any]:
-    return {
-        "experiment": type(cfg).__name__,
-        "config": dataclasses.asdict(cfg),
-        "activation": activation,
-        "seed": seed,
-        "lr": lr,
-    }
+def _run_identity(cfg: CNNConfig, **run: Any) -> dict[str, Any]:
+    return {"experiment": type(cfg).__name__, "config": dataclasses.asdict(cfg), **run}
 
 
 def train_cnn_run(
     cfg: CNNConfig,
     data: Any,
     *,
+    epochs: int,
+    batch_size: int,
     activation: str,
+    approximate: str = "tanh",
     seed: int,
     lr: float,
     device: str,
     log: Callable[[int, str, str, float], None],
     checkpoint_path: Path | None,
 ) -> None:
-    """Train one CIFAR model by the protocol of ``cfg`` on ``data`` (a ``gelus.data.Dataset``).
+    """Train one CIFAR model by the protocol of ``cfg`` on ``data`` (a ``gelus.data.Dataset``) for
+    ``epochs`` passes of ``batch_size`` images at peak learning rate ``lr``.
 
     After each 1-based epoch calls ``log(epoch, split, metric, value)`` for split in train / val /
     test (val absent with ``cfg.retrain_full``) and metric in loss (mean cross-entropy, nats) /
@@ -305,35 +221,36 @@ def train_cnn_run(
     with an existing checkpoint resumes after its epoch and ends with the same result as a run that
     was never interrupted. A checkpoint of another run (config, activation, seed or lr) is an error.
     """
-    dev = _resolve_device(device)
+    dev = torch.device(local_device(device))
     if cfg.amp_dtype == "fp16" and dev.type != "cuda":
         raise ValueError("amp_dtype='fp16' needs CUDA; use amp_dtype='bf16' on the CPU")
-    identity = _run_identity(cfg, activation, seed, lr)
+    identity = _run_identity(
+        cfg, epochs=epochs, batch_size=batch_size, activation=activation,
+        approximate=approximate, seed=seed, lr=lr,
+    )  # fmt: skip
     state = load_checkpoint(checkpoint_path) if checkpoint_path is not None else None
     if state is not None and state["run"] != identity:
         raise ValueError(
             f"checkpoint {checkpoint_path} belongs to another run ({state['run']}); "
             "delete it or give this run its own checkpoint path"
         )
-    if state is not None and state["epoch"] >= cfg.epochs:
+    if state is not None and state["epoch"] >= epochs:
         return
 
     torch.manual_seed(seed)  # init, dropout and input noise
     order_generator = torch.Generator().manual_seed(seed)  # batch order, crops, flips
-    splits = load_splits(data, cfg.val_size, cfg.retrain_full)
+    splits = load_splits(data, cfg.retrain_full)
     stats = _preprocess(cfg, splits, None if state is None else state["preprocessing"])
-    model = build_cnn(cfg, activation, data.num_classes).to(dev)
+    model = build_cnn(cfg, activation, data.num_classes, approximate).to(dev)
     channels_last = _channels_last(cfg, dev)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     optimizer = _optimizer(cfg, model, lr)
     scaler = torch.amp.GradScaler(dev.type, enabled=cfg.amp_dtype == "fp16")
     x_train, y_train = splits["train"]
-    steps_per_epoch = len(y_train) // cfg.batch_size  # the last partial batch is dropped
+    steps_per_epoch = len(y_train) // batch_size  # the last partial batch is dropped
     if steps_per_epoch == 0:
-        raise ValueError(
-            f"{len(y_train)} training images is less than one batch of {cfg.batch_size}"
-        )
+        raise ValueError(f"{len(y_train)} training images is less than one batch of {batch_size}")
     n_eval = len(y_train) if cfg.train_eval_size is None else min(cfg.train_eval_size, len(y_train))
     eval_splits = {"train": (x_train[:n_eval], y_train[:n_eval])}
     eval_splits |= {name: splits[name] for name in ("val", "test") if name in splits}
@@ -349,17 +266,17 @@ def train_cnn_run(
         order_generator.set_state(state["order_rng"])
         start_epoch, seconds = state["epoch"], state["seconds"]
 
-    total_steps = cfg.epochs * steps_per_epoch
-    for epoch in range(start_epoch + 1, cfg.epochs + 1):
+    total_steps = epochs * steps_per_epoch
+    for epoch in range(start_epoch + 1, epochs + 1):
         began = time.perf_counter()
         model.train()
         if isinstance(cfg, CIFAR10AllConvConfig):
             for group in optimizer.param_groups:
-                group["lr"] = allconv_lr(epoch, cfg, lr)
-                group["betas"] = (allconv_beta1(epoch, cfg), cfg.beta2)
+                group["lr"] = allconv_lr(epoch, epochs, cfg, lr)
+                group["betas"] = (allconv_beta1(epoch, epochs, cfg), cfg.beta2)
         order = torch.randperm(len(y_train), generator=order_generator)
         for i in range(steps_per_epoch):
-            index = order[i * cfg.batch_size : (i + 1) * cfg.batch_size]
+            index = order[i * batch_size : (i + 1) * batch_size]
             xb, yb = x_train[index], y_train[index]
             if isinstance(cfg, CIFAR100WRNConfig):
                 xb = random_crop_flip(xb, cfg.crop_padding, cfg.flip, order_generator)
@@ -397,21 +314,27 @@ def train_cnn_run(
 
 
 def measure_training_step(
-    cfg: CNNConfig, activation: str = "gelu", *, batches: int = 3, device: str = "cpu"
+    cfg: CNNConfig,
+    activation: str = "gelu",
+    *,
+    batch_size: int,
+    lr: float,
+    batches: int = 3,
+    device: str = "cpu",
 ) -> list[float]:
     """Wall seconds of each of ``batches`` training steps (after one warm-up step) of the full
     network of ``cfg`` on random 32×32 inputs: forward, backward and optimizer update, as in
     ``train_cnn_run``. For the cost table: seconds per epoch ≈ median × batches per epoch."""
-    dev = _resolve_device(device)
+    dev = torch.device(local_device(device))
     num_classes = 10 if isinstance(cfg, CIFAR10AllConvConfig) else 100
     model = build_cnn(cfg, activation, num_classes).to(dev)
     channels_last = _channels_last(cfg, dev)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
-    optimizer = _optimizer(cfg, model, cfg.lr)
+    optimizer = _optimizer(cfg, model, lr)
     generator = torch.Generator().manual_seed(0)
-    x = torch.randn(cfg.batch_size, 3, 32, 32, generator=generator)
-    y = torch.randint(0, num_classes, (cfg.batch_size,), generator=generator)
+    x = torch.randn(batch_size, 3, 32, 32, generator=generator)
+    y = torch.randint(0, num_classes, (batch_size,), generator=generator)
     times = []
     for _ in range(batches + 1):
         began = time.perf_counter()

@@ -79,28 +79,20 @@ def _load_inputs(split: Any, index: Tensor, chunk_size: int = 10_000) -> Tensor:
     return out
 
 
-def load_splits(data: Any, val_size: int, retrain_full: bool) -> dict[str, tuple[Tensor, Tensor]]:
+def load_splits(data: Any, retrain_full: bool) -> dict[str, tuple[Tensor, Tensor]]:
     """{"train", "val", "test"} → (inputs float32 [N, C, H, W] in [0, 1], labels int64 [N]).
 
-    ``data`` is a ``gelus.data.Dataset``. Without a val split in it, the last ``val_size``
-    training images are held out as val. ``retrain_full`` appends val to train and drops "val".
+    ``data`` is a ``gelus.data.Dataset`` loaded with its validation split (CIFAR: the last 5,000
+    training images). ``retrain_full`` appends val to train (all 50,000, in file order) and drops
+    "val"; a dataset loaded without a val split trains on all of train either way.
     """
-    n = len(data.train)
+    parts = {"train": data.train, "test": data.test}
     if data.val is not None:
-        parts = {
-            "train": (data.train, torch.arange(n)),
-            "val": (data.val, torch.arange(len(data.val))),
-        }
-    else:
-        if not 0 < val_size < n:
-            raise ValueError(f"val_size={val_size} must be in (0, {n}) for {n} training images")
-        parts = {
-            "train": (data.train, torch.arange(n - val_size)),
-            "val": (data.train, torch.arange(n - val_size, n)),
-        }
-    parts["test"] = (data.test, torch.arange(len(data.test)))
-    splits = {name: (_load_inputs(s, i), s.labels[i]) for name, (s, i) in parts.items()}
-    if retrain_full:
+        parts["val"] = data.val
+    splits = {
+        name: (_load_inputs(s, torch.arange(len(s))), s.labels.clone()) for name, s in parts.items()
+    }
+    if retrain_full and "val" in splits:
         (x_train, y_train), (x_val, y_val) = splits["train"], splits.pop("val")
         splits["train"] = (torch.cat([x_train, x_val]), torch.cat([y_train, y_val]))
     return splits

@@ -2,8 +2,8 @@
 
 Both follow the released Lasagne code of the paper (hendrycks/GELUs ``all_convnet.py`` and
 ``SGDR_WRNs_gelu.py``) layer for layer; where that code departs from the usual form of the
-architecture, the docstring says so. ``make_activation`` builds a fresh activation module for each
-place it is used.
+architecture, the docstring says so. Activations arrive as factories of fresh modules
+(``gelus.experiments.activations.activation_factory``), one module per place it is used.
 """
 
 import math
@@ -12,21 +12,10 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-import gelus
-
-__all__ = ["AllConvNet", "GaussianNoise", "WideResNet", "WideResNetBlock", "make_activation"]
+__all__ = ["AllConvNet", "GaussianNoise", "WideResNet", "WideResNetBlock"]
 
 # Lasagne's BatchNormLayer: epsilon 1e-4, running averages with alpha 0.1 (torch's momentum).
 LASAGNE_BN_EPS = 1e-4
-
-
-def make_activation(name: str, gelu_form: str = "tanh") -> Callable[[], nn.Module]:
-    """A factory of fresh activation modules: ``"gelu"`` is ``gelus.GELU(approximate=gelu_form)``
-    (the paper used the tanh form), any other name goes through ``gelus.get_activation``."""
-    if name == "gelu":
-        return lambda: gelus.GELU(approximate=gelu_form)
-    gelus.get_activation(name)  # fail now, with the list of valid names, on an unknown name
-    return lambda: gelus.get_activation(name)
 
 
 class GaussianNoise(nn.Module):

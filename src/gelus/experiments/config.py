@@ -9,13 +9,19 @@ is an error that lists the valid keys; :func:`validate` then checks ranges and n
 import dataclasses
 import hashlib
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from gelus.experiments.cnn_config import CNNConfig
+
 __all__ = [
+    "BOOKKEEPING_KEYS",
+    "RENAMED_KEYS",
     "STOCHASTIC_ACTIVATIONS",
+    "SWEEP_KEYS",
     "TASKS",
     "ConfigError",
     "ExperimentConfig",
@@ -25,9 +31,11 @@ __all__ = [
     "TrainConfig",
     "apply_overrides",
     "canonical_activation",
+    "check_batch_fits",
     "config_hash",
     "config_keys",
     "config_to_dict",
+    "inert_keys",
     "is_stochastic",
     "validate",
 ]
@@ -46,7 +54,7 @@ class ConfigError(ValueError):
 class ModelConfig:
     hidden: tuple[int, ...] = (128,) * 8  # hidden layer widths (the paper's MNIST net: 8 × 128)
     init: str = "unit_norm"  # "unit_norm": normal weights, each unit's fan-in scaled to L2 norm 1 (paper); "torch": nn.Linear default
-    gelu_form: str = "tanh"  # "gelu" means gelu(x, approximate=gelu_form); the paper used "tanh" in every experiment
+    approximate: str = "tanh"  # "gelu" means gelu(x, approximate=...): "none" | "tanh" | "sigmoid"; the paper used "tanh" everywhere
 
 
 @dataclass(frozen=True)
@@ -92,15 +100,43 @@ class ExperimentConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     noise: NoiseConfig = field(default_factory=NoiseConfig)
-    cnn: Any = (
-        None  # the CNN experiment's own config dataclass (task "cnn"), overridable as cnn.KEY
-    )
+    cnn: CNNConfig | None = None  # task "cnn": the network's own typed config, keys cnn.KEY
 
 
 # Sweep axes: each value is its own run, so they are not part of a run's identity hash.
-_SWEEP_KEYS = ("activations", "optim.lr", "train.seeds", "train.keep")
+SWEEP_KEYS = ("activations", "optim.lr", "train.seeds", "train.keep")
 # Keys that do not change a run's results.
-_BOOKKEEPING_KEYS = ("train.checkpoint_every", "train.eval_batch_size")
+BOOKKEEPING_KEYS = ("train.checkpoint_every", "train.eval_batch_size")
+
+# Keys a task never reads: setting one would change nothing, so it is refused (key -> the reason).
+_CNN_ENGINE = "the CNN engine does not read it"
+_INERT_KEYS: dict[str, dict[str, str]] = {
+    "cnn": {
+        "train_on": "the CNN trains on train, or train + val with cnn.retrain_full",
+        "model.hidden": "the network is cnn.widths",
+        "model.init": "the CNNs have their own init",
+        "optim.name": "the network's optimizer is fixed by its config",
+        "optim.beta1": "the all-conv net's β₁ is cnn.beta1 / cnn.beta1_late",
+        "optim.beta2": "use cnn.beta2",
+        "optim.eps": "use cnn.adam_eps",
+        "train.keep": "the CNN's dropout is cnn.dropout",
+        "train.train_subset": _CNN_ENGINE,
+        "train.eval_train_subset": "use cnn.train_eval_size",
+        "train.eval_batch_size": "use cnn.eval_batch_size",
+        "train.checkpoint_every": "the CNN checkpoints every epoch",
+        "train.compile": _CNN_ENGINE,
+        "train.dtype": "use cnn.amp_dtype",
+        "noise.levels": _CNN_ENGINE,
+        "noise.seed": _CNN_ENGINE,
+    },
+    "autoencode": {
+        "train.keep": "the autoencoder trains without dropout",
+        "noise.levels": "noise evaluation applies to classifiers only",
+        "noise.seed": "noise evaluation applies to classifiers only",
+    },
+}
+# Keys that were renamed: the old name is refused with the new one.
+RENAMED_KEYS = {"model.gelu_form": "model.approximate", "cnn.gelu_form": "model.approximate"}
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
@@ -120,7 +156,7 @@ def config_hash(config: ExperimentConfig) -> str:
     (more seeds, another lr) reuses the runs already done. ``ENGINE_VERSION`` is part of the hash.
     """
     flat = _flatten(config_to_dict(config))
-    for key in _SWEEP_KEYS + _BOOKKEEPING_KEYS:
+    for key in SWEEP_KEYS + BOOKKEEPING_KEYS:
         flat.pop(key, None)
     flat["engine_version"] = ENGINE_VERSION
     text = json.dumps(flat, sort_keys=True)
@@ -138,7 +174,8 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def config_keys(config: Any, prefix: str = "") -> list[str]:
-    """Every overridable dotted key of a config dataclass (nested dataclasses expanded)."""
+    """Every overridable dotted key of a config dataclass (nested dataclasses expanded); for an
+    :class:`ExperimentConfig`, only the keys its task reads."""
     keys = []
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
@@ -146,7 +183,15 @@ def config_keys(config: Any, prefix: str = "") -> list[str]:
             keys.extend(config_keys(value, f"{prefix}{f.name}."))
         elif f.name != "cnn":
             keys.append(f"{prefix}{f.name}")
+    if isinstance(config, ExperimentConfig) and not prefix:
+        inert = _INERT_KEYS.get(config.task, {})
+        keys = [key for key in keys if key not in inert]
     return keys
+
+
+def inert_keys(config: ExperimentConfig) -> dict[str, str]:
+    """The keys ``config``'s task never reads, each with why (setting one is refused)."""
+    return dict(_INERT_KEYS.get(config.task, {}))
 
 
 def _parse_scalar(text: str, kind: type, key: str) -> Any:
@@ -218,6 +263,16 @@ def apply_overrides(config: Any, overrides: typing.Iterable[str]) -> Any:
             raise ConfigError(
                 f"override {override!r} is not key=value; valid keys: {', '.join(all_keys)}"
             )
+        if key in RENAMED_KEYS:
+            raise ConfigError(
+                f"{key} is now {RENAMED_KEYS[key]}: use --set {RENAMED_KEYS[key]}={text}"
+            )
+        inert = inert_keys(config) if isinstance(config, ExperimentConfig) else {}
+        if key in inert:
+            raise ConfigError(
+                f"{key} has no effect on a {config.task} experiment ({inert[key]}); "
+                f"valid keys: {', '.join(all_keys)}"
+            )
         config = _set(config, key.split("."), text, key, all_keys)
     return config
 
@@ -247,16 +302,17 @@ def validate(config: ExperimentConfig) -> None:
         (len(config.activations) > 0, "activations", "at least one name"),
         (config.model.init in INITS, "model.init", f"one of {', '.join(INITS)}"),
         (
-            config.model.gelu_form in APPROXIMATIONS,
-            "model.gelu_form",
+            config.model.approximate in APPROXIMATIONS,
+            "model.approximate",
             f"one of {', '.join(APPROXIMATIONS)}",
         ),
         (all(h > 0 for h in config.model.hidden), "model.hidden", "positive widths"),
         (config.optim.name == "adam", "optim.name", "adam"),
         (
-            len(config.optim.lr) > 0 and all(lr > 0 for lr in config.optim.lr),
+            len(config.optim.lr) > 0
+            and all(math.isfinite(lr) and lr > 0 for lr in config.optim.lr),
             "optim.lr",
-            "positive learning rates",
+            "finite positive learning rates",
         ),
         (
             0 <= config.optim.beta1 < 1 and 0 <= config.optim.beta2 < 1,
@@ -290,3 +346,18 @@ def validate(config: ExperimentConfig) -> None:
         canonical_activation(name)
     if config.task == "autoencode" and config.noise.levels:
         raise ConfigError("noise.levels: noise evaluation applies to classifiers only")
+    if (config.task == "cnn") != (config.cnn is not None):
+        raise ConfigError("cnn: a cnn task needs its network's config, and only a cnn task has one")
+    if config.task == "cnn":
+        stochastic = [a for a in config.activations if is_stochastic(a)]
+        if stochastic:
+            raise ConfigError(f"activation {stochastic[0]!r} is not available in the CNNs")
+
+
+def check_batch_fits(config: ExperimentConfig, train_size: int) -> None:
+    """Refuse a batch larger than the ``train_size`` samples a run trains on (no step per epoch)."""
+    if config.train.batch_size > train_size:
+        raise ConfigError(
+            f"train.batch_size={config.train.batch_size} is larger than the {train_size} training "
+            f"samples: no full batch, so no step per epoch; set train.batch_size to {train_size} or less"
+        )

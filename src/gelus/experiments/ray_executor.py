@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from gelus.cli import UserError
+from gelus.experiments.plan import Job
 from gelus.experiments.records import RecordStore, RunKey
-from gelus.experiments.sweep import Job, WorkerReport, run_job
+from gelus.experiments.sweep import WorkerReport, run_job
 
 __all__ = [
     "INSTALL_HINT",

@@ -7,13 +7,15 @@ Schema (docs/ARCHITECTURE.md)::
     records(run_id, experiment, config_hash, activation, seed, lr, setting, epoch, split, metric,
             value, UNIQUE(run_id, epoch, split, metric))
 
-Records are inserted with ``INSERT OR IGNORE`` and committed once per epoch, so a run resumed from
+A diverged run's NaN is stored as NULL (SQLite has no NaN) and read back as NaN; ±inf are stored as
+they are. Records are inserted with ``INSERT OR IGNORE`` and committed once per epoch, so a run resumed from
 an earlier checkpoint re-logs the epochs since then without duplicating (or changing) a record. The
 database is in WAL mode so several worker processes append at once. The only update ever made is
 a run's ``status`` from ``running`` to ``done``.
 """
 
 import json
+import math
 import os
 import platform
 import sqlite3
@@ -215,7 +217,8 @@ def read_records(out_dir: str | os.PathLike) -> list[Record]:
         ).fetchall()
     finally:
         connection.close()
-    return [Record(*row) for row in rows]
+    # SQLite stores a NaN as NULL (and keeps ±inf): a NULL value is a diverged run's NaN
+    return [Record(*row[:-1], math.nan if row[-1] is None else row[-1]) for row in rows]
 
 
 def read_runs(out_dir: str | os.PathLike) -> list[RunInfo]:

@@ -7,34 +7,41 @@ checked here, before any job starts, and reported as one ``gelus.cli.UserError``
 import dataclasses
 import os
 import statistics
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from gelus.cli import UserError
 from gelus.experiments.config import (
     ConfigError,
     ExperimentConfig,
     apply_overrides,
-    config_hash,
-    is_stochastic,
+    check_batch_fits,
     validate,
 )
+from gelus.experiments.device import DEVICES, local_device
+from gelus.experiments.plan import plan_jobs
 from gelus.experiments.presets import PRESETS, Preset
-from gelus.experiments.records import Record, RecordStore, environment_metadata, read_records
-from gelus.experiments.sweep import Executor, LocalExecutor, plan_jobs
+from gelus.experiments.records import (
+    Record,
+    RecordStore,
+    RunInfo,
+    environment_metadata,
+    read_records,
+    read_runs,
+)
+from gelus.experiments.selection import run_configs, select
+from gelus.experiments.sweep import Executor, LocalExecutor, load_dataset
 
 __all__ = [
-    "DEVICES",
     "ProgressBars",
     "resolve_config",
     "resolve_dataset",
     "resolve_device",
     "run_experiment",
     "summary_table",
+    "train_size",
 ]
-
-DEVICES = ("auto", "cpu", "cuda")
 
 
 def _preset(name: str) -> Preset:
@@ -55,15 +62,9 @@ def resolve_config(
     overrides: Iterable[str] = (),
     quick: bool = False,
 ) -> tuple[Preset, ExperimentConfig]:
-    """The preset and its config after quick overrides, the explicit arguments and ``--set`` overrides."""
+    """The preset and its config after quick overrides, the explicit arguments and ``--set``
+    overrides, validated (activations built once here, so a bad one fails before any job)."""
     preset = _preset(name)
-    config = preset.config
-    if preset.cnn_config is not None:
-        try:
-            from gelus.experiments import cnn
-        except ImportError as error:
-            raise UserError(f"{name}: the CNN experiments are not available ({error})") from None
-        config = dataclasses.replace(config, cnn=getattr(cnn, preset.cnn_config)())
     if seeds is not None and seeds < 1:
         raise UserError(f"--seeds must be at least 1, got {seeds}")
     if epochs is not None and epochs < 1:
@@ -76,41 +77,23 @@ def resolve_config(
     if epochs is not None:
         explicit.append(f"train.epochs={epochs}")
     try:
-        config = apply_overrides(config, [*(preset.quick if quick else ()), *explicit, *overrides])
+        config = apply_overrides(
+            preset.config, [*(preset.quick if quick else ()), *explicit, *overrides]
+        )
         validate(config)
         if config.task == "cnn":
-            stochastic = [a for a in config.activations if is_stochastic(a)]
-            if stochastic:
-                raise ConfigError(f"activation {stochastic[0]!r} is not available in the CNNs")
-            # train.epochs and model.gelu_form are the single knobs; the CNN config follows them
-            config = dataclasses.replace(config, cnn=_cnn_config(config))
-        else:
-            from gelus.experiments.train_mlp import make_activation
+            from gelus.experiments.activations import activation_factory
 
             for activation in config.activations:
-                make_activation(activation, config.model.gelu_form)
+                activation_factory(activation, config.model.approximate)
+        else:
+            from gelus.experiments.train_mlp import mlp_activation
+
+            for activation in config.activations:
+                mlp_activation(activation, config.model.approximate)
     except (ConfigError, ValueError) as error:
         raise UserError(f"{name}: {error}") from None
     return preset, config
-
-
-_EPOCH_FIELDS = ("lr_decay_start", "beta1_switch_epoch")  # schedule points, in epochs
-
-
-def _cnn_config(config: ExperimentConfig):
-    """The CNN config following ``train.epochs`` and ``model.gelu_form``.
-
-    With fewer (or more) epochs than the paper, schedule points left at their defaults scale in
-    proportion, so a short run keeps the schedule's shape (lr decay over the second half).
-    """
-    cnn = config.cnn
-    defaults = type(cnn)()
-    ratio = config.train.epochs / defaults.epochs
-    changes = {"epochs": config.train.epochs, "gelu_form": config.model.gelu_form}
-    for name in _EPOCH_FIELDS:
-        if hasattr(cnn, name) and getattr(cnn, name) == getattr(defaults, name):
-            changes[name] = round(getattr(defaults, name) * ratio)
-    return dataclasses.replace(cnn, **changes)
 
 
 def resolve_dataset(
@@ -149,19 +132,22 @@ def resolve_device(device: str, config: ExperimentConfig, executor: Executor | N
     elif hasattr(executor, "resolve_device"):
         resolved = executor.resolve_device(device)
     else:
-        import torch
-
-        available = torch.cuda.is_available()
-        if device == "cuda" and not available:
-            raise UserError(
-                "--device cuda: torch sees no CUDA device here; use --device auto or cpu"
-            )
-        if device == "auto":
-            device = "cuda" if available else "cpu"
-        resolved = device
+        try:
+            resolved = local_device(device)
+        except ValueError as error:
+            raise UserError(str(error)) from None
     if config.task == "cnn" and config.cnn.amp_dtype == "fp16" and resolved != "cuda":
         raise UserError("fp16 autocast (--amp fp16) needs CUDA; use --amp bf16 on the CPU")
     return resolved
+
+
+def train_size(config: ExperimentConfig, data: Any) -> int:
+    """How many training samples one run of ``config`` trains on, given its loaded dataset."""
+    if config.task == "cnn":
+        extra = len(data.val) if config.cnn.retrain_full and data.val is not None else 0
+        return len(data.train) + extra
+    n = len(data.train)
+    return min(n, config.train.train_subset) if config.train.train_subset else n
 
 
 def run_experiment(
@@ -200,9 +186,18 @@ def run_experiment(
     data_dir = None if data_dir is None else str(data_dir)
     used, source = resolve_dataset(preset, config, data_dir, dataset)
     config = dataclasses.replace(config, dataset=used)
+    data = load_dataset(used, data_dir, validation=config.train_on == "train", verify=verify)
+    n_train = train_size(config, data)
+    try:
+        check_batch_fits(config, n_train)
+    except ConfigError as error:
+        raise UserError(f"{name}: {error}") from None
     device = resolve_device(device, config, executor)
     out_dir = Path(out_dir)
+    steps = n_train // config.train.batch_size * config.train.epochs
     metadata = environment_metadata(device, threads) | {
+        "train_size": n_train,
+        "steps": steps,
         "experiment": name,
         "citation": preset.citation,
         "dataset": used,
@@ -244,7 +239,7 @@ def run_experiment(
     with ProgressBars(enabled=progress, total=sum(job.epochs for job in jobs), title=name) as bars:
         executor.run(jobs, bars)
     if progress:
-        print(summary_table(read_records(out_dir), name, config_hash(config), config.task))
+        print(summary_table(read_records(out_dir), read_runs(out_dir), preset))
     return out_dir
 
 
@@ -311,52 +306,32 @@ class ProgressBars:
             self.overall.close()
 
 
-def _final_values(records: list[Record], split: str, metric: str) -> dict[str, tuple[int, float]]:
-    last: dict[str, tuple[int, float]] = {}
-    for r in records:
-        if (
-            r.split == split
-            and r.metric == metric
-            and (r.run_id not in last or r.epoch > last[r.run_id][0])
-        ):
-            last[r.run_id] = (r.epoch, r.value)
-    return last
-
-
-def summary_table(records: list[Record], experiment: str, chash: str, task: str) -> str:
-    """Final-epoch test metric per activation, setting and lr: median [min, max] over seeds.
-
-    ``*`` marks the lr with the lowest median final validation error (classifiers with a val split).
-    """
-    records = [r for r in records if r.experiment == experiment and r.config_hash == chash]
-    metric = "error" if task in ("classify", "cnn") else "recon_error"
-    test = _final_values(records, "test", metric)
-    val = _final_values(records, "val", "error")
-    groups: dict[tuple[str, str, float], list[str]] = defaultdict(list)
-    for r in records:
-        if r.run_id in test and r.run_id not in groups[(r.activation, r.setting, r.lr)]:
-            groups[(r.activation, r.setting, r.lr)].append(r.run_id)
-    if not groups:
-        return f"{experiment}: no finished epochs to summarise"
-    best: dict[tuple[str, str], tuple[float, float]] = {}
-    for (activation, setting, lr), runs in groups.items():
-        vals = [val[run][1] for run in runs if run in val]
-        if vals:
-            score = statistics.median(vals)
-            if (activation, setting) not in best or score < best[(activation, setting)][1]:
-                best[(activation, setting)] = (lr, score)
+def summary_table(records: Sequence[Record], runs: Sequence[RunInfo], preset: Preset) -> str:
+    """The preset's protocol applied to its records, as the report applies it: per config,
+    activation and setting, the reported metric's median [min, max] over seeds at the chosen lr
+    (``*``: chosen on validation), with how many runs diverged."""
+    mine = [r for r in records if r.experiment == preset.name]
+    configs = run_configs(r for r in runs if r.experiment == preset.name)
+    selections = select(mine, preset.protocol, configs)
+    if not selections:
+        return f"{preset.name}: no finished epochs to summarise"
+    headline = selections[0].metric
     lines = [
-        f"{experiment}: final test {metric}, median [min, max] over seeds",
-        f"{'activation':<16} {'setting':<10} {'lr':>8} {'n':>3}  {'median':>9}  spread",
+        f"{preset.name}: test {headline}, median [min, max] over seeds (* lr chosen on validation)",
+        f"{'activation':<16} {'config':<24} {'setting':<10} {'lr':>8} {'n':>3}  {'median':>9}  spread",
     ]
-    for (activation, setting, lr), runs in sorted(groups.items()):
-        values = sorted(test[run][1] for run in runs)
-        mark = "*" if best.get((activation, setting), (None,))[0] == lr else " "
-        epoch = max(test[run][0] for run in runs)
+    for s in selections:
+        if s.metric != headline or not s.values:
+            continue
+        finite = sorted(s.finite)
+        mark = "*" if s.lr_selected else " "
+        if finite:
+            median = f"{statistics.median(finite):>9.4f}  [{finite[0]:.4f}, {finite[-1]:.4f}]"
+        else:
+            median = f"{'—':>9}"
+        diverged = f", {s.diverged} diverged" if s.diverged else ""
         lines.append(
-            f"{activation:<16} {setting or '-':<10} {lr:>8g} {len(values):>3}  {statistics.median(values):>9.4f}  "
-            f"[{values[0]:.4f}, {values[-1]:.4f}] {mark} (epoch {epoch})"
+            f"{s.activation:<16} {s.variant or '-':<24} {s.setting or '-':<10} {s.lr:>8g}{mark}"
+            f"{len(s.values):>3}  {median} (epoch {max(s.epochs.values())}{diverged})"
         )
-    if best:
-        lines.append("* lr with the lowest median final validation error")
     return "\n".join(lines)

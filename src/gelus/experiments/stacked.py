@@ -21,7 +21,6 @@ __all__ = [
     "StackedAdam",
     "StackedMLP",
     "classification_loss",
-    "error_count",
     "reconstruction_loss",
 ]
 
@@ -167,11 +166,6 @@ def classification_loss(logits: Tensor, labels: Tensor) -> Tensor:
     labels = labels.expand(num_members, batch)
     losses = F.cross_entropy(logits.reshape(-1, classes), labels.reshape(-1), reduction="none")
     return losses.view(num_members, batch).mean(dim=1)
-
-
-def error_count(logits: Tensor, labels: Tensor) -> Tensor:
-    """Per-member count of wrong argmax predictions ``[K]``."""
-    return (logits.argmax(dim=-1) != labels).sum(dim=-1)
 
 
 def reconstruction_loss(output: Tensor, target: Tensor) -> Tensor:

@@ -1,153 +1,29 @@
-"""Plan an experiment as independent jobs and run them in local worker processes.
+"""Run planned jobs (:mod:`gelus.experiments.plan`): ``run_job`` and the local worker processes.
 
-A ``Job`` is one stacked ensemble (one activation and setting; members = seeds × learning rates)
-or one CNN run. ``run_job`` is idempotent given the output directory: runs already ``done`` are
-never planned, and an interrupted job resumes from its checkpoint. An executor is anything with
+``run_job`` hands a job to its trainer and is idempotent given the output directory: runs already
+``done`` are never planned, and an interrupted job resumes from its checkpoint. An executor is anything with
 ``run(jobs, progress) -> None``; ``LocalExecutor`` uses spawned processes with one torch thread
 each (on a shared CPU, 1-thread workers beat one multi-thread process, see PERFORMANCE.md).
 """
 
 import ctypes
 import functools
-import hashlib
-import json
 import os
 import queue
-import re
 import signal
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from gelus.experiments.config import ExperimentConfig, config_hash, config_to_dict, is_stochastic
-from gelus.experiments.records import RecordStore, RunKey
+from gelus.experiments.plan import Job
+from gelus.experiments.records import RecordStore
 
-__all__ = [
-    "Executor",
-    "Job",
-    "LocalExecutor",
-    "Report",
-    "WorkerReport",
-    "load_dataset",
-    "plan_jobs",
-    "run_job",
-]
+__all__ = ["Executor", "LocalExecutor", "Report", "WorkerReport", "load_dataset", "run_job"]
 
 Report = Callable[[str, int, int], None]  # (job label, epochs done, epochs total)
 WorkerReport = Callable[[int, str, int, int], None]  # (worker id, job label, done, total)
-
-
-@dataclass(frozen=True)
-class Job:
-    """One unit of work: a stacked ensemble ("mlp") or one CNN training ("cnn")."""
-
-    kind: str
-    experiment: str
-    config: ExperimentConfig
-    activation: str
-    setting: str
-    keep: float
-    members: tuple[RunKey, ...]
-    dataset: str
-    data_dir: str | None
-    verify: bool
-    out_dir: str
-    checkpoint_path: str
-    config_json: str
-    metadata_json: str
-    device: str = "cpu"
-
-    @property
-    def label(self) -> str:
-        setting = f" {self.setting}" if self.setting else ""
-        lr = f" lr={self.members[0].lr:g} seed={self.members[0].seed}" if self.kind == "cnn" else ""
-        return f"{self.activation}{setting}{lr} ×{len(self.members)}"
-
-    @property
-    def epochs(self) -> int:
-        return self.config.train.epochs
-
-
-def _run_id(
-    experiment: str, chash: str, activation: str, setting: str, lr: float, seed: int
-) -> str:
-    return f"{experiment}/{chash}/{activation}/{setting or '-'}/lr={lr:g}/seed={seed}"
-
-
-def plan_jobs(
-    experiment: str,
-    config: ExperimentConfig,
-    *,
-    out_dir: Path,
-    data_dir: str | None,
-    verify: bool,
-    metadata: dict,
-    done: set[str],
-    device: str = "cpu",
-    split_by_lr: bool = False,
-) -> list[Job]:
-    """The jobs of ``experiment`` whose runs are not all ``done`` (their done members left out).
-
-    One ensemble per activation and setting; ``split_by_lr`` makes one per learning rate too (more,
-    smaller jobs to balance the workers; a member's arithmetic does not depend on its ensemble).
-    """
-    chash = config_hash(config)
-    config_json = json.dumps(config_to_dict(config), sort_keys=True)
-    metadata_json = json.dumps(metadata, sort_keys=True)
-    jobs = []
-    for activation in config.activations:
-        stochastic = is_stochastic(activation)
-        keeps = (1.0,) if stochastic or config.task == "autoencode" else config.train.keep
-        for keep in dict.fromkeys(keeps):
-            setting = "" if config.task in ("autoencode", "cnn") else f"keep={float(keep)!r}"
-            members = tuple(
-                RunKey(
-                    _run_id(experiment, chash, activation, setting, lr, seed),
-                    experiment,
-                    chash,
-                    activation,
-                    seed,
-                    lr,
-                    setting,
-                )
-                for lr in config.optim.lr
-                for seed in range(config.train.seeds)
-            )
-            members = tuple(key for key in members if key.run_id not in done)
-            if config.task == "cnn":
-                groups = [(m,) for m in members]
-            elif split_by_lr:
-                lrs = dict.fromkeys(m.lr for m in members)
-                groups = [tuple(m for m in members if m.lr == lr) for lr in lrs]
-            else:
-                groups = [members] if members else []
-            for group in groups:
-                run_ids = "\n".join(k.run_id for k in group)
-                digest = hashlib.sha256(run_ids.encode()).hexdigest()[:12]
-                stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{experiment}-{activation}-{setting}")
-                jobs.append(
-                    Job(
-                        kind="cnn" if config.task == "cnn" else "mlp",
-                        experiment=experiment,
-                        config=config,
-                        activation=activation,
-                        setting=setting,
-                        keep=keep,
-                        members=group,
-                        dataset=config.dataset,
-                        data_dir=data_dir,
-                        verify=verify,
-                        out_dir=str(out_dir),
-                        checkpoint_path=str(out_dir / "checkpoints" / f"{stem}-{digest}.pt"),
-                        config_json=config_json,
-                        metadata_json=metadata_json,
-                        device=device,
-                    )
-                )
-    return jobs
 
 
 @functools.lru_cache(maxsize=2)
@@ -189,7 +65,7 @@ def _run_cnn_job(job: Job, store: RecordStore, report: Report) -> None:
     from gelus.experiments.cnn import train_cnn_run
 
     (key,) = job.members
-    data = load_dataset(job.dataset, job.data_dir, verify=job.verify)
+    data = load_dataset(job.dataset, job.data_dir, validation=True, verify=job.verify)
     store.start_run(key, job.config_json, job.metadata_json)
 
     def log(epoch: int, split: str, metric: str, value: float) -> None:
@@ -202,7 +78,10 @@ def _run_cnn_job(job: Job, store: RecordStore, report: Report) -> None:
     train_cnn_run(
         job.config.cnn,
         data,
+        epochs=job.config.train.epochs,
+        batch_size=job.config.train.batch_size,
         activation=job.activation,
+        approximate=job.config.model.approximate,
         seed=key.seed,
         lr=key.lr,
         device=job.device,

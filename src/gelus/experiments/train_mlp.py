@@ -13,15 +13,15 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-import gelus
+from gelus.experiments.activations import activation_factory
 from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint
-from gelus.experiments.config import ExperimentConfig, is_stochastic
+from gelus.experiments.config import ConfigError, ExperimentConfig, is_stochastic
+from gelus.experiments.plan import Job
 from gelus.experiments.records import RecordStore
 from gelus.experiments.stacked import (
     MemberRandomness,
@@ -31,14 +31,11 @@ from gelus.experiments.stacked import (
     reconstruction_loss,
 )
 
-if TYPE_CHECKING:
-    from gelus.experiments.sweep import Job
-
 __all__ = [
     "build_ensemble",
     "compiled_train_step",
     "evaluate",
-    "make_activation",
+    "mlp_activation",
     "run_mlp_job",
     "train_epoch",
     "train_step",
@@ -47,31 +44,21 @@ __all__ = [
 Metrics = dict[tuple[str, str], Tensor]  # (split, metric) -> per-member values [K]
 
 
-def make_activation(name: str, gelu_form: str) -> torch.nn.Module | None:
-    """The activation module for ``name``; plain "gelu" is ``gelu(x, approximate=gelu_form)``.
-
-    Stochastic activations return None: the stacked model applies their mask itself. The module
-    must be elementwise and parameter-free: one module serves every member of the ensemble.
-    """
+def mlp_activation(name: str, approximate: str) -> torch.nn.Module | None:
+    """The one activation module every member of an ensemble shares (None for a stochastic one:
+    the stacked model applies its mask itself). Raises ConfigError unless the module is
+    elementwise and parameter-free, as one module serving K members must be."""
     if is_stochastic(name):
         return None
-    if name.strip().lower() == "gelu":
-        module = gelus.get_activation("gelu", approximate=gelu_form)
-    else:
-        try:
-            module = gelus.get_activation(name)
-        except TypeError as error:
-            raise ValueError(
-                f"activation {name!r} needs arguments the MLP engine cannot give: {error}"
-            ) from None
+    module = activation_factory(name, approximate)()
     if any(True for _ in module.parameters()):
-        raise ValueError(
+        raise ConfigError(
             f"activation {name!r} has learnable parameters, which one stacked ensemble would share "
             "between its members; the MLP engine takes parameter-free elementwise activations"
         )
     probe = torch.linspace(-3, 3, 24).view(2, 3, 4)
     if module(probe).shape != probe.shape:
-        raise ValueError(
+        raise ConfigError(
             f"activation {name!r} changes the tensor shape; the MLP engine needs an elementwise one"
         )
     return module
@@ -92,7 +79,7 @@ def build_ensemble(
     model = StackedMLP(
         len(seeds),
         sizes,
-        make_activation(activation, config.model.gelu_form),
+        mlp_activation(activation, config.model.approximate),
         keep=keep,
         stochastic=is_stochastic(activation),
         dtype=dtype,
@@ -295,7 +282,7 @@ def _evaluate_all(
     return metrics
 
 
-def run_mlp_job(job: "Job", data, store: RecordStore, progress: Callable[[int], None]) -> None:
+def run_mlp_job(job: Job, data, store: RecordStore, progress: Callable[[int], None]) -> None:
     """Train ``job``'s ensemble to ``config.train.epochs``, resuming from its checkpoint."""
     config = job.config
     keys = job.members

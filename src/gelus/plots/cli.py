@@ -33,7 +33,7 @@ def _plot_activations(args: argparse.Namespace) -> int:
 
     from gelus.cli import UserError
     from gelus.plots import activations
-    from gelus.report.figures import save_figure
+    from gelus.plots.io import save_figure
 
     if args.points < 16:
         raise UserError(f"--points {args.points} is too few; use at least 16 (default 262144)")

@@ -1,18 +1,22 @@
-"""From records to what the report says: results tables, comparisons, setup differences, environment.
+"""From records to what the report says: results tables, comparisons, setup, summary, environment.
 
-:func:`analyse` is a pure function of the records, the runs and an explicit random generator; the
-renderers in :mod:`gelus.report.render` only format its result.
+:func:`analyse` is a pure function of the records, the runs, the presets (each experiment's
+protocol, figure, paper numbers and setup) and an explicit random generator; the renderers in
+:mod:`gelus.report.render` only format its result.
 """
 
 import json
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from gelus.report import sources
-from gelus.report.stats import Comparison, Selection, Summary, compare_paired, select, summarize
+from gelus.experiments.presets import Preset
+from gelus.experiments.protocol import FigureSpec, Protocol
+from gelus.experiments.selection import Selection, flat_config, run_configs, select
+from gelus.report.stats import Comparison, Summary, compare_paired, summarize
 
 __all__ = [
     "BASELINES",
@@ -21,138 +25,31 @@ __all__ = [
     "ResultRow",
     "analyse",
     "environment",
-    "flatten",
     "is_quick",
-    "paper_setup",
 ]
 
 BASELINES = ("relu", "elu")  # the paper compares GELU against these
 
-# The paper's setup as the report states it (PAPER.md), matched on substrings of the experiment name.
-_PAPER_SETUP: tuple[tuple[str, dict[str, str]], ...] = (
-    (
-        "autoencoder",
-        {
-            "dataset": "mnist",
-            "epochs": "250 (figures; the code runs 500)",
-            "runs": "3",
-            "learning rates": "1e-3, 1e-4 (each shown)",
-            "batch size": "64",
-        },
-    ),
-    (
-        "noise",
-        {
-            "dataset": "mnist",
-            "epochs": "50",
-            "runs": "5",
-            "learning rates": "1e-3, 1e-4, 1e-5 (tuned on val)",
-            "batch size": "128",
-        },
-    ),
-    (
-        "stochastic",
-        {
-            "dataset": "mnist / twitter-pos / timit",
-            "runs": "5",
-            "learning rates": "1e-3, 1e-4, 1e-5 (tuned on val)",
-        },
-    ),
-    (
-        "timit",
-        {
-            "dataset": "timit",
-            "epochs": "30",
-            "learning rates": "1e-3, 1e-4, 1e-5 (tuned on val)",
-            "batch size": "64 utterances",
-        },
-    ),
-    (
-        "twitter",
-        {
-            "dataset": "twitter-pos",
-            "epochs": "30",
-            "learning rates": "1e-3, 1e-4, 1e-5 (tuned on val)",
-            "batch size": "16",
-        },
-    ),
-    (
-        "cifar100",
-        {
-            "dataset": "cifar100",
-            "epochs": "50",
-            "runs": "3",
-            "learning rates": "0.1 (cosine)",
-            "batch size": "128",
-        },
-    ),
-    (
-        "cifar10",
-        {
-            "dataset": "cifar10",
-            "epochs": "200",
-            "runs": "3",
-            "learning rates": "tuned on 5k val, retrained on 50k",
-            "batch size": "100",
-        },
-    ),
-    (
-        "mnist",
-        {
-            "dataset": "mnist",
-            "epochs": "50",
-            "runs": "5",
-            "learning rates": "1e-3, 1e-4, 1e-5 (tuned on val)",
-            "batch size": "128",
-        },
-    ),
-)
-_GELU_FORM = "tanh approximation (every experiment)"
 
-
-def paper_setup(experiment: str) -> dict[str, str]:
-    """The paper's setup of ``experiment`` in a few words per aspect (empty when unknown)."""
-    name = experiment.lower().replace("-", "")
-    for key, setup in _PAPER_SETUP:
-        if key in name:
-            return {**setup, "GELU form": _GELU_FORM}
-    return {}
-
-
-def flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
-    flat = {}
-    for key, value in mapping.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, f"{name}."))
-        else:
-            flat[name] = value
-    return flat
-
-
-def _values_of(configs: Sequence[Mapping[str, Any]], *leaf_names: str) -> list[str]:
-    """Distinct values, in first-seen order, of config keys whose last part is in ``leaf_names``."""
-    seen: dict[str, None] = {}
-    for config in configs:
-        for key, value in flatten(config).items():
-            if key.rsplit(".", 1)[-1] in leaf_names and value not in (None, ""):
-                seen[value if isinstance(value, str) else json.dumps(value)] = None
-    return list(seen)
+def _json(text: Any) -> dict[str, Any]:
+    parsed = json.loads(text) if isinstance(text, str) and text.strip() else {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def is_quick(runs: Sequence[Any]) -> bool:
     """True when any run's config or metadata has a ``quick`` key that is true."""
     return any(
-        "true" in _values_of([sources.run_config(r), sources.run_metadata(r)], "quick")
+        _json(r.config_json).get("quick") is True or _json(r.metadata_json).get("quick") is True
         for r in runs
     )
 
 
 class ResultRow(NamedTuple):
+    """One selection, its summary over seeds, and the paper's number where it applies."""
+
     selection: Selection
     summary: Summary
-    paper: float | None  # the paper's number for this activation and metric
+    paper: float | None  # the paper's number for this activation, metric and setting
 
 
 class Missing(NamedTuple):
@@ -164,164 +61,174 @@ class Missing(NamedTuple):
 
 
 class ExperimentResult(NamedTuple):
+    """Everything the report shows about one experiment."""
+
     name: str
     citation: str
+    figure: FigureSpec
     rules: tuple[str, ...]  # the protocol in words
     rows: tuple[ResultRow, ...]
     comparisons: tuple[tuple[Comparison, float | None], ...]  # with the paper's difference if known
     setup: tuple[tuple[str, str, str], ...]  # (aspect, paper, ours)
-    paper_summary: str  # the paper's result in words, where it gives no numbers
+    paper_summary: str  # the paper's result in words
     notes: str
     wall_seconds: float
     n_runs: int
 
 
 def _pairs(selections: Sequence[Selection]) -> list[tuple[Selection, Selection]]:
-    """(GELU-family, baseline) pairs on the headline metric: same setting, and same lr if unselected."""
+    """(GELU-family, baseline) pairs on the headline metric: same config and setting, and the same
+    lr when it was not selected."""
     headline = [s for s in selections if s.metric == selections[0].metric] if selections else []
     treatments = [s for s in headline if "gelu" in s.activation.lower()]
     baselines = [s for s in headline if s.activation.lower() in BASELINES]
     pairs = []
     for t in treatments:
-        same = [b for b in baselines if b.setting == t.setting and (t.lr_selected or b.lr == t.lr)]
+        mine = [
+            b
+            for b in baselines
+            if b.config_hash == t.config_hash and (t.lr_selected or b.lr == t.lr)
+        ]
+        same = [b for b in mine if b.setting == t.setting]
         if not same and len({s.setting for s in treatments if s.activation == t.activation}) == 1:
-            same = [
-                b for b in baselines if t.lr_selected or b.lr == t.lr
-            ]  # e.g. SOI vs ReLU + dropout
+            same = mine  # e.g. the SOI map (no dropout) vs ReLU at its tuned dropout
         pairs.extend((t, b) for b in same)
     return pairs
 
 
-def _wall_seconds(records: Sequence[Any]) -> dict[str, float]:
-    """Training wall time per experiment: each run's largest cumulative ``seconds``.
-
-    Runs trained together as one ensemble (same experiment, activation and setting) record the same
-    clock, so equal times within such a group are counted once.
-    """
+def _wall_seconds(records: Sequence[Any]) -> float:
+    """Training wall time: each run's largest cumulative ``seconds``, runs trained together as one
+    ensemble (same config, activation and setting: the same clock) counted once."""
     per_run: dict[str, tuple[tuple[str, str, str], float]] = {}
     for r in records:
-        if r.metric == "seconds":
-            group = (r.experiment, r.activation, r.setting)
+        if r.metric == "seconds" and math.isfinite(r.value):
+            group = (r.config_hash, r.activation, r.setting)
             previous = per_run.get(r.run_id, (group, 0.0))[1]
             per_run[r.run_id] = (group, max(previous, float(r.value)))
-    distinct = {(group, seconds) for group, seconds in per_run.values()}
-    totals: dict[str, float] = defaultdict(float)
-    for (experiment, _, _), seconds in distinct:
-        totals[experiment] += seconds
-    return totals
+    return sum(seconds for _, seconds in set(per_run.values()))
 
 
-def _setup(
-    experiment: str, runs: Sequence[Any], selections: Sequence[Selection], preset: Any
-) -> tuple[tuple[str, str, str], ...]:
-    configs = [sources.run_config(r) for r in runs]
-    paper = paper_setup(experiment)
-    if preset is not None and preset.dataset:
-        paper.setdefault("dataset", preset.dataset)
+def _distinct(values: Sequence[Any]) -> str:
+    seen = dict.fromkeys(
+        v if isinstance(v, str) else ",".join(map(str, v)) if isinstance(v, list) else f"{v:,}"
+        if isinstance(v, int) and not isinstance(v, bool) else str(v)
+        for v in values if v not in (None, "")
+    )  # fmt: skip
+    return ", ".join(seen)
+
+
+def _setup(preset: Preset | None, runs: Sequence[Any]) -> tuple[tuple[str, str, str], ...]:
+    configs = [flat_config(_json(r.config_json)) for r in runs]
+    metadata = [_json(r.metadata_json) for r in runs]
+    paper = dict(preset.paper_setup) if preset else {}
     seeds = {r.seed for r in runs}
+
+    def config(key: str) -> str:
+        return _distinct([c.get(key) for c in configs])
+
     ours = {
-        "dataset": ", ".join(_values_of(configs, "dataset", "dataset_name")),
-        "epochs": ", ".join(_values_of(configs, "epochs", "max_epochs")),
+        "dataset": _distinct([m.get("dataset") for m in metadata]) or config("dataset"),
+        "training set": _distinct([m.get("train_size") for m in metadata]),
+        "epochs": config("train.epochs"),
+        "steps": _distinct([m.get("steps") for m in metadata]),
         "runs": f"{len(seeds)} seeds per activation, setting and learning rate" if seeds else "",
         "learning rates": ", ".join(f"{lr:g}" for lr in sorted({float(r.lr) for r in runs})),
-        "batch size": ", ".join(_values_of(configs, "batch_size")),
-        "GELU form": ", ".join(
-            _values_of(configs, "approximate", "gelu_approximate", "gelu_form")
-            or sorted({s.activation for s in selections if "gelu" in s.activation.lower()})
-        ),
+        "batch size": config("train.batch_size"),
+        "GELU form": config("model.approximate"),
+        "dropout": _distinct(sorted({r.setting for r in runs if r.setting})),
     }
-    aspects = list(dict.fromkeys([*paper, *ours]))
+    aspects = list(dict.fromkeys([*paper, *(k for k, v in ours.items() if v)]))
     return tuple((a, paper.get(a, "—"), ours.get(a) or "not recorded") for a in aspects)
 
 
+def _paper_number(preset: Preset | None, s: Selection) -> float | None:
+    """The paper's number for ``s``: an error of an activation the paper reports, in a setting the
+    preset itself runs (a dropout keep the paper did not use is not the paper's experiment)."""
+    if preset is None or s.metric != "error" or s.activation.lower() not in preset.paper_results:
+        return None
+    keeps = (
+        {1.0, *preset.config.train.keep}
+        if preset.protocol.tune_setting
+        else set(preset.config.train.keep)
+    )
+    if s.setting and s.setting not in {f"keep={float(k)!r}" for k in keeps}:
+        return None
+    return preset.paper_results[s.activation.lower()]
+
+
 def analyse(
-    records: Sequence[Any], runs: Sequence[Any], *, rng: np.random.Generator
+    records: Sequence[Any],
+    runs: Sequence[Any],
+    presets: Mapping[str, Preset],
+    *,
+    rng: np.random.Generator,
 ) -> list[ExperimentResult]:
-    """Every experiment in ``records``: the protocol's results, paired comparisons, setup, time."""
-    wall = _wall_seconds(records)
+    """Every experiment in ``records``, in the order of ``presets`` (the paper's; unknown names
+    after it): the protocol's results, paired comparisons, setup and time."""
+    by_experiment: dict[str, list[Any]] = defaultdict(list)
+    for r in records:
+        by_experiment[r.experiment].append(r)
+    names = [n for n in presets if n in by_experiment] + sorted(set(by_experiment) - set(presets))
     results = []
-    for experiment in sorted({r.experiment for r in records}):
-        selections = select(records, experiment)
-        preset = sources.preset_info(experiment)
-        paper = preset.paper_results if preset else {}
-        rows = []
-        for s in selections:
-            known = paper.get(s.activation.lower()) if s.metric == "error" else None
-            rows.append(ResultRow(s, summarize(list(s.values.values()), rng=rng), known))
+    for name in names:
+        preset = presets.get(name)
+        mine_runs = [r for r in runs if r.experiment == name]
+        protocol = preset.protocol if preset else Protocol()
+        selections = select(by_experiment[name], protocol, run_configs(mine_runs))
+        rows = [
+            ResultRow(s, summarize(list(s.values.values()), rng=rng), _paper_number(preset, s))
+            for s in selections
+        ]
         comparisons = []
         for t, b in _pairs(selections):
-            paper_difference = None
-            if (
-                t.metric == "error"
-                and t.activation.lower() in paper
-                and b.activation.lower() in paper
-            ):
-                paper_difference = paper[t.activation.lower()] - paper[b.activation.lower()]
+            paper_t, paper_b = _paper_number(preset, t), _paper_number(preset, b)
+            paper_difference = None if paper_t is None or paper_b is None else paper_t - paper_b
             expect_lower = (paper_difference is None or paper_difference <= 0) != (
                 t.metric == "accuracy"
             )
             comparison = compare_paired(t, b, rng=rng, lower_is_better=expect_lower)
             comparisons.append((comparison, paper_difference))
-        mine = [r for r in runs if r.experiment == experiment]
         results.append(
             ExperimentResult(
-                name=experiment,
+                name=name,
                 citation=preset.citation if preset else "",
+                figure=preset.figure if preset else FigureSpec(),
                 rules=tuple(dict.fromkeys(s.rule for s in selections)),
                 rows=tuple(rows),
                 comparisons=tuple(comparisons),
-                setup=_setup(experiment, mine, selections, preset),
+                setup=_setup(preset, mine_runs),
                 paper_summary=preset.paper_summary if preset else "",
-                notes=preset.notes if preset else "",
-                wall_seconds=wall.get(experiment, 0.0),
-                n_runs=len(mine),
+                notes=" ".join(preset.fidelity) if preset else "",
+                wall_seconds=_wall_seconds(by_experiment[name]),
+                n_runs=len(mine_runs),
             )
         )
     return results
 
 
-_ENVIRONMENT_FIRST = (
-    "code_version",
-    "git",
-    "commit",
-    "torch",
-    "torch_version",
-    "python",
-    "device",
-    "threads",
-    "num_threads",
-    "cpu",
-    "platform",
-)
-
-
+_ENVIRONMENT_FIRST = ("code_version", "torch", "python", "device", "threads", "platform")
 # Metadata that describes the experiment rather than the machine (shown per experiment instead).
 _NOT_ENVIRONMENT = (
-    "experiment",
-    "citation",
-    "dataset",
-    "dataset_requested",
-    "dataset_source",
-    "quick",
-)
+    "experiment", "citation", "dataset", "dataset_requested", "dataset_source", "quick",
+    "train_size", "steps",
+)  # fmt: skip
 
 
 def environment(runs: Sequence[Any]) -> list[tuple[str, str]]:
     """(key, distinct values) of the runs' metadata, the usual keys first."""
     values: dict[str, dict[str, None]] = defaultdict(dict)
     for run in runs:
-        for key, value in flatten(sources.run_metadata(run)).items():
-            if key in _NOT_ENVIRONMENT:
-                continue
-            values[key][value if isinstance(value, str) else json.dumps(value)] = None
+        for key, value in flat_config(_json(run.metadata_json)).items():
+            if key not in _NOT_ENVIRONMENT:
+                values[key][value if isinstance(value, str) else json.dumps(value)] = None
 
     def order(key: str) -> tuple[int, str]:
         leaf = key.rsplit(".", 1)[-1]
-        return (
+        first = (
             _ENVIRONMENT_FIRST.index(leaf)
             if leaf in _ENVIRONMENT_FIRST
-            else len(_ENVIRONMENT_FIRST),
-            key,
+            else len(_ENVIRONMENT_FIRST)
         )
+        return first, key
 
     return [(key, ", ".join(values[key])) for key in sorted(values, key=order)]

@@ -57,29 +57,26 @@ def _prepare_matplotlib() -> None:
     matplotlib.use("Agg")
 
 
-def _data_status(name: str, data_dir: Path | None) -> Any:
-    """Whether preset ``name`` can run here: its dataset or its declared substitute is present."""
-    from gelus.report.sources import DatasetStatus, dataset_status, preset_info
+def _data_status(preset: Any, data_dir: Path | None) -> Any:
+    """Whether ``preset`` can run here: its dataset or its declared substitute is present."""
+    from gelus.report.sources import dataset_status
 
-    info = preset_info(name)
-    if info is None or not info.dataset:
-        return DatasetStatus("—", False, "the preset names no dataset")
-    status = dataset_status(info.dataset, data_dir)
-    if not status.present and info.substitute:
-        status = status._replace(present=dataset_status(info.substitute, data_dir).present)
+    status = dataset_status(preset.dataset, data_dir)
+    if not status.present and preset.substitute:
+        status = status._replace(present=dataset_status(preset.substitute, data_dir).present)
     return status
 
 
 def missing_experiments(recorded: set[str], data_dir: Path | None = None) -> list[Any]:
     """Presets with no records, each with its dataset and how to get it (or run it)."""
     from gelus.report.analysis import Missing
-    from gelus.report.sources import preset_names
+    from gelus.report.sources import presets
 
     missing = []
-    for name in preset_names():
+    for name, preset in presets().items():
         if name in recorded:
             continue
-        status = _data_status(name, data_dir)
+        status = _data_status(preset, data_dir)
         how = (
             f"the data is present; run `gelus run {name}`" if status.present else status.how_to_get
         )
@@ -91,7 +88,7 @@ def _report(args: argparse.Namespace) -> int:
     _prepare_matplotlib()
     from gelus.cli import UserError
     from gelus.report.render import write_report
-    from gelus.report.sources import load_records, load_runs
+    from gelus.report.sources import load_records, load_runs, presets
 
     records, runs = load_records(args.run_dir), load_runs(args.run_dir)
     if not records:
@@ -101,8 +98,9 @@ def _report(args: argparse.Namespace) -> int:
     missing = missing_experiments({r.experiment for r in records})
     out = args.out or args.run_dir / "report"
     html_path, md_path = write_report(
-        records, runs, out, missing=missing, seed=args.seed, source=str(args.run_dir)
-    )
+        records, runs, out, presets=presets(), missing=missing, seed=args.seed,
+        source=str(args.run_dir),
+    )  # fmt: skip
     print(f"wrote {html_path}\nwrote {md_path}")
     return 0
 
@@ -124,12 +122,12 @@ def reproduce(
     from gelus.experiments import run_experiment
     from gelus.report.analysis import Missing
     from gelus.report.render import write_report
-    from gelus.report.sources import load_records, load_runs, preset_names
+    from gelus.report.sources import load_records, load_runs, presets
 
     out.mkdir(parents=True, exist_ok=True)
     missing = []
-    for name in preset_names():
-        status = _data_status(name, data_dir)
+    for name, preset in presets().items():
+        status = _data_status(preset, data_dir)
         if not status.present:
             print(f"gelus reproduce: {name} skipped: no {status.name} data here")
             missing.append(Missing(name, status.name, status.how_to_get))
@@ -151,8 +149,9 @@ def reproduce(
             "see `gelus data --help` for where to put the files"
         )
     return write_report(
-        load_records(out), load_runs(out), out / "report", missing=missing, source=str(out)
-    )
+        load_records(out), load_runs(out), out / "report", presets=presets(), missing=missing,
+        source=str(out),
+    )  # fmt: skip
 
 
 def _reproduce(args: argparse.Namespace) -> int:

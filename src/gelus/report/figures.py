@@ -1,7 +1,8 @@
 """The paper's figures, drawn from experiment records alone.
 
 Plot functions take an ``ax`` (a matplotlib Axes) and return it; :func:`experiment_figures` turns
-one experiment's records into whole figures. Curves are medians over seeds with a shaded
+one experiment's records into whole figures, as its preset's :class:`FigureSpec` says. Records of
+different configs are separate curves, labelled by what differs. Curves are medians over seeds with a shaded
 percentile-bootstrap 95 % band of the median; colours come from :data:`gelus.plots.palette.PALETTE`.
 Missing data means no curve (or no figure), never an error. Import matplotlib with the Agg backend
 before this module if you draw without a display (``gelus report`` does).
@@ -9,7 +10,6 @@ before this module if you draw without a display (``gelus report`` does).
 
 from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,18 +17,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from gelus.experiments.protocol import FigureSpec
+from gelus.experiments.selection import Selection, curves_by_seed
 from gelus.plots.palette import color_for, label_for
-from gelus.report.stats import Selection, bootstrap_ci, curves_by_seed
+from gelus.report.stats import bootstrap_ci
 
-__all__ = [
-    "METRIC_LABELS",
-    "experiment_figures",
-    "paper_figure_number",
-    "plot_curve",
-    "plot_noise",
-    "plot_summary",
-    "save_figure",
-]
+__all__ = ["METRIC_LABELS", "experiment_figures", "plot_curve", "plot_noise", "plot_summary"]
 
 METRIC_LABELS = {
     "loss": "log loss (nats)",
@@ -38,32 +32,6 @@ METRIC_LABELS = {
     "seconds": "wall time (s)",
 }
 _PERCENT = {"error", "accuracy"}  # stored as fractions, drawn as percentages
-
-# experiment name (substring) -> (paper figure, curve metrics by preference, eval splits by preference)
-_FIGURES = (
-    ("autoencoder", 4, ("recon_error", "loss"), ("test", "val")),
-    ("noise", 3, ("loss", "error"), ("val", "test")),
-    ("timit", 5, ("loss", "error"), ("val", "test")),
-    ("cifar100", 7, ("error", "loss"), ("test", "val")),
-    ("cifar-100", 7, ("error", "loss"), ("test", "val")),
-    ("cifar10", 6, ("error", "loss"), ("test", "val")),
-    ("cifar-10", 6, ("error", "loss"), ("test", "val")),
-    ("stochastic", None, ("error", "loss"), ("val", "test")),
-    ("mnist", 2, ("loss", "error"), ("val", "test")),
-)
-
-
-def _figure_spec(experiment: str) -> tuple[int | None, tuple[str, ...], tuple[str, ...]]:
-    name = experiment.lower()
-    for key, number, metrics, splits in _FIGURES:
-        if key in name:
-            return number, metrics, splits
-    return None, ("loss", "error"), ("val", "test")
-
-
-def paper_figure_number(experiment: str) -> int | None:
-    """The paper's figure that shows ``experiment``'s curves (None if it has none)."""
-    return _figure_spec(experiment)[0]
 
 
 def _scale(metric: str) -> float:
@@ -94,10 +62,12 @@ def plot_curve(
     rng: np.random.Generator,
     label: str | None = None,
     light: bool = False,
+    linestyle: str = "-",
 ) -> Axes:
     """Median over seeds of per-seed ``{x: value}`` curves, with a bootstrap 95 % band.
 
-    ``light=True`` draws the thin, faint style the paper uses for held-out curves.
+    ``light=True`` draws the thin, faint style the paper uses for held-out curves; ``linestyle``
+    tells configs apart (the colour is the activation's).
     """
     xs, median, low, high = _median_band(curves, rng)
     if xs.size == 0:
@@ -109,6 +79,7 @@ def plot_curve(
         median * scale,
         color=color,
         label=label,
+        linestyle=linestyle,
         lw=1.0 if light else 1.8,
         alpha=0.55 if light else 1.0,
     )
@@ -119,10 +90,20 @@ def plot_curve(
     return ax
 
 
-def _selected(selections: Sequence[Selection]) -> dict[tuple[str, str, float], Selection]:
-    """(activation, setting, lr) -> selection, for the first reported metric only."""
+def _selected(selections: Sequence[Selection]) -> dict[tuple[str, str, str, float], Selection]:
+    """(config hash, activation, setting, lr) -> selection, for the first reported metric only."""
     first_metric = selections[0].metric if selections else None
-    return {(s.activation, s.setting, s.lr): s for s in selections if s.metric == first_metric}
+    return {
+        (s.config_hash, s.activation, s.setting, s.lr): s
+        for s in selections
+        if s.metric == first_metric
+    }
+
+
+def _label(selection: Selection) -> str:
+    """The activation as the paper writes it, with its config's variant when there are several."""
+    name = label_for(selection.activation)
+    return f"{name} [{selection.variant}]" if selection.variant else name
 
 
 def _panel_label(setting: str, lr: float, show_lr: bool) -> str:
@@ -134,55 +115,49 @@ def _panel_label(setting: str, lr: float, show_lr: bool) -> str:
 
 def _curve_figure(
     records: Sequence[Any],
-    experiment: str,
     selections: Sequence[Selection],
+    spec: FigureSpec,
+    title: str,
     rng: np.random.Generator,
 ) -> Figure | None:
-    number, metric_choices, eval_choices = _figure_spec(experiment)
-    present = {(r.split, r.metric) for r in records if r.experiment == experiment}
+    present = {(r.split, r.metric) for r in records}
     metric = next(
         (
             m
-            for m in metric_choices
-            if ("train", m) in present or any((s, m) in present for s in eval_choices)
+            for m in spec.metrics
+            if ("train", m) in present or any((s, m) in present for s in spec.held_out)
         ),
         None,
     )
-    if metric is None:
-        return None
-    eval_split = next((s for s in eval_choices if (s, metric) in present), None)
     chosen = _selected(selections)
-    if not chosen:
+    if metric is None or not chosen:
         return None
+    eval_split = next((s for s in spec.held_out if (s, metric) in present), None)
     per_lr = not all(s.lr_selected for s in chosen.values())
     # the paper's order: no dropout (keep=1.0) left of dropout, lr 1e-3 left of 1e-4
-    panels = sorted({(setting, lr if per_lr else 0.0) for _, setting, lr in chosen}, reverse=True)
-    train = curves_by_seed(records, experiment, "train", metric)
-    held = curves_by_seed(records, experiment, eval_split, metric) if eval_split else {}
+    panels = sorted(
+        {(setting, lr if per_lr else 0.0) for _, _, setting, lr in chosen}, reverse=True
+    )
+    styles = ("-", "--", ":", "-.")  # one per config, in the order of the selections
+    variants = list(dict.fromkeys(s.variant for s in chosen.values()))
+    train = curves_by_seed(records, "train", metric)
+    held = curves_by_seed(records, eval_split, metric) if eval_split else {}
     fig = Figure(figsize=(5.2 * len(panels), 3.8), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (setting, panel_lr) in zip(axes, panels, strict=True):
-        for (activation, s, lr), selection in sorted(chosen.items()):
+        for (chash, activation, s, lr), selection in sorted(chosen.items()):
             if s != setting or (per_lr and lr != panel_lr):
                 continue
-            seeds = selection.values or {k[3] for k in train if k[:3] == (activation, s, lr)}
+            key = (chash, activation, s, lr)
+            seeds = selection.values or {k[4] for k in train if k[:4] == key}
             for source, split, light in ((train, "train", False), (held, eval_split, True)):
-                curves = [
-                    source[(activation, s, lr, seed)]
-                    for seed in seeds
-                    if (activation, s, lr, seed) in source
-                ]
+                curves = [source[(*key, seed)] for seed in seeds if (*key, seed) in source]
                 lr_note = "" if per_lr else f", lr={lr:g}"
-                label = f"{label_for(activation)} {split}{lr_note}"
                 plot_curve(
-                    ax,
-                    curves,
-                    activation=activation,
-                    metric=metric,
-                    rng=rng,
-                    label=label,
-                    light=light,
-                )
+                    ax, curves, activation=activation, metric=metric, rng=rng,
+                    label=f"{_label(selection)} {split}{lr_note}", light=light,
+                    linestyle=styles[variants.index(selection.variant) % len(styles)],
+                )  # fmt: skip
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(METRIC_LABELS.get(metric, metric))
@@ -192,8 +167,10 @@ def _curve_figure(
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=7)
-    title = f"{experiment}: {METRIC_LABELS.get(metric, metric)} per epoch, median over seeds (95 % CI band)"
-    fig.suptitle(f"Figure {number}. {title}" if number else title, fontsize=10)
+    text = (
+        f"{title}: {METRIC_LABELS.get(metric, metric)} per epoch, median over seeds (95 % CI band)"
+    )
+    fig.suptitle(f"Figure {spec.number}. {text}" if spec.number else text, fontsize=10)
     return fig if any(ax.lines for ax in axes) else None
 
 
@@ -223,7 +200,8 @@ def plot_noise(
     mine = [
         r
         for r in records
-        if _noise_level(r.split) is not None and r.experiment == selection.experiment
+        if _noise_level(r.split) is not None
+        and (r.experiment, r.config_hash) == (selection.experiment, selection.config_hash)
     ]
     source, transform = metric, (lambda v: v)
     if metric == "accuracy" and not any(r.metric == "accuracy" for r in mine):
@@ -254,19 +232,16 @@ def plot_noise(
 
 def _noise_figure(
     records: Sequence[Any],
-    experiment: str,
     selections: Sequence[Selection],
+    spec: FigureSpec,
+    title: str,
     rng: np.random.Generator,
 ) -> Figure | None:
-    recorded = {
-        r.metric
-        for r in records
-        if r.experiment == experiment and _noise_level(r.split) is not None
-    }
+    recorded = {r.metric for r in records if _noise_level(r.split) is not None}
     if "error" in recorded:
         recorded.add("accuracy")  # the paper plots accuracy: 1 − error
     metrics = [m for m in ("accuracy", "loss") if m in recorded]
-    if not metrics:
+    if not spec.noise or not metrics:
         return None
     chosen = list(_selected(selections).values())
     no_dropout = [s for s in chosen if "keep=1" in s.setting]  # the paper uses the no-dropout nets
@@ -276,26 +251,23 @@ def _noise_figure(
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     for ax, metric in zip(axes, metrics, strict=True):
         for selection in chosen:
-            label = label_for(selection.activation) + (
-                f" ({selection.setting})" if several_settings else ""
-            )
+            label = _label(selection) + (f" ({selection.setting})" if several_settings else "")
             plot_noise(ax, records, selection, metric=metric, rng=rng, label=label)
         ax.set_xlabel("noise strength a (inputs + Uniform[−a, a])")
         ax.set_ylabel("test " + METRIC_LABELS.get(metric, metric))
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8)
-    fig.suptitle(
-        f"Figure 3. {experiment}: robustness to input noise, median over seeds (95 % CI band)",
-        fontsize=10,
-    )
+    text = f"{title}: robustness to input noise, median over seeds (95 % CI band)"
+    fig.suptitle(f"Figure {spec.number}. {text}" if spec.number else text, fontsize=10)
     return fig if any(ax.lines for ax in axes) else None
 
 
 def plot_summary(ax: Axes, selections: Sequence[Selection], *, rng: np.random.Generator) -> Axes:
-    """One point per selection: median over seeds of the reported metric, 95 % CI bar, seeds as dots."""
+    """One point per selection: median over seeds of the reported metric, 95 % CI bar, seeds as
+    dots; diverged runs (NaN / inf) are left out and counted in the tick label."""
     for i, selection in enumerate(selections):
-        values = np.asarray(list(selection.values.values()), dtype=float)
+        values = np.asarray(selection.finite, dtype=float)
         if values.size == 0:
             continue
         scale = _scale(selection.metric)
@@ -313,7 +285,8 @@ def plot_summary(ax: Axes, selections: Sequence[Selection], *, rng: np.random.Ge
         ax.scatter(np.full(values.size, i + 0.15), values * scale, s=10, color=color, alpha=0.5)
     labels = []
     for s in selections:
-        parts = [label_for(s.activation), s.setting, "" if s.lr_selected else f"lr={s.lr:g}"]
+        diverged = f"{s.diverged} diverged" if s.diverged else ""
+        parts = [_label(s), s.setting, "" if s.lr_selected else f"lr={s.lr:g}", diverged]
         labels.append("\n".join(p for p in parts if p))
     ax.set_xticks(range(len(selections)), labels, fontsize=8)
     metric = selections[0].metric if selections else ""
@@ -323,7 +296,7 @@ def plot_summary(ax: Axes, selections: Sequence[Selection], *, rng: np.random.Ge
 
 
 def _summary_figure(
-    experiment: str, selections: Sequence[Selection], rng: np.random.Generator
+    selections: Sequence[Selection], title: str, rng: np.random.Generator
 ) -> Figure | None:
     chosen = [s for s in _selected(selections).values() if s.values]
     if not chosen:
@@ -333,35 +306,27 @@ def _summary_figure(
     rule = (
         "the chosen learning rate" if all(s.lr_selected for s in chosen) else "each learning rate"
     )
-    fig.suptitle(f"{experiment}: test result at {rule}, median over seeds (95 % CI)", fontsize=10)
+    fig.suptitle(f"{title}: test result at {rule}, median over seeds (95 % CI)", fontsize=10)
     return fig
 
 
 def experiment_figures(
     records: Sequence[Any],
-    experiment: str,
     selections: Sequence[Selection],
+    spec: FigureSpec,
     *,
+    title: str,
     rng: np.random.Generator,
 ) -> dict[str, Figure]:
     """All figures for one experiment, by short name (``curves``, ``noise``, ``summary``).
 
-    ``selections`` is :func:`gelus.report.stats.select` of the same records; figures whose data is
-    absent are left out.
+    ``records`` are the experiment's, ``selections`` its protocol's result on them
+    (:func:`gelus.experiments.selection.select`), ``spec`` its preset's figure; ``title`` heads each
+    figure. Figures whose data is absent are left out.
     """
     figures = {
-        "curves": _curve_figure(records, experiment, selections, rng),
-        "noise": _noise_figure(records, experiment, selections, rng),
-        "summary": _summary_figure(experiment, selections, rng),
+        "curves": _curve_figure(records, selections, spec, title, rng),
+        "noise": _noise_figure(records, selections, spec, title, rng),
+        "summary": _summary_figure(selections, title, rng),
     }
     return {name: fig for name, fig in figures.items() if fig is not None}
-
-
-def save_figure(fig: Figure, out_dir: str | Path, stem: str) -> tuple[Path, Path]:
-    """Write ``fig`` as ``stem.png`` (150 dpi) and ``stem.svg`` under ``out_dir``."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    png, svg = out_dir / f"{stem}.png", out_dir / f"{stem}.svg"
-    fig.savefig(png, dpi=150)
-    fig.savefig(svg)
-    return png, svg

@@ -14,10 +14,21 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from gelus.experiments.presets import Preset
+from gelus.plots.io import save_figure
 from gelus.report.analysis import ExperimentResult, Missing, analyse, environment, is_quick
-from gelus.report.figures import experiment_figures, paper_figure_number, save_figure
+from gelus.report.figures import experiment_figures
 
-__all__ = ["Block", "report_blocks", "to_html", "to_markdown", "write_report"]
+__all__ = [
+    "Block",
+    "format_difference",
+    "format_value",
+    "report_blocks",
+    "summary_block",
+    "to_html",
+    "to_markdown",
+    "write_report",
+]
 
 QUICK_BANNER = (
     "Quick run: fewer epochs and seeds than the paper, to finish in minutes. The numbers show the "
@@ -43,6 +54,7 @@ def format_value(metric: str, value: float) -> str:
 
 
 def format_difference(metric: str, value: float) -> str:
+    """A difference of errors or accuracies in percentage points, else to 4 significant digits."""
     if value is None or math.isnan(value):
         return "—"
     if metric in ("error", "accuracy"):
@@ -59,50 +71,103 @@ def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
+def _median_cell(metric: str, summary: Any) -> str:
+    """The median over the runs that did not diverge, saying how many did."""
+    total = summary.n + summary.diverged
+    if summary.diverged and summary.n == 0:
+        return f"— (all {total} diverged)"
+    note = f" ({summary.diverged} of {total} diverged)" if summary.diverged else ""
+    return format_value(metric, summary.median) + note
+
+
 def _result_table(result: ExperimentResult) -> Block:
+    variants = any(row.selection.variant for row in result.rows)
     headers = (
-        "activation",
-        "setting",
-        "lr",
-        "metric",
-        "n",
-        "median",
-        "95 % CI of median",
-        "mean",
-        "IQM",
-        "paper",
-    )
+        "activation", *(("config",) if variants else ()), "setting", "lr", "metric", "n",
+        "median", "95 % CI of median", "mean", "IQM", "paper",
+    )  # fmt: skip
     rows = []
     for row in result.rows:
         s, m = row.selection, row.summary
         lr = f"{s.lr:g}" + ("" if s.lr_selected else " (not selected)")
         rows.append(
-            (s.activation, s.setting or "—", lr, f"test {s.metric}", str(m.n), format_value(s.metric, m.median),
-             _interval(s.metric, m.median_ci), format_value(s.metric, m.mean), format_value(s.metric, m.iqm),
+            (s.activation, *((s.variant or "—",) if variants else ()), s.setting or "—", lr, f"test {s.metric}",
+             str(m.n + m.diverged), _median_cell(s.metric, m), _interval(s.metric, m.median_ci),
+             format_value(s.metric, m.mean), format_value(s.metric, m.iqm),
              format_value(s.metric, row.paper) if row.paper is not None else "—")
         )  # fmt: skip
     return Block("table", headers=headers, rows=tuple(rows))
 
 
 def _comparison_table(result: ExperimentResult) -> Block:
+    variants = any(c.variant for c, _ in result.comparisons)
     headers = (
-        "comparison",
-        "setting",
-        "lr",
-        "metric",
-        "n pairs",
-        "mean difference",
-        "95 % CI",
-        "paper",
-        "paper's ordering",
-    )
+        "comparison", *(("config",) if variants else ()), "setting", "lr", "metric", "n pairs",
+        "mean difference", "95 % CI", "paper", "paper's ordering",
+    )  # fmt: skip
     rows = []
     for c, paper in result.comparisons:
-        setting = c.setting or "—"
+        pairs = str(len(c.seeds)) + (f" ({c.diverged} diverged left out)" if c.diverged else "")
         rows.append(
-            (f"{c.treatment} − {c.baseline}", setting, c.lr, f"test {c.metric}", str(len(c.seeds)), format_difference(c.metric, c.mean),
-             _interval(c.metric, c.ci, difference=True), format_difference(c.metric, paper) if paper is not None else "—", c.verdict)
+            (f"{c.treatment} − {c.baseline}", *((c.variant or "—",) if variants else ()), c.setting or "—", c.lr,
+             f"test {c.metric}", pairs, format_difference(c.metric, c.mean),
+             _interval(c.metric, c.ci, difference=True),
+             format_difference(c.metric, paper) if paper is not None else "—", c.verdict)
         )  # fmt: skip
+    return Block("table", headers=headers, rows=tuple(rows))
+
+
+def _found(result: ExperimentResult, variant: str) -> str:
+    """This run's medians on the headline metric, per setting (and lr when not selected)."""
+    rows = [r for r in result.rows if r.selection.variant == variant]
+    rows = [r for r in rows if r.selection.metric == rows[0].selection.metric] if rows else []
+    groups: dict[str, list[str]] = {}
+    for row in rows:
+        s = row.selection
+        where = ", ".join(p for p in (s.setting, "" if s.lr_selected else f"lr={s.lr:g}") if p)
+        groups.setdefault(where, []).append(f"{s.activation} {_median_cell(s.metric, row.summary)}")
+    metric = rows[0].selection.metric if rows else ""
+    parts = [f"{where}: " * bool(where) + ", ".join(cells) for where, cells in groups.items()]
+    return f"test {metric}: " + "; ".join(parts) if parts else "—"
+
+
+def _verdicts(result: ExperimentResult, variant: str) -> str:
+    settings = {c.setting for c, _ in result.comparisons if c.variant == variant}
+    verdicts = []
+    for c, _ in result.comparisons:
+        if c.variant != variant:
+            continue
+        where = f" ({c.setting})" if len(settings) > 1 and c.setting else ""
+        if c.lr != "chosen":
+            where += f" (lr={c.lr})"
+        n = "" if f"n={len(c.seeds)}" in c.verdict else f" (n={len(c.seeds)})"
+        verdicts.append(f"{c.treatment} < {c.baseline}{where}: {c.verdict}{n}")
+    return "; ".join(verdicts) or "—"
+
+
+def summary_block(results: Sequence[ExperimentResult]) -> Block:
+    """The report's first table: per experiment (and config), what the paper reports, what this
+    run found, and the verdict on the paper's ordering with its number of paired seeds."""
+    rows = []
+    for result in results:
+        variants = dict.fromkeys(row.selection.variant for row in result.rows) or {"": None}
+        paper = f" (Figure {result.figure.number})" if result.figure.number else ""
+        for variant in variants:
+            name = result.name + paper + (f" [{variant}]" if variant else "")
+            rows.append(
+                (
+                    name,
+                    result.paper_summary or "—",
+                    _found(result, variant),
+                    _verdicts(result, variant),
+                )
+            )
+    headers = (
+        "experiment",
+        "the paper reports",
+        "this run found",
+        "the paper's ordering (GELU better)",
+    )
     return Block("table", headers=headers, rows=tuple(rows))
 
 
@@ -133,12 +198,15 @@ def report_blocks(
         Block(
             "p",
             "How to read: n is the number of seeds; each seed contributes its test value at the chosen learning rate "
-            "and epoch. The 95 % intervals are percentile bootstraps (10,000 resamples, numpy Generator seeded "
+            "and epoch. A run whose value is NaN or infinite diverged: medians, means and intervals are over the runs "
+            "that did not, and say how many did. Records of different configs are never merged: each config is its "
+            "own row, labelled by the settings that differ. The 95 % intervals are percentile bootstraps (10,000 resamples, numpy Generator seeded "
             f"{seed}); with n ≤ 3 seeds a bootstrap interval cannot be wider than the range of the values, so "
             "read it as a spread, not as a guarantee. Paired differences use only the seeds both activations ran. "
             "Errors are in %, differences in percentage points (pp), losses in nats.",
         )
     )
+    blocks += [Block("h2", "Summary"), summary_block(results)]
     if activation_figure is not None:
         blocks += [
             Block("h2", "Figure 1: the activations"),
@@ -147,7 +215,7 @@ def report_blocks(
             ),
         ]
     for result in results:
-        number = paper_figure_number(result.name)
+        number = result.figure.number
         blocks.append(Block("h2", result.name + (f" (paper Figure {number})" if number else "")))
         if result.citation:
             blocks.append(Block("p", f"Paper: {result.citation}"))
@@ -271,21 +339,25 @@ def write_report(
     runs: Sequence[Any],
     out_dir: str | Path,
     *,
+    presets: dict[str, Preset],
     missing: Sequence[Missing] = (),
     seed: int = 0,
     source: str = "",
     activation_figure: bool = True,
 ) -> tuple[Path, Path]:
-    """Analyse ``records``, draw the figures into ``out_dir/figures`` and write
-    ``out_dir/report.html`` and ``out_dir/report.md``. Returns the two paths."""
+    """Analyse ``records`` with each experiment's preset (``presets``: name -> Preset, in the
+    paper's order), draw the figures into ``out_dir/figures`` and write ``out_dir/report.html`` and
+    ``out_dir/report.md``. Returns the two paths."""
     out_dir = Path(out_dir)
     figure_dir = out_dir / "figures"
     rng = np.random.default_rng(seed)
-    results = analyse(records, runs, rng=rng)
+    results = analyse(records, runs, presets, rng=rng)
     figures: dict[str, list[tuple[Path, str]]] = {}
     for result in results:
         selections = [row.selection for row in result.rows]
-        for kind, fig in experiment_figures(records, result.name, selections, rng=rng).items():
+        mine = [r for r in records if r.experiment == result.name]
+        drawn = experiment_figures(mine, selections, result.figure, title=result.name, rng=rng)
+        for kind, fig in drawn.items():
             png, _ = save_figure(fig, figure_dir, f"{_slug(result.name)}-{kind}")
             figures.setdefault(result.name, []).append(
                 (png, fig.get_suptitle() if hasattr(fig, "get_suptitle") else kind)

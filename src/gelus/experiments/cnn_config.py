@@ -1,0 +1,88 @@
+"""The CIFAR networks' own configs: typed, frozen, torch-free (the presets import them).
+
+The knobs every experiment shares live once, in :class:`~gelus.experiments.config.ExperimentConfig`:
+``train.epochs``, ``train.batch_size``, ``optim.lr`` (the sweep axis) and ``model.approximate``
+(the GELU form). What is left here is what only a CNN run reads; schedule points are fractions of
+the epochs, so a shorter run keeps the schedule's shape.
+"""
+
+from dataclasses import dataclass
+
+__all__ = ["AMP_DTYPE_NAMES", "CIFAR10AllConvConfig", "CIFAR100WRNConfig", "CNNConfig"]
+
+AMP_DTYPE_NAMES = ("bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class _CNNRunOptions:
+    """How a CNN run is split, evaluated and computed: the same for both CIFAR experiments."""
+
+    retrain_full: bool = False  # train on train + val = all 50k (no val metrics), else 45k + 5k val
+    train_eval_size: int | None = 10_000  # train loss/error on the first N train images; None: all
+    eval_batch_size: int = 500  # images per evaluation batch
+    amp_dtype: str | None = None  # None | "bf16" | "fp16" (fp16 on CUDA only, with a GradScaler)
+    channels_last: bool | None = None  # NHWC; None: on CUDA only (slower on CPU oneDNN here)
+
+    def __post_init__(self) -> None:
+        if self.eval_batch_size < 1:
+            raise ValueError(f"eval_batch_size={self.eval_batch_size} must be at least 1")
+        if self.amp_dtype not in (None, *AMP_DTYPE_NAMES):
+            raise ValueError(f"amp_dtype={self.amp_dtype!r}: use None, 'bf16' or 'fp16'")
+        if self.train_eval_size is not None and self.train_eval_size < 1:
+            raise ValueError(
+                f"train_eval_size={self.train_eval_size}: give None (all) or at least 1"
+            )
+
+
+@dataclass(frozen=True)
+class CIFAR10AllConvConfig(_CNNRunOptions):
+    """Salimans & Kingma's all-conv net on CIFAR-10, as the paper trained it (``all_convnet.py``)."""
+
+    lr_decay_from: float = (
+        0.5  # lr constant for this fraction of the epochs, then linear to 0 (paper: 100 of 200)
+    )
+    beta1: float = 0.9  # Adam β₁ for the first beta1_switch_at of the epochs
+    beta1_late: float = 0.5  # Adam β₁ afterwards
+    beta1_switch_at: float = 0.5  # fraction of the epochs run with beta1 (paper: 100 of 200)
+    beta2: float = 0.999  # Adam β₂
+    adam_eps: float = (
+        1e-8  # torch's ε outside the √; the released g/√(v̂ + 1e-8) acts like ε up to ≈ 1e-4
+    )
+    noise_std: float = 0.15  # Gaussian noise on the whitened input, training only
+    dropout: float = 0.5  # after each max-pool
+    widths: tuple[int, int] = (96, 192)  # channels of the first and second conv stacks
+    zca_epsilon: float = 1e-5  # added to the covariance eigenvalues (Salimans & Kingma's nn.ZCA)
+    bn_eps: float = 1e-4  # Lasagne's BatchNormLayer default
+    logit_batchnorm: bool = True  # the released code batch-normalises the logits
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("lr_decay_from", "beta1_switch_at"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be a fraction in [0, 1]")
+
+
+@dataclass(frozen=True)
+class CIFAR100WRNConfig(_CNNRunOptions):
+    """WRN-40-4 on CIFAR-100, as the paper trained it (``SGDR_WRNs_gelu.py``, scenario 13).
+
+    Trains on all 50,000 images by default: one lr (nothing to tune), as the released script does.
+    """
+
+    retrain_full: bool = True  # all 50k images; the WRN has no hyperparameter to choose on val
+    momentum: float = 0.9  # Nesterov
+    weight_decay: float = 5e-4  # λ of the loss penalty λ·Σw² (conv/dense weights, BN scales)
+    dropout: float = 0.3  # between the two convolutions of each block
+    blocks_per_stage: int = 6  # depth 6n + 4 = 40
+    widths: tuple[int, int, int, int] = (16, 64, 128, 256)  # stem, then 16k, 32k, 64k with k = 4
+    crop_padding: int = 4  # random crops of the zero-padded (mean-subtracted) image
+    flip: bool = True  # random horizontal flips
+    bn_eps: float = 1e-4  # Lasagne's BatchNormLayer default
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.widths) != 4:
+            raise ValueError(f"widths={self.widths} needs 4 entries: stem and three stages")
+
+
+CNNConfig = CIFAR10AllConvConfig | CIFAR100WRNConfig

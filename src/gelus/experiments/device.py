@@ -1,0 +1,26 @@
+"""Where a run computes: the one place that turns "auto" / "cpu" / "cuda" into a device.
+
+The driver resolves the device once (here, or through an executor's ``resolve_device`` when the
+jobs run on a cluster) and stamps it on every job; a trainer only checks that it is there.
+"""
+
+__all__ = ["DEVICES", "local_device"]
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def local_device(device: str) -> str:
+    """``device`` on this machine: "auto" is "cuda" when torch sees a GPU, else "cpu".
+
+    Raises ValueError for an unknown name, or for "cuda" where torch sees no CUDA device.
+    """
+    import torch
+
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; valid devices: {', '.join(DEVICES)}")
+    available = torch.cuda.is_available()
+    if device == "auto":
+        return "cuda" if available else "cpu"
+    if device == "cuda" and not available:
+        raise ValueError("--device cuda: torch sees no CUDA device here; use --device auto or cpu")
+    return device

@@ -1,0 +1,253 @@
+"""An experiment's protocol applied to its records: which lr (and setting) each config reports.
+
+Pure functions of records (NamedTuples with the fields of the ``records`` table) and of the runs'
+configs; the console summary and the report both call :func:`select`, so they agree.
+
+Records of different configs (different ``config_hash``) are never merged: each config is its own
+row, labelled by what differs between the configs (:func:`variant_labels`). A protocol with a
+``retrain_key`` joins two configs: the lr chosen on the tuning config, the test result from the
+retrain config. A NaN or infinite value marks a diverged run: it counts as the worst value when
+choosing an lr, and is kept (and counted) in the reported values.
+"""
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from gelus.experiments.config import BOOKKEEPING_KEYS, SWEEP_KEYS
+from gelus.experiments.protocol import Protocol
+
+__all__ = [
+    "Selection",
+    "curves_by_seed",
+    "flat_config",
+    "run_configs",
+    "select",
+    "variant_labels",
+]
+
+Curves = dict[tuple[str, str, str, float, int], dict[int, float]]
+
+
+def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            flat.update(flat_config(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def run_configs(runs: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """``{config_hash: flat config}`` of the runs, without the sweep axes and bookkeeping keys
+    (what a config hash stands for)."""
+    configs = {}
+    for run in runs:
+        if run.config_hash not in configs:
+            flat = flat_config(json.loads(run.config_json or "{}"))
+            for key in SWEEP_KEYS + BOOKKEEPING_KEYS:
+                flat.pop(key, None)
+            configs[run.config_hash] = flat
+    return configs
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ",".join(map(_text, value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def variant_labels(
+    hashes: Iterable[str], configs: Mapping[str, Mapping[str, Any]], ignore: Iterable[str] = ()
+) -> dict[str, str]:
+    """``{config_hash: "key=value, ..."}``: the keys whose values differ between the configs
+    (``""`` for every hash when there is only one config; the hash itself when its config is
+    unknown)."""
+    hashes = sorted(set(hashes))
+    known = [h for h in hashes if h in configs]
+    keys = sorted({k for h in known for k in configs[h]} - set(ignore))
+    differing = [k for k in keys if len({json.dumps(configs[h].get(k)) for h in known}) > 1]
+    labels = {}
+    for h in hashes:
+        if h not in configs:
+            labels[h] = f"config {h}" if len(hashes) > 1 else ""
+        else:
+            labels[h] = ", ".join(f"{k}={_text(configs[h].get(k))}" for k in differing)
+    return labels
+
+
+def curves_by_seed(records: Iterable[Any], split: str, metric: str) -> Curves:
+    """``{(config_hash, activation, setting, lr, seed): {epoch: value}}`` for one split and metric."""
+    curves: Curves = defaultdict(dict)
+    for r in records:
+        if r.split == split and r.metric == metric:
+            key = (r.config_hash, r.activation, r.setting, float(r.lr), int(r.seed))
+            curves[key][int(r.epoch)] = float(r.value)
+    return dict(curves)
+
+
+class Selection(NamedTuple):
+    """The protocol's result for one (experiment, config, activation, setting[, lr], metric)."""
+
+    experiment: str
+    config_hash: str  # the config the reported values come from
+    variant: str  # what sets this config apart from the experiment's others ("" if alone)
+    activation: str
+    setting: str
+    lr: float
+    lr_selected: bool  # False: no validation split, this learning rate is reported on its own
+    metric: str  # the reported metric
+    values: dict[int, float]  # seed -> reported value (NaN / inf: the run diverged)
+    epochs: dict[int, int]  # seed -> the epoch reported
+    val_medians: dict[tuple[str, float], float]  # (setting, lr) -> median select metric
+    rule: str  # the protocol in words
+    tuned_on: str = ""  # the config hash the lr was chosen on, when not ``config_hash``
+
+    @property
+    def diverged(self) -> int:
+        """How many runs have a NaN or infinite reported value."""
+        return sum(not math.isfinite(v) for v in self.values.values())
+
+    @property
+    def finite(self) -> list[float]:
+        """The reported values of the runs that did not diverge, in seed order."""
+        return [v for v in self.values.values() if math.isfinite(v)]
+
+
+def _worst(value: float) -> float:
+    return value if math.isfinite(value) else math.inf  # a diverged run loses every comparison
+
+
+def _chosen_epoch(curve: dict[int, float], epoch_rule: str) -> int:
+    if epoch_rule == "best":
+        return min(curve, key=lambda e: (_worst(curve[e]), e))  # ties: the earliest epoch
+    return max(curve)
+
+
+def _value_at(curve: dict[int, float], epoch: int) -> tuple[int, float] | None:
+    """The value at ``epoch``, else at the latest recorded epoch before it."""
+    earlier = [e for e in curve if e <= epoch]
+    return (max(earlier), curve[max(earlier)]) if earlier else None
+
+
+def _units(
+    hashes: Sequence[str], configs: Mapping[str, Mapping[str, Any]], retrain_key: str | None
+) -> list[tuple[str, str]]:
+    """(tuning config, reported config) pairs: each config alone, except that a retrain config
+    (``retrain_key`` true) takes its lr from the tuning config that differs only in that key."""
+    if not retrain_key:
+        return [(h, h) for h in hashes]
+
+    def family(h: str) -> str:
+        return json.dumps(
+            {k: v for k, v in configs.get(h, {}).items() if k != retrain_key}, sort_keys=True
+        )
+
+    def retrains(h: str) -> bool:
+        return bool(configs.get(h, {}).get(retrain_key, False))
+
+    units = []
+    for h in hashes:
+        partners = [t for t in hashes if h in configs and t in configs and family(t) == family(h)]
+        if retrains(h):
+            tuners = [t for t in partners if not retrains(t)]
+            units.append((tuners[0] if tuners else h, h))
+        elif not any(retrains(t) for t in partners):
+            units.append((h, h))
+    return units
+
+
+def select(
+    records: Sequence[Any],
+    protocol: Protocol,
+    configs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[Selection]:
+    """Apply ``protocol`` to the records of one experiment.
+
+    ``configs`` (``{config_hash: flat config}``, from :func:`run_configs`) labels the configs and
+    pairs tuning and retrain configs. Returns one :class:`Selection` per config and (activation,
+    setting) — per activation when the protocol tunes the setting too — or per (activation,
+    setting, lr) when the tuning config records no validation split, for every reported metric
+    recorded, ordered by config, activation and setting.
+    """
+    configs = configs or {}
+    if not records:
+        return []
+    experiment = records[0].experiment
+    present: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        present[r.split].add(r.metric)
+    select_metric = next(
+        (m for m in protocol.select_metrics if m in present[protocol.select_split]), None
+    )
+    report_metrics = [m for m in protocol.report_metrics if m in present[protocol.report_split]]
+    val = curves_by_seed(records, protocol.select_split, select_metric) if select_metric else {}
+    units = _units(sorted({r.config_hash for r in records}), configs, protocol.retrain_key)
+    ignore = [protocol.retrain_key] if protocol.retrain_key else []
+    labels = variant_labels([report for _, report in units], configs, ignore)
+    units.sort(key=lambda unit: (labels[unit[1]], unit[1]))
+
+    selections = []
+    for tune, report in units:
+        for metric in report_metrics:
+            test = {
+                k: v
+                for k, v in curves_by_seed(records, protocol.report_split, metric).items()
+                if k[0] == report
+            }
+            groups: dict[tuple[str, str | None], set[tuple[str, float]]] = defaultdict(set)
+            for _, activation, setting, lr, _ in test:
+                groups[(activation, None if protocol.tune_setting else setting)].add((setting, lr))
+            for (activation, group_setting), candidates in sorted(
+                groups.items(), key=lambda g: (g[0][0], g[0][1] or "")
+            ):
+                val_curves = {
+                    k: c for k, c in val.items()
+                    if k[0] == tune and k[1] == activation and group_setting in (None, k[2]) and c
+                    and (tune != report or (k[2], k[3]) in candidates)
+                }  # fmt: skip
+                if val_curves:
+                    medians: dict[tuple[str, float], float] = {}
+                    for pair in sorted({(k[2], k[3]) for k in val_curves}):
+                        chosen_values = [
+                            _worst(c[_chosen_epoch(c, protocol.epoch)])
+                            for k, c in val_curves.items() if (k[2], k[3]) == pair
+                        ]  # fmt: skip
+                        medians[pair] = float(np.median(chosen_values))
+                    best = min(medians, key=lambda pair: (medians[pair], pair))
+                    chosen = [(best, True, medians)]
+                    rule = protocol.describe(select_metric)
+                else:
+                    chosen = [(pair, False, {}) for pair in sorted(candidates)]
+                    rule = (
+                        f"no {protocol.select_split} split recorded: each learning rate reported on its own, "
+                        f"{protocol.report_split} at the last epoch, median over seeds"
+                    )
+                for (setting, lr), selected, medians in chosen:
+                    values, epochs = {}, {}
+                    for (_, a, s, lr_, seed), curve in test.items():
+                        if (a, s, lr_) != (activation, setting, lr):
+                            continue
+                        val_curve = (
+                            val_curves.get((tune, a, s, lr_, seed)) if tune == report else None
+                        )
+                        epoch = (
+                            _chosen_epoch(val_curve, protocol.epoch) if val_curve else max(curve)
+                        )
+                        found = _value_at(curve, epoch)
+                        if found is not None:
+                            epochs[seed], values[seed] = found
+                    selections.append(
+                        Selection(
+                            experiment, report, labels[report], activation, setting, lr, selected,
+                            metric, dict(sorted(values.items())), epochs, medians, rule,
+                            tune if tune != report else "",
+                        )
+                    )  # fmt: skip
+    return selections
