@@ -1,0 +1,275 @@
+"""The Triton kernels: one load of each input, one store of each output, math in registers.
+
+Three layouts cover every member:
+
+- :func:`pointwise_kernel`: a flat pass over a dense tensor (GELU in its three forms, Swish with a
+  float β, stochastic GELU); forward ``y = f(x)``, backward ``dx = grad·f'(x)``.
+- :func:`geglu_kernel`: x viewed as [outer, 2, half] (the split dimension in the middle); both
+  halves are read once and the backward writes both halves of dx.
+- :func:`rows_kernel` / :func:`columns_kernel`: members with per-channel parameters (generalized
+  GELU's μ and 1/σ, Swish's tensor β, bias-GELU's bias). Rows: the storage is [R, L] with one
+  channel per row (scalar parameters, or NCHW with the channel dim outside the fastest one); the
+  parameters are loaded once per program and the gradient contributions are summed per program.
+  Columns: the storage is [R, C] with the channel fastest (``[..., C]`` and channels_last); each
+  program loads its block of C parameters once and sums its rows. Either way the backward
+  writes one partial sum per program and channel, and the host adds those few partials up.
+"""
+
+import triton
+import triton.language as tl
+
+from gelus._triton._math import (
+    HALF,
+    gelu_form,
+    gelu_form_slope,
+    normal_cdf_pdf,
+    swish_slope,
+    swish_value,
+)
+
+__all__ = [
+    "BIAS",
+    "GENERALIZED",
+    "STOCHASTIC",
+    "SWISH",
+    "SWISH_BETA",
+    "columns_kernel",
+    "geglu_kernel",
+    "pointwise_kernel",
+    "rows_kernel",
+]
+
+# Members of the flat kernel beyond the three GELU forms (0, 1, 2 = EXACT, TANH, SIGMOID).
+SWISH = tl.constexpr(3)
+STOCHASTIC = tl.constexpr(4)
+# Members of the parameter kernels.
+GENERALIZED = tl.constexpr(0)
+SWISH_BETA = tl.constexpr(1)
+BIAS = tl.constexpr(2)
+
+
+@triton.jit
+def _widen(x, WIDE: tl.constexpr):
+    """To the compute dtype: float64 (fp64 input; fp32 input of Φ-based members) or fp32."""
+    if WIDE:
+        x = x.to(tl.float64)
+    else:
+        x = x.to(tl.float32)
+    return x
+
+
+@triton.jit
+def _stochastic_mask(x, seed, offsets):
+    """m ~ Bernoulli(Φ(x)) from Philox(seed, offset): the same bits in forward and backward."""
+    cdf, _ = normal_cdf_pdf(x.to(tl.float32), HALF)
+    uniform = tl.rand(seed, offsets)  # fp32 on [0, 1)
+    return ~(uniform >= cdf)  # nan: True, so that x·m stays nan
+
+
+@triton.jit
+def pointwise_kernel(
+    x_ptr,
+    grad_ptr,
+    out_ptr,
+    n,
+    beta,
+    seed,
+    offset,
+    MEMBER: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    PREC: tl.constexpr,
+    WIDE: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = index < n
+    raw = tl.load(x_ptr + index, mask=inside, other=0.0)
+    if BACKWARD:
+        grad = tl.load(grad_ptr + index, mask=inside, other=0.0)
+    if MEMBER == STOCHASTIC:
+        keep = _stochastic_mask(raw, seed, offset + index)
+        if BACKWARD:
+            result = tl.where(keep, grad, 0.0)
+        else:
+            result = tl.where(keep, raw, 0.0)
+    else:
+        x = _widen(raw, WIDE)
+        if MEMBER == SWISH:
+            if BACKWARD:
+                result = grad.to(x.dtype) * swish_slope(x, beta.to(x.dtype))
+            else:
+                result = swish_value(x, beta.to(x.dtype))
+        elif BACKWARD:
+            result = grad.to(x.dtype) * gelu_form_slope(x, MEMBER, PREC)
+        else:
+            result = gelu_form(x, MEMBER, PREC)
+    tl.store(out_ptr + index, result.to(out_ptr.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def geglu_kernel(
+    x_ptr,
+    grad_ptr,
+    out_ptr,
+    n,
+    half,
+    FORM: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    PREC: tl.constexpr,
+    WIDE: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    # Output element i = (o, j), j < half, reads a = x[o, 0, j] and the gate b = x[o, 1, j].
+    index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = index < n
+    outer = index // half
+    a_index = index + outer * half
+    a_raw = tl.load(x_ptr + a_index, mask=inside, other=0.0)
+    b = _widen(tl.load(x_ptr + a_index + half, mask=inside, other=0.0), WIDE)
+    a = a_raw.to(b.dtype)
+    if BACKWARD:
+        grad = tl.load(grad_ptr + index, mask=inside, other=0.0).to(b.dtype)
+        grad_a = grad * gelu_form(b, FORM, PREC)
+        grad_b = grad * a * gelu_form_slope(b, FORM, PREC)
+        tl.store(out_ptr + a_index, grad_a.to(out_ptr.dtype.element_ty), mask=inside)
+        tl.store(out_ptr + a_index + half, grad_b.to(out_ptr.dtype.element_ty), mask=inside)
+    else:
+        y = a * gelu_form(b, FORM, PREC)
+        tl.store(out_ptr + index, y.to(out_ptr.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def _parametric(grad, x, p, q, MEMBER: tl.constexpr, FORM: tl.constexpr, PREC: tl.constexpr,
+                BACKWARD: tl.constexpr):  # fmt: skip
+    """(out, r1, r2): the forward value, or (dx, gradient terms of the two parameters)."""
+    if MEMBER == GENERALIZED:  # p = μ, q = 1/σ
+        z = (x - p) * q
+        cdf, pdf = normal_cdf_pdf(z, PREC)
+        if BACKWARD:
+            # x·φ(z)/σ is common to all three gradients; where φ underflows it is 0 (not inf·0).
+            common = tl.where(pdf == 0, 0.0, x * pdf * q)
+            out = grad * (cdf + common)
+            r1 = -grad * common
+            r2 = tl.where(pdf == 0, 0.0, -grad * common * z)
+        else:
+            out = tl.where(cdf == 0, tl.where(x < 0, -0.0, 0.0), x * cdf)
+            r1 = out
+            r2 = out
+    elif MEMBER == SWISH_BETA:  # p = β
+        if BACKWARD:
+            out = grad * swish_slope(x, p)
+            z = p * x
+            t = tl.exp(-tl.abs(z))
+            ds = t / ((1.0 + t) * (1.0 + t))  # σ'(z)
+            r1 = tl.where(tl.abs(z) >= 1e4, 0.0, grad * x * x * ds)
+        else:
+            out = swish_value(x, p)
+            r1 = out
+        r2 = r1
+    else:  # BIAS: p = the bias, added before the GELU of the given form
+        h = x + p
+        if BACKWARD:
+            out = grad * gelu_form_slope(h, FORM, PREC)
+        else:
+            out = gelu_form(h, FORM, PREC)
+        r1 = out
+        r2 = out
+    return out, r1, r2
+
+
+@triton.jit
+def rows_kernel(
+    x_ptr,
+    grad_ptr,
+    out_ptr,
+    p_ptr,
+    q_ptr,
+    partial_ptr,
+    row_length,
+    channels,
+    chunks,
+    MEMBER: tl.constexpr,
+    FORM: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    PREC: tl.constexpr,
+    WIDE: tl.constexpr,
+    BLOCK: tl.constexpr,
+    STEPS: tl.constexpr,
+):
+    # Program (row, chunk) covers elements [chunk·BLOCK·STEPS, ...) of one row; partial sums go to
+    # partial[2, rows, chunks].
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    channel = row % channels
+    dtype = tl.float64 if WIDE else tl.float32
+    p = tl.load(p_ptr + channel).to(dtype)
+    q = tl.load(q_ptr + channel).to(dtype)
+    base = row.to(tl.int64) * row_length
+    sum1 = tl.zeros([BLOCK], dtype)
+    sum2 = tl.zeros([BLOCK], dtype)
+    for step in tl.static_range(STEPS):
+        column = (chunk * STEPS + step).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        inside = column < row_length
+        x = tl.load(x_ptr + base + column, mask=inside, other=0.0).to(dtype)
+        grad = x
+        if BACKWARD:
+            grad = tl.load(grad_ptr + base + column, mask=inside, other=0.0).to(dtype)
+        out, r1, r2 = _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
+        tl.store(out_ptr + base + column, out.to(out_ptr.dtype.element_ty), mask=inside)
+        if BACKWARD:
+            sum1 += tl.where(inside, r1, 0.0)
+            sum2 += tl.where(inside, r2, 0.0)
+    if BACKWARD:
+        slot = row.to(tl.int64) * chunks + chunk
+        total = tl.num_programs(0).to(tl.int64) * chunks
+        tl.store(partial_ptr + slot, tl.sum(sum1, axis=0))
+        tl.store(partial_ptr + total + slot, tl.sum(sum2, axis=0))
+
+
+@triton.jit
+def columns_kernel(
+    x_ptr,
+    grad_ptr,
+    out_ptr,
+    p_ptr,
+    q_ptr,
+    partial_ptr,
+    rows,
+    channels,
+    MEMBER: tl.constexpr,
+    FORM: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    PREC: tl.constexpr,
+    WIDE: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    STEPS: tl.constexpr,
+):
+    # Program (column block, row block) covers BLOCK_R·STEPS rows of BLOCK_C channels; partial
+    # sums go to partial[2, row blocks, channels].
+    column = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    row_block = tl.program_id(1)
+    in_columns = column < channels
+    dtype = tl.float64 if WIDE else tl.float32
+    p = tl.load(p_ptr + column, mask=in_columns, other=0.0).to(dtype)[None, :]
+    q = tl.load(q_ptr + column, mask=in_columns, other=1.0).to(dtype)[None, :]
+    sum1 = tl.zeros([BLOCK_R, BLOCK_C], dtype)
+    sum2 = tl.zeros([BLOCK_R, BLOCK_C], dtype)
+    for step in tl.static_range(STEPS):
+        row = (row_block * STEPS + step).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+        inside = (row < rows)[:, None] & in_columns[None, :]
+        offsets = row[:, None] * channels + column[None, :]
+        x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(dtype)
+        grad = x
+        if BACKWARD:
+            grad = tl.load(grad_ptr + offsets, mask=inside, other=0.0).to(dtype)
+        out, r1, r2 = _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
+        tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=inside)
+        if BACKWARD:
+            sum1 += tl.where(inside, r1, 0.0)
+            sum2 += tl.where(inside, r2, 0.0)
+    if BACKWARD:
+        slot = row_block.to(tl.int64) * channels + column
+        total = tl.num_programs(1).to(tl.int64) * channels
+        tl.store(partial_ptr + slot, tl.sum(sum1, axis=0), mask=in_columns)
+        tl.store(partial_ptr + total + slot, tl.sum(sum2, axis=0), mask=in_columns)
