@@ -207,7 +207,7 @@ def rows_kernel(
     base = row.to(tl.int64) * row_length
     sum1 = tl.zeros([BLOCK], dtype)
     sum2 = tl.zeros([BLOCK], dtype)
-    for step in tl.static_range(STEPS):
+    for step in range(STEPS):  # a loop, not unrolled: registers for one step only
         column = (chunk * STEPS + step).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         inside = column < row_length
         x = tl.load(x_ptr + base + column, mask=inside, other=0.0).to(dtype)
@@ -217,8 +217,8 @@ def rows_kernel(
         out, r1, r2 = _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
         tl.store(out_ptr + base + column, out.to(out_ptr.dtype.element_ty), mask=inside)
         if BACKWARD:
-            sum1 += tl.where(inside, r1, 0.0)
-            sum2 += tl.where(inside, r2, 0.0)
+            sum1 += tl.where(inside, r1, 0.0).to(dtype)
+            sum2 += tl.where(inside, r2, 0.0).to(dtype)
     if BACKWARD:
         slot = row.to(tl.int64) * chunks + chunk
         total = tl.num_programs(0).to(tl.int64) * chunks
@@ -255,7 +255,7 @@ def columns_kernel(
     q = tl.load(q_ptr + column, mask=in_columns, other=1.0).to(dtype)[None, :]
     sum1 = tl.zeros([BLOCK_R, BLOCK_C], dtype)
     sum2 = tl.zeros([BLOCK_R, BLOCK_C], dtype)
-    for step in tl.static_range(STEPS):
+    for step in range(STEPS):  # a loop, not unrolled: registers for one step only
         row = (row_block * STEPS + step).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
         inside = (row < rows)[:, None] & in_columns[None, :]
         offsets = row[:, None] * channels + column[None, :]
@@ -266,8 +266,8 @@ def columns_kernel(
         out, r1, r2 = _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
         tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=inside)
         if BACKWARD:
-            sum1 += tl.where(inside, r1, 0.0)
-            sum2 += tl.where(inside, r2, 0.0)
+            sum1 += tl.where(inside, r1, 0.0).to(dtype)
+            sum2 += tl.where(inside, r2, 0.0).to(dtype)
     if BACKWARD:
         slot = row_block.to(tl.int64) * channels + column
         total = tl.num_programs(1).to(tl.int64) * channels

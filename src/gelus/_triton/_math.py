@@ -62,6 +62,13 @@ SIGMOID = tl.constexpr(2)
 
 _INV_SQRT_2PI = tl.constexpr(1.0 / math.sqrt(2.0 * math.pi))
 _U_MAX = tl.constexpr(40.0)  # Q(40) = 3.7e-350 and 40·φ(40) underflow float64: the limits are exact
+# For fp32 inputs (float64 arithmetic) u stops at 37, where exp(−u²/2) = 1e-297 is still normal and
+# the results, times any fp32 x, round to the limits 0 and 1 in fp32.
+_U_MAX_SINGLE = tl.constexpr(37.0)
+_LOG2E = tl.constexpr(1.0 / math.log(2.0))
+_LN2_HI = tl.constexpr(float.fromhex("0x1.62e42fefa0000p-1"))  # ln 2 to 37 bits
+_LN2_LO = tl.constexpr(math.log(2.0) - float.fromhex("0x1.62e42fefa0000p-1"))
+_EXP_TAYLOR = tl.constexpr(tuple(1.0 / math.factorial(j) for j in range(10)))
 _ROOT_HALF_WIDTH = tl.constexpr(0.125)
 # 1 + tanh(v) = 2·σ(2v): the tanh form is x·σ(z), z = x·(A + B·x²), A = 2·√(2/π), B = A·0.044715.
 _TANH_A = tl.constexpr(2.0 * math.sqrt(2.0 / math.pi))
@@ -99,7 +106,14 @@ def _clenshaw(t, COEFFICIENTS: tl.constexpr, N: tl.constexpr):
 @triton.jit
 def _scaled_tail(u, PREC: tl.constexpr):
     """K(u) = Q(u)·exp(u²/2) for 0 ≤ u ≤ 40."""
-    s = 4.0 / (4.0 + u)
+    if PREC == SINGLE:
+        # 4/(4 + u): an fp32 quotient (2^-22 on the GPU's fast division) and one float64 Newton
+        # step (error 2^-44), instead of a float64 division (a long instruction sequence).
+        d = 4.0 + u
+        s = (4.0 / d.to(tl.float32)).to(tl.float64)
+        s = s + s * (1.0 - 0.25 * d * s)
+    else:
+        s = 4.0 / (4.0 + u)
     t = s * T_SLOPE + T_OFFSET
     if PREC == DOUBLE:
         p = _clenshaw(t, TAIL_CHEBYSHEV, _TAIL_CHEBYSHEV_N)
@@ -112,17 +126,40 @@ def _scaled_tail(u, PREC: tl.constexpr):
 def _gauss(u, PREC: tl.constexpr):
     """exp(−u²/2) for 0 ≤ u ≤ 40 (u² is exact in float64 for fp32 u; split for float64 u)."""
     square = u * u
-    e = tl.exp(-0.5 * square)
-    if PREC == DOUBLE:
-        e = e - e * (0.5 * tl.fma(u, u, -square))  # e·exp(−lo) ≈ e·(1 − lo)
+    if PREC == SINGLE:
+        # exp(a), a = −u²/2 ≥ −684.5 (u ≤ 37): a = k·ln 2 + r, |r| ≤ ln(2)/2, k·ln 2 in two
+        # parts (LN2_HI has 37 bits and |k| < 2^10, so k·LN2_HI is exact), e^r by its degree-9 Taylor
+        # polynomial (error 7e-12 relative), 2^k by the exponent bits (k ≥ −988: normal).
+        # Cheaper than a full-precision float64 exp, and 2^-38 is all an fp32 result needs.
+        a = -0.5 * square
+        k = tl.floor(a * _LOG2E + 0.5)
+        r = a - k * _LN2_HI - k * _LN2_LO
+        p = tl.zeros_like(r) + _EXP_TAYLOR[9]
+        for j in tl.static_range(8, -1, -1):
+            p = p * r + _EXP_TAYLOR[j]
+        scale = ((k.to(tl.int64) + 1023) << 52).to(tl.float64, bitcast=True)
+        e = p * scale
+    else:
+        e = tl.exp(-0.5 * square)
+        if PREC == DOUBLE:
+            e = e - e * (0.5 * tl.fma(u, u, -square))  # e·exp(−lo) ≈ e·(1 − lo)
     return e
+
+
+@triton.jit
+def _clamped_abs(x, PREC: tl.constexpr):
+    u = tl.abs(x)
+    if PREC == SINGLE:
+        u = tl.where(u > _U_MAX_SINGLE, _U_MAX_SINGLE, u)  # a comparison: nan stays nan
+    else:
+        u = tl.where(u > _U_MAX, _U_MAX, u)
+    return u
 
 
 @triton.jit
 def normal_cdf_pdf(z, PREC: tl.constexpr):
     """(Φ(z), φ(z)) without cancellation, for any z (±inf give the limits; nan gives nan)."""
-    u = tl.abs(z)
-    u = tl.where(u > _U_MAX, _U_MAX, u)  # a comparison, not a clamp: nan stays nan
+    u = _clamped_abs(z, PREC)
     e = _gauss(u, PREC)
     q = _scaled_tail(u, PREC) * e
     return tl.where(z > 0, 1.0 - q, q), e * _INV_SQRT_2PI
@@ -137,8 +174,7 @@ def _gelu_exact(x, PREC: tl.constexpr):
 
 @triton.jit
 def _gelu_exact_slope(x, PREC: tl.constexpr):
-    u = tl.abs(x)
-    u = tl.where(u > _U_MAX, _U_MAX, u)
+    u = _clamped_abs(x, PREC)
     e = _gauss(u, PREC)
     gap = e * (_scaled_tail(u, PREC) - _INV_SQRT_2PI * u)  # Q(u) − u·φ(u)
     slope = tl.where(x > 0, 1.0 - gap, gap)

@@ -64,7 +64,7 @@ _PRECISION = {
 # registers (the fp64 polynomial already needs many) and smaller ones add scheduling overhead.
 _WARPS = 4
 _STEPS = 8  # blocks per program in the parameter kernels: partial sums are 1/8192 of the input
-_TILE = 2048  # elements per step of the columns kernel (rows × channels)
+_TILE = _WARPS * 32 * 4  # elements per step of the columns kernel (rows × channels): 4 per thread
 
 
 def _block(dtype: torch.dtype) -> int:
