@@ -1,91 +1,30 @@
-"""The Triton kernels (gelus._triton.ops) against float64 scipy / mpmath oracles.
+"""The Triton kernels' GELU forms (gelus._triton.ops) against float64 scipy / mpmath oracles.
 
 On a machine without CUDA they run in Triton's interpreter on CPU tensors (TRITON_INTERPRET=1,
-set below before the kernels are first imported); on a CUDA machine on the GPU. Tensors are small
+set by conftest.py before triton is imported); on a CUDA machine on the GPU. Tensors are small
 (the interpreter is slow) except the dense accuracy sample of the exact GELU.
 """
 
 import math
-import os
 
 import numpy as np
 import pytest
 import torch
 
-if not torch.cuda.is_available():  # conftest.py sets this before triton is imported; kept for
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # running this file alone with python -m pytest
+from _triton_support import (
+    FLOATS,
+    FORMS,
+    mpmath,
+    mpmath_oracle,
+    on_device,
+    ops,
+    oracle,
+    scipy_special,
+    triton_marks,
+    ulp_error,
+)
 
-triton = pytest.importorskip("triton", reason="the kernels need Triton (pip install triton)")
-scipy_special = pytest.importorskip("scipy.special")
-mpmath = pytest.importorskip("mpmath")
-
-from gelus._triton import available, load  # noqa: E402
-
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-ops = load() if available(torch.empty(0, device=DEVICE)) else None
-pytestmark = [
-    pytest.mark.skipif(
-        ops is None, reason="no CUDA and TRITON_INTERPRET is set to something other than 1"
-    ),
-    # The interpreter runs on numpy, which warns about the inf and nan arithmetic that the edge
-    # cases exercise on purpose (in branches that tl.where discards).
-    pytest.mark.filterwarnings("ignore::RuntimeWarning"),
-]
-
-FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-FORMS = ("none", "tanh", "sigmoid")
-SQRT_2PI = math.sqrt(2.0 * math.pi)
-
-
-# ---------------------------------------------------------------- float64 oracles (numpy, scipy)
-
-
-def cdf(x):
-    return 0.5 * scipy_special.erfc(-x / math.sqrt(2.0))
-
-
-def pdf(x):
-    return np.exp(-0.5 * x * x) / SQRT_2PI
-
-
-def tanh_z(x):
-    a = 2.0 * math.sqrt(2.0 / math.pi)
-    return x * a * (1.0 + 0.044715 * x * x), a * (1.0 + 3 * 0.044715 * x * x)
-
-
-def oracle(x, approximate="none"):
-    """(value, slope) of GELU in the given form, float64."""
-    with np.errstate(all="ignore"):
-        if approximate == "none":
-            return x * cdf(x), cdf(x) + x * pdf(x)
-        if approximate == "tanh":
-            z, dz = tanh_z(x)
-            s = scipy_special.expit(z)
-            return x * s, s + x * dz * s * (1 - s)
-        z = 1.702 * x
-        s = scipy_special.expit(z)
-        return x * s, s + z * s * (1 - s)
-
-
-def mpmath_oracle(points):
-    """(x·Φ(x), Φ(x) + x·φ(x)) to 40 digits, rounded to float64."""
-    mpmath.mp.dps = 40
-    xs = [mpmath.mpf(float(p)) for p in points]
-    value = np.array([float(x * mpmath.ncdf(x)) for x in xs])
-    slope = np.array([float(mpmath.ncdf(x) + x * mpmath.npdf(x)) for x in xs])
-    return value, slope
-
-
-def ulp_error(result: torch.Tensor, reference: np.ndarray) -> np.ndarray:
-    """|result − reference| in units of the spacing of the result's dtype at the reference."""
-    np_dtype = {torch.float32: np.float32, torch.float64: np.float64}[result.dtype]
-    spacing = np.spacing(np.abs(reference).astype(np_dtype)).astype(np.float64)
-    return np.abs(result.double().cpu().numpy() - reference) / spacing
-
-
-def on_device(values, dtype=torch.float32):
-    return torch.as_tensor(np.asarray(values, dtype=np.float64)).to(dtype).to(DEVICE)
-
+pytestmark = triton_marks
 
 # ---------------------------------------------------------------- exact GELU, fp32: ≤ 1 ulp
 
@@ -111,10 +50,11 @@ def test_exact_gelu_fp32_within_one_ulp_dense():
     assert ulp_error(ops.gelu_backward(torch.ones_like(x), x), slope).max() <= EXACT_SLOPE_ULP
 
 
-@pytest.mark.parametrize(
-    "point", [-14.6, -14.0, -13.0, -12.7, -10.0, -5.5, -3.0, -0.7517915, -0.75179154, -0.5,
-              -1e-3, -1e-30, 1e-30, 0.3, 1.0, 2.5, 5.0, 9.0]  # fmt: skip
-)
+MPMATH_POINTS = (-14.6, -14.0, -13.0, -12.7, -10.0, -5.5, -3.0, -0.7517915, -0.75179154, -0.5)
+MPMATH_POINTS += (-1e-3, -1e-30, 1e-30, 0.3, 1.0, 2.5, 5.0, 9.0)
+
+
+@pytest.mark.parametrize("point", MPMATH_POINTS)
 def test_exact_gelu_fp32_against_mpmath(point):
     mpmath.mp.dps = 40
     x32 = float(np.float32(point))
@@ -153,7 +93,9 @@ def test_approximate_forms_fp32_bounds(approximate):
     x = on_device(sample)
     value, slope = oracle(sample.astype(np.float64), approximate)
     errors = ulp_error(ops.gelu_forward(x, approximate), value)
-    limit = -10.0 if approximate == "tanh" else -20.0  # below −10 fp32 σ(z) of the tanh form underflows
+    limit = (
+        -10.0 if approximate == "tanh" else -20.0
+    )  # below −10 fp32 σ(z) of the tanh form underflows
     assert errors[sample >= limit].max() <= all_ulp
     assert errors[sample >= -3].max() <= upper_ulp
     grad = ops.gelu_backward(torch.ones_like(x), x, approximate).double().cpu().numpy()

@@ -18,11 +18,11 @@ import tempfile
 
 os.environ["TRITON_INTERPRET"] = "0"
 
-import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
 
-from gelus._triton import _kernels as k  # noqa: E402
+from gelus._triton import _kernels as k
 
 POINTER = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "fp64": "*fp64"}
 PRECISION = {"fp16": 0, "bf16": 0, "fp32": 1, "fp64": 2}
@@ -98,7 +98,9 @@ def main() -> int:
             counts = sass_counts(compiled.asm["cubin"])
             groups = {"fp32": ("FFMA", "FMUL", "FADD", "FSEL", "FSETP", "FMNMX"),
                       "fp64": ("DFMA", "DMUL", "DADD", "DSETP"), "mufu": ("MUFU",)}  # fmt: skip
-            line += ", " + ", ".join(f"{g} {sum(counts[o] for o in ops)}" for g, ops in groups.items())
+            line += ", " + ", ".join(
+                f"{g} {sum(counts[o] for o in ops)}" for g, ops in groups.items()
+            )
             line += f", total {sum(counts.values())}"
         print(line, flush=True)
     return 1 if failures else 0

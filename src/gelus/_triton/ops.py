@@ -149,9 +149,7 @@ def gelu_backward(grad: Tensor, x: Tensor, approximate: str = "none") -> Tensor:
     form = _form(approximate)
     x = _dense(x)
     _precision(x)
-    return _launch_pointwise(
-        x, _as_layout_of(grad, x), form, wide=_wide(x, form == _FORMS["none"])
-    )
+    return _launch_pointwise(x, _as_layout_of(grad, x), form, wide=_wide(x, form == _FORMS["none"]))
 
 
 def stochastic_gelu_forward(x: Tensor, seed: int, offset: int = 0) -> Tensor:
