@@ -160,7 +160,9 @@ def _clamped_abs(x, PREC: tl.constexpr):
 def normal_cdf_pdf(z, PREC: tl.constexpr):
     """(Φ(z), φ(z)) without cancellation, for any z (±inf give the limits; nan gives nan)."""
     u = _clamped_abs(z, PREC)
-    e = _gauss(u, PREC)
+    # At the clamp (|z| ≥ 37 or 40) the tail and the density are 0 in the output dtype; make them
+    # exactly 0, so that x·Φ(z) and x·φ(z) are 0 and not inf·tiny = inf for x = −inf.
+    e = tl.where(u < tl.abs(z), 0.0, _gauss(u, PREC))
     q = _scaled_tail(u, PREC) * e
     return tl.where(z > 0, 1.0 - q, q), e * _INV_SQRT_2PI
 

@@ -204,13 +204,12 @@ def _parameter_dim(x: Tensor, parameters) -> int | None:
 def _channel_vector(p: Tensor | float, x: Tensor, dim: int | None, dtype) -> Tensor:
     """p as a contiguous [C] vector along dim (C = 1 when dim is None)."""
     if not isinstance(p, Tensor):
-        p = torch.tensor(float(p), dtype=dtype, device=x.device)
+        p = torch.tensor(float(p))
     p = p.to(device=x.device, dtype=dtype)
-    if dim is None:
-        return p.reshape(-1)[:1].contiguous() if p.numel() else p.new_zeros(1)
-    index = [0] * x.dim()
-    index[dim] = slice(None)
-    return p.expand(x.shape)[tuple(index)].contiguous()
+    shape = [1] * x.dim()
+    if dim is not None:
+        shape[dim] = x.shape[dim]
+    return p.reshape((1,) * (x.dim() - p.dim()) + tuple(p.shape)).expand(shape).reshape(-1)
 
 
 def _run_parametric(member, form, x, grad, p, q, dim, wide):
@@ -230,18 +229,20 @@ def _run_parametric(member, form, x, grad, p, q, dim, wide):
         rows = n // channels
         block_c = min(64, triton.next_power_of_2(channels))
         block_r = _TILE // block_c
-        grid = (triton.cdiv(channels, block_c), triton.cdiv(rows, block_r * _STEPS))
+        steps = _steps(rows, block_r)
+        grid = (triton.cdiv(channels, block_c), triton.cdiv(rows, block_r * steps))
         partial = torch.empty(2, grid[1], channels, dtype=dtype, device=x.device)
         kernels.columns_kernel[grid](
             x, grad_arg, out, p, q, partial, rows, channels, **options,
-            BLOCK_R=block_r, BLOCK_C=block_c, STEPS=_STEPS, num_warps=_WARPS,
+            BLOCK_R=block_r, BLOCK_C=block_c, STEPS=steps, num_warps=_WARPS,
         )  # fmt: skip
         if backward:
             sums = partial.sum(1)
     else:  # one channel per row of `stride` elements
         rows = n // stride
-        block = _block(x.dtype)
-        steps = _STEPS
+        # short rows (NCHW with a small H·W) take a smaller block, not a mostly masked one
+        block = min(_block(x.dtype), max(_WARPS * 32, triton.next_power_of_2(stride)))
+        steps = _steps(stride, block)
         while triton.cdiv(stride, block * steps) > 65535:  # the grid's second axis limit
             steps *= 2
         chunks = triton.cdiv(stride, block * steps)
@@ -253,6 +254,11 @@ def _run_parametric(member, form, x, grad, p, q, dim, wide):
         if backward:
             sums = partial.sum(2).view(2, rows // channels, channels).sum(1)
     return out, sums
+
+
+def _steps(length: int, block: int) -> int:
+    """Blocks per program: _STEPS, or fewer (a power of two) when the length is shorter."""
+    return min(_STEPS, triton.next_power_of_2(triton.cdiv(length, block)))
 
 
 def _reduce_to(vector: Tensor, p: Tensor, x: Tensor, dim: int | None) -> Tensor:
