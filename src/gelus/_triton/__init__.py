@@ -31,13 +31,11 @@ def _triton_installed() -> bool:
 
 
 def available(x: torch.Tensor) -> bool:
-    """Whether the kernels can run on ``x``: a floating-point CUDA tensor with Triton installed
-    (or, in the interpreter, a CPU tensor). Imports nothing."""
-    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-        return False
-    if x.device.type == "cuda":
-        return _triton_installed()
-    return x.device.type == "cpu" and interpreting() and _triton_installed()
+    """Whether the operators should send ``x`` to the kernels: a floating-point CUDA tensor, with
+    Triton installed. CPU tensors never are (CPU keeps its routes, also when the interpreter is
+    on); tests reach the kernels on CPU through :func:`load` directly. Imports nothing."""
+    floating = x.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    return floating and x.device.type == "cuda" and _triton_installed()
 
 
 @functools.cache

@@ -85,7 +85,7 @@ def _stochastic_mask(x, seed, offsets):
     return ~(uniform >= cdf)  # nan: True, so that x·m stays nan
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seed", "offset"])  # a fresh seed per call must not recompile
 def pointwise_kernel(
     x_ptr,
     grad_ptr,

@@ -282,9 +282,9 @@ def main(args, out) -> int:
     device = args.device
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: no CUDA device is visible to torch; use --device cpu")
-    from gelus._triton import available
+    from gelus._triton import available, interpreting
 
-    if not available(torch.empty(0, device=device)):
+    if not (available(torch.empty(0, device=device)) or (device == "cpu" and interpreting())):
         raise UserError(
             f"the Triton kernels cannot run on {device}: install triton (pip install triton); "
             "on CPU they run only in Triton's interpreter (TRITON_INTERPRET=1)"
