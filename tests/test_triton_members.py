@@ -151,9 +151,9 @@ def test_geglu_values_and_gradients(dtype, approximate, dim):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_stochastic_gelu_mask(dtype):
     x = on_device([0.3] * 4000 + [math.inf, -math.inf, math.nan], dtype)
-    y = ops.stochastic_gelu_forward(x, seed=123, offset=7)
-    again = ops.stochastic_gelu_forward(x, seed=123, offset=7)
-    other = ops.stochastic_gelu_forward(x, seed=124, offset=7)
+    y = ops.stochastic_gelu_forward(x, seed=123, offset=8)
+    again = ops.stochastic_gelu_forward(x, seed=123, offset=8)
+    other = ops.stochastic_gelu_forward(x, seed=124, offset=8)
     torch.testing.assert_close(y, again, rtol=0, atol=0, equal_nan=True)  # reproducible
     assert not torch.equal(y[:4000], other[:4000])
     kept = (y[:4000] != 0).double().mean().item()
@@ -162,9 +162,16 @@ def test_stochastic_gelu_mask(dtype):
     assert y[4000] == math.inf and y[4001] == 0 and math.isnan(y[4002].item())
     # backward: the same mask, regenerated from x, seed and offset
     grad = on_device([2.0] * 4003, dtype)
-    dx = ops.stochastic_gelu_backward(grad, x, seed=123, offset=7)
+    dx = ops.stochastic_gelu_backward(grad, x, seed=123, offset=8)
     assert torch.equal(dx[:4000] != 0, y[:4000] != 0)
     assert dx[4000] == 2 and dx[4001] == 0
+    # the stream is indexed by element: a shifted offset shifts the mask
+    shifted = ops.stochastic_gelu_forward(x[4:4000], seed=123, offset=12)
+    assert torch.equal(shifted != 0, y[4:4000] != 0)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        ops.stochastic_gelu_forward(x, seed=1, offset=6)
+    with pytest.raises(ValueError, match="seed"):
+        ops.stochastic_gelu_forward(x, seed=2**31)
 
 
 @pytest.mark.parametrize("approximate", FORMS)

@@ -78,11 +78,21 @@ def _rounded(value, pointer):
 
 
 @triton.jit
-def _stochastic_mask(x, seed, offsets):
-    """m ~ Bernoulli(Φ(x)) from Philox(seed, offset): the same bits in forward and backward."""
+def _uniform(seed, first, BLOCK: tl.constexpr):
+    """U[0, 1) for elements first, ..., first + BLOCK − 1 (first a multiple of 4): element g takes
+    lane g % 4 of Philox(seed, counter g // 4), so one Philox call serves four elements (tl.rand
+    would spend one per element) and the stream does not depend on the block size."""
+    counters = first // 4 + tl.arange(0, BLOCK // 4)
+    r0, r1, r2, r3 = tl.randint4x(seed, counters)
+    bits = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), [BLOCK])  # r0 r1 r2 r3 r0 ...
+    return tl.random.uint_to_uniform_float(bits)
+
+
+@triton.jit
+def _stochastic_mask(x, seed, first, BLOCK: tl.constexpr):
+    """m ~ Bernoulli(Φ(x)): the same bits in forward and backward."""
     cdf, _ = normal_cdf_pdf(x.to(tl.float32), HALF)
-    uniform = tl.rand(seed, offsets)  # fp32 on [0, 1)
-    return ~(uniform >= cdf)  # nan: True, so that x·m stays nan
+    return ~(_uniform(seed, first, BLOCK) >= cdf)  # nan: True, so that x·m stays nan
 
 
 @triton.jit(do_not_specialize=["seed", "offset"])  # a fresh seed per call must not recompile
@@ -106,7 +116,7 @@ def pointwise_kernel(
     if BACKWARD:
         grad = tl.load(grad_ptr + index, mask=inside, other=0.0)
     if MEMBER == STOCHASTIC:
-        keep = _stochastic_mask(raw, seed, offset + index)
+        keep = _stochastic_mask(raw, seed, offset + tl.program_id(0).to(tl.int64) * BLOCK, BLOCK)
         if BACKWARD:
             result = tl.where(keep, grad, 0.0)
         else:

@@ -152,8 +152,22 @@ def gelu_backward(grad: Tensor, x: Tensor, approximate: str = "none") -> Tensor:
     return _launch_pointwise(x, _as_layout_of(grad, x), form, wide=_wide(x, form == _FORMS["none"]))
 
 
+def _check_stream(seed: int, offset: int) -> None:
+    if not 0 <= seed < 2**31:
+        raise ValueError(
+            f"seed={seed} must be in [0, 2^31) (draw it with torch.randint(2**31, ()))"
+        )
+    if offset < 0 or offset % 4:
+        raise ValueError(
+            f"offset={offset} must be a non-negative multiple of 4 (Philox draws four numbers "
+            "per counter); advance it by the element count rounded up to a multiple of 4"
+        )
+
+
 def stochastic_gelu_forward(x: Tensor, seed: int, offset: int = 0) -> Tensor:
-    """x·m, m ~ Bernoulli(Φ(x)) drawn by Philox(seed, offset + element index); nan stays nan."""
+    """x·m, m ~ Bernoulli(Φ(x)): element i (in x's memory order) compares Φ(x_i) with the uniform
+    number number offset + i of the Philox stream ``seed``; nan stays nan, ±inf give inf / 0."""
+    _check_stream(seed, offset)
     x = _dense(x)
     _precision(x)
     return _launch_pointwise(x, None, int(kernels.STOCHASTIC), seed=seed, offset=offset)
@@ -161,6 +175,7 @@ def stochastic_gelu_forward(x: Tensor, seed: int, offset: int = 0) -> Tensor:
 
 def stochastic_gelu_backward(grad: Tensor, x: Tensor, seed: int, offset: int = 0) -> Tensor:
     """grad·m with the forward's mask m, regenerated from x, seed and offset (nothing else saved)."""
+    _check_stream(seed, offset)
     x = _dense(x)
     _precision(x)
     return _launch_pointwise(
