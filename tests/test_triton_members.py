@@ -242,3 +242,14 @@ def test_parameter_reductions_span_several_programs(shape, pshape):
     _, dmu, dsigma = ops.generalized_gelu_backward(grad, x, mu, sigma)
     for result, reference in ((dmu, mu64.grad), (dsigma, sigma64.grad)):
         torch.testing.assert_close(result.double().cpu(), reference, rtol=1e-5, atol=1e-3)
+
+
+def test_geglu_rows_longer_than_a_block():
+    x = _input((3, 2 * 9000), torch.float32)  # 9000 gate columns: several blocks per row
+    x64 = x.detach().double().requires_grad_()
+    a64, b64 = x64.chunk(2, dim=-1)
+    y64 = a64 * gelu64(b64, "none")
+    grad = _input(tuple(y64.shape), torch.float32, seed=10)
+    y64.backward(grad.double())
+    close(ops.geglu_forward(x), y64, torch.float32, scale=10)
+    close(ops.geglu_backward(grad, x), x64.grad, torch.float32, scale=10)

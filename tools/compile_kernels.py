@@ -40,7 +40,7 @@ def variants():
     for dtype, form, backward in itertools.product(("bf16", "fp32"), range(3), (False, True)):
         wide = dtype == "fp32" and form == 0
         sig = {"x_ptr": POINTER[dtype], "grad_ptr": POINTER[dtype], "out_ptr": POINTER[dtype],
-               "n": "i32", "half": "i32"}  # fmt: skip
+               "half": "i32"}  # fmt: skip
         const = {"FORM": form, "BACKWARD": backward, "PREC": PRECISION[dtype], "WIDE": wide,
                  "BLOCK": BLOCK[dtype]}  # fmt: skip
         yield f"geglu {dtype} form={form} bwd={backward}", k.geglu_kernel, sig, const

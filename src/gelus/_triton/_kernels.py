@@ -140,7 +140,6 @@ def geglu_kernel(
     x_ptr,
     grad_ptr,
     out_ptr,
-    n,
     half,
     FORM: tl.constexpr,
     BACKWARD: tl.constexpr,
@@ -148,10 +147,12 @@ def geglu_kernel(
     WIDE: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    # Output element i = (o, j), j < half, reads a = x[o, 0, j] and the gate b = x[o, 1, j].
-    index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    inside = index < n
-    outer = index // half
+    # Program (o, block) covers output elements (o, j) for j in its block: a = x[o, 0, j] and the
+    # gate b = x[o, 1, j]. A 2-D grid, so that no element pays a (64-bit) division by `half`.
+    outer = tl.program_id(0).to(tl.int64)
+    column = tl.program_id(1).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = column < half
+    index = outer * half + column
     a_index = index + outer * half
     a_raw = tl.load(x_ptr + a_index, mask=inside, other=0.0)
     b = _widen(tl.load(x_ptr + a_index + half, mask=inside, other=0.0), WIDE)

@@ -386,11 +386,12 @@ def _geglu_shape(x: Tensor, dim: int) -> tuple[int, int]:
 
 def _launch_geglu(x, grad, out, half, approximate):
     form = _form(approximate)
-    n = out.numel() if grad is None else grad.numel()
-    if n:
-        block = _block(x.dtype)
-        kernels.geglu_kernel[(triton.cdiv(n, block),)](
-            x, x if grad is None else grad, out, n, half, FORM=form, BACKWARD=grad is not None,
+    outer = x.numel() // (2 * half) if half else 0
+    if outer:
+        block = min(_block(x.dtype), max(_WARPS * 32, triton.next_power_of_2(half)))
+        grid = (outer, triton.cdiv(half, block))  # outer on the axis that allows 2^31 − 1
+        kernels.geglu_kernel[grid](
+            x, x if grad is None else grad, out, half, FORM=form, BACKWARD=grad is not None,
             PREC=_precision(x), WIDE=_wide(x, form == _FORMS["none"]), BLOCK=block,
             num_warps=_WARPS,
         )  # fmt: skip
