@@ -28,7 +28,7 @@ pytestmark = triton_marks
 
 # ---------------------------------------------------------------- exact GELU, fp32: ≤ 1 ulp
 
-EXACT_VALUE_ULP = 0.51  # measured 0.506 (interpreter), 0.5 of which is the final rounding
+EXACT_VALUE_ULP = 0.51  # measured 0.507 (interpreter), 0.5 of which is the final rounding
 EXACT_SLOPE_ULP = 0.52  # measured 0.517
 
 
@@ -74,8 +74,10 @@ def test_exact_gelu_float64_against_mpmath():
     values = ops.gelu_forward(x)
     slopes = ops.gelu_backward(torch.ones_like(x), x)
     value_ref, slope_ref = mpmath_oracle(points)
-    assert ulp_error(values, value_ref).max() <= 6  # measured 4.0 (normal results)
-    assert ulp_error(slopes, slope_ref).max() <= 6  # measured 4.5
+    assert ulp_error(values, value_ref).max() <= 6  # measured 4.0
+    assert (
+        ulp_error(slopes, slope_ref).max() <= 8
+    )  # measured 6.0 (x ≈ −0.53: K − u/√(2π) cancels 2.6×)
 
 
 # ---------------------------------------------------------------- tanh and sigmoid forms, fp32
