@@ -85,7 +85,7 @@ def horner(coefficients, t):
 def main() -> None:
     print(f"ROOT = {mp.nstr(ROOT, 25)}")
     print(f"T_SLOPE = {float(T_SLOPE)!r}, T_OFFSET = {float(T_OFFSET)!r}")
-    for name, degree in (("TAIL_MONOMIAL", 12), ("TAIL_CHEBYSHEV", 24)):
+    for name, degree in (("TAIL_MONOMIAL_HALF", 9), ("TAIL_MONOMIAL", 12), ("TAIL_CHEBYSHEV", 24)):
         c = chebyshev(k_over_s, degree)
         coefficients = to_monomial(c) if "MONOMIAL" in name else c
         print(f"{name} = ({', '.join(repr(float(a)) for a in coefficients)})")

@@ -3,8 +3,9 @@
 Each takes values already in the compute dtype and returns values in it. The ``PREC`` constexpr
 picks how the exact GELU is evaluated:
 
-- ``HALF`` (fp16/bf16 inputs): fp32 arithmetic. The result is rounded once to 8 or 11 bits, so
-  fp32's few-ulp errors (fast exp, fast division) are far below the output's half ulp.
+- ``HALF`` (fp16/bf16 inputs): fp32 arithmetic and a degree-9 polynomial. The result is rounded
+  once to 8 or 11 bits, so fp32's few-ulp errors (fast exp, fast division) are far below the
+  output's half ulp.
 - ``SINGLE`` (fp32 inputs): float64 arithmetic, but only cheap operations: a degree-12
   polynomial, one exp, no erfc. x² of an fp32 x is exact in float64, so exp(−x²/2) carries no
   argument error (fp32 arithmetic loses ~x²·2^-24 there, 200 ulp at x = −20), and the result
@@ -38,6 +39,7 @@ from gelus._triton._coefficients import (
     T_SLOPE,
     TAIL_CHEBYSHEV,
     TAIL_MONOMIAL,
+    TAIL_MONOMIAL_HALF,
 )
 
 __all__ = [
@@ -80,6 +82,7 @@ SIGMOID_SCALE = tl.constexpr(1.702)
 
 # Lengths of the coefficient tuples (len() is not available on a constexpr inside a kernel).
 _TAIL_MONOMIAL_N = tl.constexpr(len(TAIL_MONOMIAL.value))
+_TAIL_HALF_N = tl.constexpr(len(TAIL_MONOMIAL_HALF.value))
 _TAIL_CHEBYSHEV_N = tl.constexpr(len(TAIL_CHEBYSHEV.value))
 _ROOT_32_N = tl.constexpr(len(ROOT_MONOMIAL_32.value))
 _ROOT_64_N = tl.constexpr(len(ROOT_MONOMIAL_64.value))
@@ -117,8 +120,10 @@ def _scaled_tail(u, PREC: tl.constexpr):
     t = s * T_SLOPE + T_OFFSET
     if PREC == DOUBLE:
         p = _clenshaw(t, TAIL_CHEBYSHEV, _TAIL_CHEBYSHEV_N)
-    else:
+    elif PREC == SINGLE:
         p = _horner(t, TAIL_MONOMIAL, _TAIL_MONOMIAL_N)
+    else:
+        p = _horner(t, TAIL_MONOMIAL_HALF, _TAIL_HALF_N)
     return s * p
 
 
