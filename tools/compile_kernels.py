@@ -35,14 +35,14 @@ def variants():
         sig = {"x_ptr": POINTER[dtype], "grad_ptr": POINTER[dtype], "out_ptr": POINTER[dtype],
                "n": "i32", "beta": "fp32", "seed": "i64", "offset": "i64"}  # fmt: skip
         const = {"MEMBER": member, "BACKWARD": backward, "PREC": PRECISION[dtype], "WIDE": wide,
-                 "BLOCK": BLOCK[dtype]}  # fmt: skip
+                 "BLOCK": 1024 if wide and dtype == "fp32" else BLOCK[dtype]}  # fmt: skip
         yield f"pointwise {dtype} member={member} bwd={backward}", k.pointwise_kernel, sig, const
     for dtype, form, backward in itertools.product(("bf16", "fp32"), range(3), (False, True)):
         wide = dtype == "fp32" and form == 0
         sig = {"x_ptr": POINTER[dtype], "grad_ptr": POINTER[dtype], "out_ptr": POINTER[dtype],
                "half": "i32"}  # fmt: skip
         const = {"FORM": form, "BACKWARD": backward, "PREC": PRECISION[dtype], "WIDE": wide,
-                 "BLOCK": BLOCK[dtype]}  # fmt: skip
+                 "BLOCK": 1024 if wide and dtype == "fp32" else BLOCK[dtype]}  # fmt: skip
         yield f"geglu {dtype} form={form} bwd={backward}", k.geglu_kernel, sig, const
     for dtype, member, backward in itertools.product(("bf16", "fp32"), range(3), (False, True)):
         wide = dtype == "fp32" and member in (0, 2)  # generalized; bias-GELU in the exact form
@@ -53,7 +53,7 @@ def variants():
                  "WIDE": wide}  # fmt: skip
         sig = common | {"row_length": "i32", "channels": "i32", "chunks": "i32"}
         yield (f"rows {dtype} member={member} bwd={backward}", k.rows_kernel, sig,
-               const | {"BLOCK": BLOCK[dtype], "STEPS": 8})  # fmt: skip
+               const | {"BLOCK": 1024 if wide else BLOCK[dtype], "STEPS": 8})  # fmt: skip
         sig = common | {"rows": "i32", "channels": "i32"}
         yield (f"columns {dtype} member={member} bwd={backward}", k.columns_kernel, sig,
                const | {"BLOCK_R": 8, "BLOCK_C": 64, "STEPS": 32})  # fmt: skip
