@@ -53,7 +53,7 @@ def variants():
                  "WIDE": wide}  # fmt: skip
         sig = common | {"row_length": "i32", "channels": "i32", "chunks": "i32"}
         yield (f"rows {dtype} member={member} bwd={backward}", k.rows_kernel, sig,
-               const | {"BLOCK": 1024 if wide else BLOCK[dtype], "STEPS": 8})  # fmt: skip
+               const | {"BLOCK": BLOCK[dtype], "STEPS": 8})  # fmt: skip
         sig = common | {"rows": "i32", "channels": "i32"}
         yield (f"columns {dtype} member={member} bwd={backward}", k.columns_kernel, sig,
                const | {"BLOCK_R": 8, "BLOCK_C": 64, "STEPS": 32})  # fmt: skip

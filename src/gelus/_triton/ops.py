@@ -260,7 +260,8 @@ def _run_parametric(member, form, x, grad, p, q, dim, wide):
     else:  # one channel per row of `stride` elements
         rows = n // stride
         # short rows (NCHW with a small H·W) take a smaller block, not a mostly masked one
-        block = min(_block(x.dtype, wide), max(_WARPS * 32, triton.next_power_of_2(stride)))
+        # 4 per thread even in float64: two block-sized float64 partial sums already cost registers
+        block = min(_block(x.dtype), max(_WARPS * 32, triton.next_power_of_2(stride)))
         steps = _steps(stride, block)
         while triton.cdiv(stride, block * steps) > 65535:  # the grid's second axis limit
             steps *= 2
