@@ -47,6 +47,14 @@ def register(subparsers) -> None:
         help=f"smoke run: sizes {QUICK_SIZES}, 5 rounds, short rounds, no compile",
     )
     kernels.add_argument("--json", metavar="PATH", help="write the raw results as JSON")
+    kernels.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cpu (default): the library's CPU routes; cuda: the Triton kernels vs F.gelu on the "
+        "GPU, with copy bandwidth and ulp (gelus.bench.kernels_cuda; --sizes, --rounds, "
+        "--members apply)",
+    )
     kernels.set_defaults(func=kernels_main)  # fmt: skip
 
     training = commands.add_parser("training", help="training throughput of the paper's models")
@@ -118,6 +126,10 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
     from gelus.cli import UserError
 
     out = out or sys.stdout
+    if args.device == "cuda":
+        from gelus.bench import kernels_cuda
+
+        return kernels_cuda.main(args, out)
     candidates = kernels.candidates()
     if args.list:
         for c in candidates:

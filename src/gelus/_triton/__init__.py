@@ -1,0 +1,44 @@
+"""Triton kernels for every member of the family: the CUDA implementation of the operators.
+
+Importing this package is light: it does not import Triton. The operators ask
+:func:`available` whether a tensor can take the kernels, and :func:`load` imports them (and
+Triton) the first time a CUDA tensor meets a member. On CPU the kernels run only in Triton's
+interpreter (``TRITON_INTERPRET=1`` set before the first :func:`load`), which the tests use.
+
+The kernels' host functions are in :mod:`gelus._triton.ops`; their design and measured accuracy
+in docs/CUDA.md.
+"""
+
+import functools
+import importlib
+import importlib.util
+import os
+from types import ModuleType
+
+import torch
+
+__all__ = ["available", "interpreting", "load"]
+
+
+def interpreting() -> bool:
+    """Whether Triton will interpret kernels on CPU tensors (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
+
+
+@functools.cache
+def _triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def available(x: torch.Tensor) -> bool:
+    """Whether the operators should send ``x`` to the kernels: a floating-point CUDA tensor, with
+    Triton installed. CPU tensors never are (CPU keeps its routes, also when the interpreter is
+    on); tests reach the kernels on CPU through :func:`load` directly. Imports nothing."""
+    floating = x.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    return floating and x.device.type == "cuda" and _triton_installed()
+
+
+@functools.cache
+def load() -> ModuleType:
+    """Import and return :mod:`gelus._triton.ops` (compiles nothing until a kernel first runs)."""
+    return importlib.import_module("gelus._triton.ops")

@@ -1,0 +1,305 @@
+"""The Triton kernels: one load of each input, one store of each output, math in registers.
+
+Three layouts cover every member:
+
+- :func:`pointwise_kernel`: a flat pass over a dense tensor (GELU in its three forms, Swish with a
+  float β, stochastic GELU); forward ``y = f(x)``, backward ``dx = grad·f'(x)``.
+- :func:`geglu_kernel`: x viewed as [outer, 2, half] (the split dimension in the middle); both
+  halves are read once and the backward writes both halves of dx.
+- :func:`rows_kernel` / :func:`columns_kernel`: members with per-channel parameters (generalized
+  GELU's μ and 1/σ, Swish's tensor β, bias-GELU's bias). Rows: the storage is [R, L] with one
+  channel per row (scalar parameters, or NCHW with the channel dim outside the fastest one); the
+  parameters are loaded once per program and the gradient contributions are summed per program.
+  Columns: the storage is [R, C] with the channel fastest (``[..., C]`` and channels_last); each
+  program loads its block of C parameters once and sums its rows. Either way the backward
+  writes one partial sum per program and channel, and the host adds those few partials up.
+"""
+
+import triton
+import triton.language as tl
+
+from gelus._triton import interpreting
+from gelus._triton._math import (
+    HALF,
+    gelu_form,
+    gelu_form_slope,
+    normal_cdf_pdf,
+    swish_slope,
+    swish_value,
+)
+
+__all__ = [
+    "BIAS",
+    "GENERALIZED",
+    "STOCHASTIC",
+    "SWISH",
+    "SWISH_BETA",
+    "columns_kernel",
+    "geglu_kernel",
+    "pointwise_kernel",
+    "rows_kernel",
+]
+
+# Members of the flat kernel beyond the three GELU forms (0, 1, 2 = EXACT, TANH, SIGMOID).
+SWISH = tl.constexpr(3)
+STOCHASTIC = tl.constexpr(4)
+# Members of the parameter kernels.
+GENERALIZED = tl.constexpr(0)
+SWISH_BETA = tl.constexpr(1)
+BIAS = tl.constexpr(2)
+
+
+@triton.jit
+def _widen(x, WIDE: tl.constexpr):
+    """To the compute dtype: float64 (fp64 input; fp32 input of Φ-based members) or fp32."""
+    if WIDE:
+        x = x.to(tl.float64)
+    else:
+        x = x.to(tl.float32)
+    return x
+
+
+# Triton's interpreter (3.9) truncates fp32 -> bf16 where the GPU rounds to nearest even; the
+# interpreted kernels round by hand instead, so that the CPU tests see what the GPU computes.
+_INTERPRETED = tl.constexpr(interpreting())
+
+
+@triton.jit
+def _rounded(value, pointer):
+    """value rounded once, to nearest even, to the element type of pointer."""
+    dtype = pointer.dtype.element_ty
+    if dtype == tl.bfloat16 and _INTERPRETED:
+        bits = value.to(tl.float32).to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # nan and inf keep their top bits
+        value = bits.to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    else:
+        value = value.to(dtype)
+    return value
+
+
+@triton.jit
+def _uniform(seed, first, BLOCK: tl.constexpr):
+    """U[0, 1) for elements first, ..., first + BLOCK − 1 (first a multiple of 4): element g takes
+    lane g % 4 of Philox(seed, counter g // 4), so one Philox call serves four elements (tl.rand
+    would spend one per element) and the stream does not depend on the block size."""
+    counters = first // 4 + tl.arange(0, BLOCK // 4)
+    r0, r1, r2, r3 = tl.randint4x(seed, counters)
+    bits = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), [BLOCK])  # r0 r1 r2 r3 r0 ...
+    return tl.random.uint_to_uniform_float(bits)
+
+
+@triton.jit
+def _stochastic_mask(x, seed, first, BLOCK: tl.constexpr):
+    """m ~ Bernoulli(Φ(x)): the same bits in forward and backward."""
+    cdf, _ = normal_cdf_pdf(x.to(tl.float32), HALF)
+    return ~(_uniform(seed, first, BLOCK) >= cdf)  # nan: True, so that x·m stays nan
+
+
+@triton.jit(do_not_specialize=["seed", "offset"])  # a fresh seed per call must not recompile
+def pointwise_kernel(
+    x_ptr,
+    grad_ptr,
+    out_ptr,
+    n,
+    beta,
+    seed,
+    offset,
+    MEMBER: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    PREC: tl.constexpr,
+    WIDE: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = index < n
+    raw = tl.load(x_ptr + index, mask=inside, other=0.0)
+    if BACKWARD:
+        grad = tl.load(grad_ptr + index, mask=inside, other=0.0)
+    if MEMBER == STOCHASTIC:
+        keep = _stochastic_mask(raw, seed, offset + tl.program_id(0).to(tl.int64) * BLOCK, BLOCK)
+        if BACKWARD:
+            result = tl.where(keep, grad, 0.0)
+        else:
+            result = tl.where(keep, raw, 0.0)
+    else:
+        x = _widen(raw, WIDE)
+        if MEMBER == SWISH:
+            if BACKWARD:
+                result = grad.to(x.dtype) * swish_slope(x, beta)
+            else:
+                result = swish_value(x, beta)
+        elif BACKWARD:
+            result = grad.to(x.dtype) * gelu_form_slope(x, MEMBER, PREC)
+        else:
+            result = gelu_form(x, MEMBER, PREC)
+    tl.store(out_ptr + index, _rounded(result, out_ptr), mask=inside)
+
+
+@triton.jit
+def geglu_kernel(
+    x_ptr,
+    grad_ptr,
+    out_ptr,
+    half,
+    FORM: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    PREC: tl.constexpr,
+    WIDE: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    # Program (o, block) covers output elements (o, j) for j in its block: a = x[o, 0, j] and the
+    # gate b = x[o, 1, j]. A 2-D grid, so that no element pays a (64-bit) division by `half`.
+    outer = tl.program_id(0).to(tl.int64)
+    column = tl.program_id(1).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = column < half
+    index = outer * half + column
+    a_index = index + outer * half
+    a_raw = tl.load(x_ptr + a_index, mask=inside, other=0.0)
+    b = _widen(tl.load(x_ptr + a_index + half, mask=inside, other=0.0), WIDE)
+    a = a_raw.to(b.dtype)
+    if BACKWARD:
+        grad = tl.load(grad_ptr + index, mask=inside, other=0.0).to(b.dtype)
+        grad_a = grad * gelu_form(b, FORM, PREC)
+        grad_b = grad * a * gelu_form_slope(b, FORM, PREC)
+        tl.store(out_ptr + a_index, _rounded(grad_a, out_ptr), mask=inside)
+        tl.store(out_ptr + a_index + half, _rounded(grad_b, out_ptr), mask=inside)
+    else:
+        y = a * gelu_form(b, FORM, PREC)
+        tl.store(out_ptr + index, _rounded(y, out_ptr), mask=inside)
+
+
+@triton.jit
+def _parametric(grad, x, p, q, MEMBER: tl.constexpr, FORM: tl.constexpr, PREC: tl.constexpr,
+                BACKWARD: tl.constexpr):  # fmt: skip
+    """(out, r1, r2): the forward value, or (dx, gradient terms of the two parameters)."""
+    if MEMBER == GENERALIZED:  # p = μ, q = 1/σ
+        z = (x - p) * q
+        cdf, pdf = normal_cdf_pdf(z, PREC)
+        if BACKWARD:
+            # x·φ(z)/σ is common to all three gradients; where φ underflows it is 0 (not inf·0).
+            common = tl.where(pdf == 0, 0.0, x * pdf * q)
+            out = grad * (cdf + common)
+            r1 = -grad * common
+            r2 = tl.where(pdf == 0, 0.0, -grad * common * z)
+        else:
+            out = tl.where(cdf == 0, tl.where(x < 0, -0.0, 0.0), x * cdf)
+            r1 = out
+            r2 = out
+    elif MEMBER == SWISH_BETA:  # p = β
+        if BACKWARD:
+            out = grad * swish_slope(x, p)
+            z = p * x
+            t = tl.exp(-tl.abs(z))
+            ds = t / ((1.0 + t) * (1.0 + t))  # σ'(z)
+            r1 = tl.where(tl.abs(z) >= 1e4, 0.0, grad * x * x * ds)
+        else:
+            out = swish_value(x, p)
+            r1 = out
+        r2 = r1
+    else:  # BIAS: p = the bias, added before the GELU of the given form
+        h = x + p
+        if BACKWARD:
+            out = grad * gelu_form_slope(h, FORM, PREC)
+        else:
+            out = gelu_form(h, FORM, PREC)
+        r1 = out
+        r2 = out
+    return out, r1, r2
+
+
+@triton.jit
+def rows_kernel(
+    x_ptr,
+    grad_ptr,
+    out_ptr,
+    p_ptr,
+    q_ptr,
+    partial_ptr,
+    row_length,
+    channels,
+    chunks,
+    MEMBER: tl.constexpr,
+    FORM: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    PREC: tl.constexpr,
+    WIDE: tl.constexpr,
+    BLOCK: tl.constexpr,
+    STEPS: tl.constexpr,
+):
+    # Program (row, chunk) covers elements [chunk·BLOCK·STEPS, ...) of one row; partial sums go to
+    # partial[2, rows, chunks].
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    channel = row % channels
+    dtype = tl.float64 if WIDE else tl.float32
+    p = tl.load(p_ptr + channel).to(dtype)
+    q = tl.load(q_ptr + channel).to(dtype)
+    base = row.to(tl.int64) * row_length
+    sum1 = tl.zeros([BLOCK], dtype)
+    sum2 = tl.zeros([BLOCK], dtype)
+    for step in range(STEPS):  # a loop, not unrolled: registers for one step only
+        column = (chunk * STEPS + step).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        inside = column < row_length
+        x = tl.load(x_ptr + base + column, mask=inside, other=0.0).to(dtype)
+        grad = x
+        if BACKWARD:
+            grad = tl.load(grad_ptr + base + column, mask=inside, other=0.0).to(dtype)
+        out, r1, r2 = _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
+        tl.store(out_ptr + base + column, _rounded(out, out_ptr), mask=inside)
+        if BACKWARD:
+            sum1 += tl.where(inside, r1, 0.0).to(dtype)
+            sum2 += tl.where(inside, r2, 0.0).to(dtype)
+    if BACKWARD:
+        slot = row.to(tl.int64) * chunks + chunk
+        total = tl.num_programs(0).to(tl.int64) * chunks
+        tl.store(partial_ptr + slot, tl.sum(sum1, axis=0))
+        tl.store(partial_ptr + total + slot, tl.sum(sum2, axis=0))
+
+
+@triton.jit
+def columns_kernel(
+    x_ptr,
+    grad_ptr,
+    out_ptr,
+    p_ptr,
+    q_ptr,
+    partial_ptr,
+    rows,
+    channels,
+    MEMBER: tl.constexpr,
+    FORM: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    PREC: tl.constexpr,
+    WIDE: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    STEPS: tl.constexpr,
+):
+    # Program (column block, row block) covers BLOCK_R·STEPS rows of BLOCK_C channels; partial
+    # sums go to partial[2, row blocks, channels].
+    column = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    row_block = tl.program_id(1)
+    in_columns = column < channels
+    dtype = tl.float64 if WIDE else tl.float32
+    p = tl.load(p_ptr + column, mask=in_columns, other=0.0).to(dtype)[None, :]
+    q = tl.load(q_ptr + column, mask=in_columns, other=1.0).to(dtype)[None, :]
+    sum1 = tl.zeros([BLOCK_R, BLOCK_C], dtype)
+    sum2 = tl.zeros([BLOCK_R, BLOCK_C], dtype)
+    for step in range(STEPS):  # a loop, not unrolled: registers for one step only
+        row = (row_block * STEPS + step).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+        inside = (row < rows)[:, None] & in_columns[None, :]
+        offsets = row[:, None] * channels + column[None, :]
+        x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(dtype)
+        grad = x
+        if BACKWARD:
+            grad = tl.load(grad_ptr + offsets, mask=inside, other=0.0).to(dtype)
+        out, r1, r2 = _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
+        tl.store(out_ptr + offsets, _rounded(out, out_ptr), mask=inside)
+        if BACKWARD:
+            sum1 += tl.where(inside, r1, 0.0).to(dtype)
+            sum2 += tl.where(inside, r2, 0.0).to(dtype)
+    if BACKWARD:
+        slot = row_block.to(tl.int64) * channels + column
+        total = tl.num_programs(1).to(tl.int64) * channels
+        tl.store(partial_ptr + slot, tl.sum(sum1, axis=0), mask=in_columns)
+        tl.store(partial_ptr + total + slot, tl.sum(sum2, axis=0), mask=in_columns)

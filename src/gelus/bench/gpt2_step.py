@@ -1,0 +1,212 @@
+"""A GPT-2-small training step with each activation, eager and compiled: the end-to-end check.
+
+    python -m gelus.bench.gpt2_step                      # CUDA: 12 layers, batch 8 × 1024
+    python -m gelus.bench.gpt2_step --activations torch-tanh,torch-exact,gelu,gelu_new,triton-exact
+
+One step = forward under bf16 autocast, cross-entropy, backward, fused AdamW, zero_grad. The model
+is GPT-2 small written here in plain torch (token + position embeddings, 12 pre-LayerNorm blocks
+of causal attention (``F.scaled_dot_product_attention``) and a 768 → 3072 → 768 MLP with the
+activation under test, a tied head), random init: a step's time does not depend on the weights.
+
+Activations: ``torch-tanh`` (``nn.GELU(approximate="tanh")``) and ``torch-exact`` (``nn.GELU()``)
+are the baselines; any gelus registry name (``gelu``, ``gelu_new``, ...) is the library as it
+stands (its CUDA route once the operators use the Triton kernels); ``triton-exact`` /
+``triton-tanh`` call the Triton kernels directly through a minimal autograd Function, to measure
+them before they are wired into the operators. Times: median of ``--steps`` steps after
+``--warmup`` steps, with CUDA events (wall clock on CPU), interleaved activation by activation.
+"""
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["GPT", "GPTConfig", "main", "make_activation", "measure"]
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    layers: int = 12  # GPT-2 small
+    width: int = 768  # embedding size; the MLP is 4× wider
+    heads: int = 12
+    vocab: int = 50257
+    context: int = 1024  # sequence length
+    batch: int = 8
+
+
+class _TritonGELU(torch.autograd.Function):
+    """gelu through gelus._triton.ops, saving only x (the operators' design, minus everything else)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, approximate: str) -> Tensor:
+        from gelus._triton import load
+
+        ctx.save_for_backward(x)
+        ctx.approximate = approximate
+        return load().gelu_forward(x, approximate)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        from gelus._triton import load
+
+        (x,) = ctx.saved_tensors
+        return load().gelu_backward(grad, x, ctx.approximate), None
+
+
+class TritonGELU(nn.Module):
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return _TritonGELU.apply(x, self.approximate)
+
+
+def make_activation(name: str) -> nn.Module:
+    """A fresh activation module for a row name (see the module docstring)."""
+    if name == "torch-tanh":
+        return nn.GELU(approximate="tanh")
+    if name == "torch-exact":
+        return nn.GELU()
+    if name in ("triton-exact", "triton-tanh"):
+        return TritonGELU("none" if name == "triton-exact" else "tanh")
+    from gelus.registry import get_activation
+
+    return get_activation(name)
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig, activation: str) -> None:
+        super().__init__()
+        self.heads = config.heads
+        self.norm1 = nn.LayerNorm(config.width)
+        self.qkv = nn.Linear(config.width, 3 * config.width)
+        self.proj = nn.Linear(config.width, config.width)
+        self.norm2 = nn.LayerNorm(config.width)
+        self.up = nn.Linear(config.width, 4 * config.width)
+        self.act = make_activation(activation)
+        self.down = nn.Linear(4 * config.width, config.width)
+
+    def forward(self, x: Tensor) -> Tensor:  # x: [batch, time, width]
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attention.transpose(1, 2).reshape(b, t, c))
+        return x + self.down(self.act(self.up(self.norm2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig, activation: str) -> None:
+        super().__init__()
+        self.token = nn.Embedding(config.vocab, config.width)
+        self.position = nn.Embedding(config.context, config.width)
+        self.blocks = nn.ModuleList(Block(config, activation) for _ in range(config.layers))
+        self.norm = nn.LayerNorm(config.width)
+        self.head = nn.Linear(config.width, config.vocab, bias=False)
+        self.head.weight = self.token.weight  # tied, as in GPT-2
+        for name, p in self.named_parameters():
+            if p.dim() == 2:  # GPT-2's init; residual projections scaled by 1/√(2·layers)
+                std = (
+                    0.02 / math.sqrt(2 * config.layers)
+                    if name.endswith(("proj.weight", "down.weight"))
+                    else 0.02
+                )
+                nn.init.normal_(p, 0.0, std)
+
+    def forward(self, tokens: Tensor) -> Tensor:  # tokens: [batch, time] -> logits
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.token(tokens) + self.position(positions)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+
+def measure(config: GPTConfig, activations: list[str], compiled: bool, steps: int, warmup: int,
+            device: str, log=print) -> dict[str, float]:  # fmt: skip
+    """Median seconds per training step for each activation (rounds interleaved)."""
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    tokens = torch.randint(config.vocab, (config.batch, config.context + 1), generator=generator)
+    inputs, targets = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
+    dtype = torch.bfloat16
+    runs = {}
+    for name in activations:
+        torch.manual_seed(0)
+        model = GPT(config, name).to(device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+        forward = torch.compile(model) if compiled else model
+
+        def step(model=model, forward=forward, optimizer=optimizer) -> None:
+            with torch.autocast(device_type=device, dtype=dtype):
+                logits = forward(inputs)
+            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        for _ in range(warmup):
+            step()
+        runs[name] = step
+        log(f"{name}: warmed up ({'compiled' if compiled else 'eager'})")
+    times = {name: [] for name in activations}
+    for _ in range(steps):
+        for name, step in runs.items():
+            times[name].append(_time_one(step, device))
+    return {name: statistics.median(samples) for name, samples in times.items()}
+
+
+def _time_one(step, device: str) -> float:
+    if device == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) * 1e-3
+    begin = time.perf_counter()
+    step()
+    return time.perf_counter() - begin
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--activations", default="torch-tanh,torch-exact,gelu,gelu_new,triton-exact,triton-tanh"
+    )
+    parser.add_argument("--modes", default="eager,compiled", help="eager, compiled or both")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--layers", type=int, default=GPTConfig.layers)
+    parser.add_argument("--width", type=int, default=GPTConfig.width)
+    parser.add_argument("--heads", type=int, default=GPTConfig.heads)
+    parser.add_argument("--vocab", type=int, default=GPTConfig.vocab)
+    parser.add_argument("--context", type=int, default=GPTConfig.context)
+    parser.add_argument("--batch", type=int, default=GPTConfig.batch)
+    args = parser.parse_args(argv)
+    config = GPTConfig(args.layers, args.width, args.heads, args.vocab, args.context, args.batch)
+    activations = [a.strip() for a in args.activations.split(",") if a.strip()]
+    for name in activations:
+        make_activation(name)  # an unknown name fails here, with the list of names
+    print(f"GPT-2 step: {config}, device {args.device}"
+          + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
+          + f", torch {torch.__version__}; median of {args.steps} steps")  # fmt: skip
+    for mode in (m.strip() for m in args.modes.split(",")):
+        seconds = measure(config, activations, mode == "compiled", args.steps, args.warmup,
+                          args.device, log=lambda message: print(message, file=sys.stderr))  # fmt: skip
+        base = seconds.get("torch-exact")
+        print(f"\n{mode}\n\n| activation | ms/step | ÷ nn.GELU() |\n|---|---|---|")
+        for name, value in seconds.items():
+            ratio = f"{value / base:.3f}" if base else "n/a"
+            print(f"| {name} | {value * 1e3:.2f} | {ratio} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""What only a GPU can show about the Triton kernels: compiled code (not the interpreter) on CUDA
+tensors, its fast fp32 division and exp, CUDA graphs and torch.compile. Skipped without CUDA;
+the same kernels are tested on CPU in Triton's interpreter (test_triton_kernels.py)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+pytestmark = [cuda, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
+
+@pytest.fixture(scope="module")
+def ops():
+    from gelus._triton import load
+
+    return load()
+
+
+def _ulp32(result: torch.Tensor, reference: np.ndarray) -> np.ndarray:
+    spacing = np.spacing(np.abs(reference).astype(np.float32)).astype(np.float64)
+    return np.abs(result.double().cpu().numpy() - reference) / spacing
+
+
+def test_exact_gelu_fp32_within_one_ulp_on_the_gpu(ops):
+    special = pytest.importorskip("scipy.special")
+    sample = np.concatenate([np.linspace(-20, 20, 2_000_001), np.linspace(-14.7, -9, 200_001)])
+    sample = sample.astype(np.float32)
+    x = torch.from_numpy(sample).cuda()
+    xd = sample.astype(np.float64)
+    cdf = 0.5 * special.erfc(-xd / math.sqrt(2.0))
+    slope = cdf + xd * np.exp(-0.5 * xd * xd) / math.sqrt(2.0 * math.pi)
+    assert _ulp32(ops.gelu_forward(x), xd * cdf).max() <= 1.0
+    assert _ulp32(ops.gelu_backward(torch.ones_like(x), x), slope).max() <= 1.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("approximate", ["none", "tanh", "sigmoid"])
+def test_edges_on_the_gpu(ops, dtype, approximate):
+    big = torch.finfo(dtype).max
+    x = torch.tensor([math.inf, -math.inf, math.nan, -0.0, big, -big], dtype=dtype, device="cuda")
+    y = ops.gelu_forward(x, approximate).double().cpu().tolist()
+    g = ops.gelu_backward(torch.ones_like(x), x, approximate).double().cpu().tolist()
+    assert y[0] == math.inf and y[1] == 0 and math.isnan(y[2]) and y[4] == big and y[5] == 0
+    assert math.copysign(1.0, y[3]) == -1.0
+    assert g[0] == 1 and g[1] == 0 and g[4] == 1 and g[5] == 0
+
+
+def test_every_member_runs_on_channels_last_cuda_tensors(ops):
+    x = torch.randn(4, 16, 8, 8, device="cuda").to(memory_format=torch.channels_last)
+    grad = torch.randn_like(x)
+    channel = torch.rand(16, 1, 1, device="cuda") + 0.5
+    reference = torch.nn.functional.gelu(x.double())
+    torch.testing.assert_close(ops.gelu_forward(x).double(), reference, rtol=1e-6, atol=1e-7)
+    dx, dmu, dsigma = ops.generalized_gelu_backward(grad, x, channel - 1, channel)
+    assert dx.is_contiguous(memory_format=torch.channels_last)
+    assert dmu.shape == dsigma.shape == (16, 1, 1)
+    dx, dbias = ops.bias_gelu_backward(grad, x, channel)
+    torch.testing.assert_close(dbias, dx.sum((0, 2, 3)).view(16, 1, 1), rtol=1e-4, atol=1e-4)
+    dx, dbeta = ops.swish_backward(grad, x, channel)
+    assert dbeta.shape == channel.shape
+    y = ops.stochastic_gelu_forward(x, seed=7)
+    assert torch.equal(ops.stochastic_gelu_backward(torch.ones_like(x), x, seed=7) != 0, y != 0)
+    assert ops.geglu_backward(grad[:, :8], x, dim=1).shape == x.shape
+
+
+def test_forward_backward_capture_in_a_cuda_graph(ops):
+    x = torch.randn(1 << 16, device="cuda")
+    grad = torch.randn_like(x)
+    ops.gelu_forward(x), ops.gelu_backward(grad, x)  # compile before capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = ops.gelu_forward(x)
+        dx = ops.gelu_backward(grad, x)
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.testing.assert_close(y, ops.gelu_forward(x))
+    torch.testing.assert_close(dx, ops.gelu_backward(grad, x))
+
+
+def test_host_functions_compile_without_graph_break(ops):
+    # The wiring may call the host functions inside torch.compile'd code: dynamo must trace the
+    # Triton launches (user-defined Triton kernels) with no graph break.
+    def f(x):
+        return ops.gelu_forward(x * 2.0) + 1.0
+
+    x = torch.randn(4096, device="cuda")
+    compiled = torch.compile(f, fullgraph=True)
+    torch.testing.assert_close(compiled(x), f(x))

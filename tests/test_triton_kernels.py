@@ -1,0 +1,222 @@
+"""The Triton kernels' GELU forms (gelus._triton.ops) against float64 scipy / mpmath oracles.
+
+On a machine without CUDA they run in Triton's interpreter on CPU tensors (TRITON_INTERPRET=1,
+set by conftest.py before triton is imported); on a CUDA machine on the GPU. Tensors are small
+(the interpreter is slow) except the dense accuracy sample of the exact GELU.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from _triton_support import (
+    FLOATS,
+    FORMS,
+    mpmath,
+    mpmath_oracle,
+    on_device,
+    ops,
+    oracle,
+    scipy_special,
+    triton_marks,
+    ulp_error,
+)
+
+pytestmark = triton_marks
+
+# ---------------------------------------------------------------- exact GELU, fp32: ≤ 1 ulp
+
+EXACT_VALUE_ULP = 0.51  # measured 0.507 (interpreter), 0.5 of which is the final rounding
+EXACT_SLOPE_ULP = 0.52  # measured 0.517
+
+
+def _dense_fp32_sample() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    return np.concatenate([
+        np.linspace(-20, 20, 100_001),
+        rng.uniform(-20, 20, 50_000),
+        np.linspace(-14.7, -9, 20_001),  # the deep tail, to where value and slope underflow
+        rng.uniform(-1.5, 0, 10_000),  # around the slope's root x₀ = −0.7518
+    ]).astype(np.float32)  # fmt: skip
+
+
+def test_exact_gelu_fp32_within_one_ulp_dense():
+    sample = _dense_fp32_sample()
+    x = on_device(sample)
+    value, slope = oracle(sample.astype(np.float64))
+    assert ulp_error(ops.gelu_forward(x), value).max() <= EXACT_VALUE_ULP
+    assert ulp_error(ops.gelu_backward(torch.ones_like(x), x), slope).max() <= EXACT_SLOPE_ULP
+
+
+MPMATH_POINTS = (-14.6, -14.0, -13.0, -12.7, -10.0, -5.5, -3.0, -0.7517915, -0.75179154, -0.5)
+MPMATH_POINTS += (-1e-3, -1e-30, 1e-30, 0.3, 1.0, 2.5, 5.0, 9.0)
+
+
+@pytest.mark.parametrize("point", MPMATH_POINTS)
+def test_exact_gelu_fp32_against_mpmath(point):
+    mpmath.mp.dps = 40
+    x32 = float(np.float32(point))
+    xm = mpmath.mpf(x32)
+    value = float(xm * mpmath.ncdf(xm))
+    slope = float(mpmath.ncdf(xm) + xm * mpmath.npdf(xm))
+    x = on_device([x32])
+    assert ulp_error(ops.gelu_forward(x), np.array([value]))[0] <= EXACT_VALUE_ULP
+    grad = ops.gelu_backward(torch.ones_like(x), x)
+    assert ulp_error(grad, np.array([slope]))[0] <= EXACT_SLOPE_ULP
+
+
+def test_exact_gelu_float64_against_mpmath():
+    rng = np.random.default_rng(1)
+    points = np.concatenate([np.linspace(-37, 10, 300), rng.uniform(-5, 5, 100)])
+    x = on_device(points, torch.float64)
+    values = ops.gelu_forward(x)
+    slopes = ops.gelu_backward(torch.ones_like(x), x)
+    value_ref, slope_ref = mpmath_oracle(points)
+    assert ulp_error(values, value_ref).max() <= 6  # measured 4.0
+    assert (
+        ulp_error(slopes, slope_ref).max() <= 8
+    )  # measured 6.0 (x ≈ −0.53: K − u/√(2π) cancels 2.6×)
+
+
+# ---------------------------------------------------------------- tanh and sigmoid forms, fp32
+
+# Their own formulas' bounds, measured on the dense sample: the value's error comes from rounding
+# z before σ (relative error ~|z|·2^-24); the slope's is absolute (it cancels near its root).
+FORM_BOUNDS = {"tanh": (205.0, 12.0, 2e-7), "sigmoid": (39.0, 6.5, 2e-7)}
+
+
+@pytest.mark.parametrize("approximate", ["tanh", "sigmoid"])
+def test_approximate_forms_fp32_bounds(approximate):
+    all_ulp, upper_ulp, slope_abs = FORM_BOUNDS[approximate]
+    sample = np.concatenate([np.linspace(-20, 20, 40_001), np.linspace(-10, -3, 10_001)])
+    sample = sample.astype(np.float32)
+    x = on_device(sample)
+    value, slope = oracle(sample.astype(np.float64), approximate)
+    errors = ulp_error(ops.gelu_forward(x, approximate), value)
+    limit = (
+        -10.0 if approximate == "tanh" else -20.0
+    )  # below −10 fp32 σ(z) of the tanh form underflows
+    assert errors[sample >= limit].max() <= all_ulp
+    assert errors[sample >= -3].max() <= upper_ulp
+    grad = ops.gelu_backward(torch.ones_like(x), x, approximate).double().cpu().numpy()
+    assert np.abs(grad - slope).max() <= slope_abs
+
+
+# ---------------------------------------------------------------- every form, every dtype
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("approximate", FORMS)
+def test_half_types_are_rounded_once(dtype, approximate):
+    # Computed in fp32 and rounded once: within half an ulp of the half type (plus fp32's error).
+    sample = np.linspace(-12, 12, 4001)
+    x = on_device(sample, dtype)
+    exact = x.double().cpu().numpy()
+    value, slope = oracle(exact, approximate)
+    y = ops.gelu_forward(x, approximate)
+    g = ops.gelu_backward(torch.ones_like(x), x, approximate)
+    assert y.dtype == g.dtype == dtype
+    for result, reference in ((y, value), (g, slope)):
+        error = np.abs(result.double().cpu().numpy() - reference)
+        assert (error <= 0.5 * _half_spacing(reference, dtype) * (1 + 2**-10)).all()
+
+
+def _half_spacing(reference: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """The spacing of `dtype` numbers at each reference value (subnormals included)."""
+    mantissa_bits, min_exponent = {torch.float16: (10, -14), torch.bfloat16: (7, -126)}[dtype]
+    exponent = np.floor(np.log2(np.maximum(np.abs(reference), 2.0**min_exponent)))
+    return 2.0 ** (exponent - mantissa_bits)
+
+
+# Relative error allowed in fp32/fp64, in units of the dtype's eps: the exact form's measured
+# bound with margin; the approximations lose ~|z|·eps in exp(−|z|) (|z| ≤ 50 on [−8, 8]).
+FORM_RTOL_EPS = {"none": 8, "tanh": 128, "sigmoid": 32}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("approximate", FORMS)
+def test_gelu_forms_close_to_oracle_every_dtype(dtype, approximate):
+    sample = np.linspace(-8, 8, 1001)
+    x = on_device(sample, dtype)
+    if dtype == torch.float64 and approximate == "none":
+        value, slope = mpmath_oracle(sample)  # scipy's erfc(−x/√2) is ~40 eps off near x = −8
+    else:
+        value, slope = oracle(x.double().cpu().numpy(), approximate)
+    grad = on_device(np.linspace(-2, 2, 1001), dtype)
+    info = torch.finfo(dtype)
+    if dtype in (torch.float16, torch.bfloat16):  # fp32 math, one rounding: ≤ half an ulp
+        rtol, atol = info.eps, info.smallest_normal * info.eps
+    else:
+        rtol, atol = FORM_RTOL_EPS[approximate] * info.eps, 0.0
+    y = ops.gelu_forward(x, approximate).double().cpu().numpy()
+    g = ops.gelu_backward(grad, x, approximate).double().cpu().numpy()
+    reference_grad = grad.double().cpu().numpy() * slope
+    assert np.allclose(y, value, rtol=rtol, atol=atol)
+    # the slope cancels near its root: its error is absolute, relative to the slope's scale 1
+    assert np.allclose(g, reference_grad, rtol=rtol, atol=rtol)
+
+
+# ---------------------------------------------------------------- the contract at the edges
+
+
+def _edge_points(dtype):
+    big = torch.finfo(dtype).max
+    return [math.inf, -math.inf, math.nan, -0.0, 0.0, big, -big, 1e-30, -1e-30]
+
+
+def _check_edges(values, slopes, dtype, positive_limit=True):
+    big = torch.finfo(dtype).max
+    v, s = values.double().cpu().tolist(), slopes.double().cpu().tolist()
+    assert v[0] == math.inf and s[0] == 1.0
+    assert v[1] == 0.0 and s[1] == 0.0
+    assert math.isnan(v[2])
+    assert v[3] == 0.0 and math.copysign(1.0, v[3]) == -1.0  # −0 → −0
+    assert v[4] == 0.0 and math.copysign(1.0, v[4]) == 1.0
+    assert v[5] == big and s[5] == 1.0
+    assert v[6] == 0.0 and s[6] == 0.0
+    assert all(math.isfinite(t) for i, t in enumerate(s) if i != 2)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("approximate", FORMS)
+def test_gelu_edge_cases(dtype, approximate):
+    x = on_device(_edge_points(dtype), dtype)
+    y = ops.gelu_forward(x, approximate)
+    g = ops.gelu_backward(torch.ones_like(x), x, approximate)
+    _check_edges(y, g, dtype)
+
+
+@pytest.mark.parametrize("approximate", FORMS)
+def test_tanh_slope_finite_for_huge_inputs(approximate):
+    x = on_device([1.8e19, -1.8e19, 3e38, -3e38, 1e20])
+    g = ops.gelu_backward(torch.ones_like(x), x, approximate).cpu()
+    assert g.tolist() == [1.0, 0.0, 1.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_swish_edges_and_values(dtype):
+    x = on_device(_edge_points(dtype), dtype)
+    y, _ = ops.swish_forward(x, 1.0), None
+    g, none = ops.swish_backward(torch.ones_like(x), x, 1.0)
+    assert none is None
+    _check_edges(y, g, dtype)
+    # β = 0 is x/2 everywhere, also at ±inf; β < 0 mirrors the limits.
+    half = ops.swish_forward(x, 0.0).double().cpu().tolist()
+    assert half[0] == math.inf and half[1] == -math.inf
+    mirrored = ops.swish_forward(x, -1.0).double().cpu().tolist()
+    assert mirrored[0] == 0.0 and mirrored[1] == -math.inf
+    sample = np.linspace(-10, 10, 501)
+    xs = on_device(sample, dtype)
+    exact = xs.double().cpu().numpy()
+    info = torch.finfo(dtype)
+    # fp32 math rounded once for half types; else exp(−|z|) loses ~|z|·eps (|z| ≤ 25 here)
+    rtol = info.eps if dtype in (torch.float16, torch.bfloat16) else 32 * info.eps
+    for beta in (0.5, 1.0, 2.5):
+        z = beta * exact
+        s = scipy_special.expit(z)
+        y = ops.swish_forward(xs, beta).double().cpu().numpy()
+        assert np.allclose(y, exact * s, rtol=rtol, atol=info.smallest_normal)
+        slope = ops.swish_backward(torch.ones_like(xs), xs, beta)[0].double().cpu().numpy()
+        assert np.allclose(slope, s + z * s * (1 - s), rtol=rtol, atol=rtol)
