@@ -36,7 +36,14 @@ from torch import nn
 import gelus
 from gelus.registry import FunctionActivation
 
-__all__ = ["ActivationSource", "CustomActivationError", "resolve_activation_spec"]
+__all__ = [
+    "ActivationSource",
+    "CustomActivationError",
+    "activation_label",
+    "activation_specs",
+    "is_custom_spec",
+    "resolve_activation_spec",
+]
 
 
 class CustomActivationError(ValueError):
@@ -67,6 +74,20 @@ class ActivationSource:
     @property
     def is_custom(self) -> bool:
         return self.kind != "registry"
+
+
+def is_custom_spec(text: str) -> bool:
+    """Whether ``text`` names an activation by ``module:attribute`` (not by a registry name)."""
+    return ":" in text
+
+
+def activation_label(text: str) -> str:
+    """The name an activation spec goes by in records and reports, without importing anything:
+    the label of ``label=module:attr``, the last part of ``attr``, or the registry name itself."""
+    label, spec = _split_label(text)
+    if label:
+        return label
+    return spec.rpartition(":")[2].rsplit(".", 1)[-1] if is_custom_spec(spec) else spec
 
 
 def _split_label(text: str) -> tuple[str | None, str]:
@@ -191,3 +212,43 @@ def resolve_activation_spec(text: str) -> ActivationSource:
     kind, factory = _factory_of(target, text)
     path, code_hash = _source_hash(module)
     return ActivationSource(label or attribute.rsplit(".", 1)[-1], spec, kind, path, code_hash, factory)
+
+
+def _spec_of_object(label: str, target: object) -> str:
+    """``label=module:qualname`` for an importable class or function (what a worker can import)."""
+    if isinstance(target, str):
+        return f"{label}={target}" if is_custom_spec(target) and "=" not in target else target
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", None)
+    if not (module and qualname) or isinstance(target, nn.Module):
+        raise CustomActivationError(
+            f"activation {label!r}: pass an nn.Module class, a factory or a tensor function "
+            f"defined at the top level of a module, not a {type(target).__name__} instance"
+        )
+    if module == "__main__" or "<locals>" in qualname or "<lambda>" in qualname:
+        raise CustomActivationError(
+            f"activation {label!r} ({qualname}) is defined in {'a function' if '<' in qualname else 'the main script'}, "
+            "where worker processes cannot import it; move it into a module (a .py file beside "
+            "your script) and pass it from there, or name it as 'module:attribute'"
+        )
+    return f"{label}={module}:{qualname}"
+
+
+def activation_specs(activations: object) -> tuple[str, ...] | None:
+    """Activations as the config names them, from what the Python API accepts: a sequence of
+    names / ``module:attribute`` strings, or a mapping ``{label: class | factory | function |
+    "module:attribute"}`` whose values are importable (workers import them by name).
+
+    Example::
+
+        >>> activation_specs({"mine": torch.nn.Softsign})
+        ('mine=torch.nn.modules.activation:Softsign',)
+    """
+    if activations is None or isinstance(activations, str):
+        return None if activations is None else (activations,)
+    if isinstance(activations, dict):
+        return tuple(_spec_of_object(str(label), target) for label, target in activations.items())
+    return tuple(
+        item if isinstance(item, str) else _spec_of_object(getattr(item, "__name__", "?"), item)
+        for item in activations
+    )
