@@ -83,7 +83,7 @@ def test_edited_code_is_refused_beside_the_old_records(workspace):
     root, module = workspace
     _run(root, [f"{module}:softsign_cube"])
     (root / f"{module}.py").write_text(ACTS.replace("0.1 * x", "0.2 * x"))
-    with pytest.raises(UserError, match="made by other code.*softsign_cube2="):
+    with pytest.raises(UserError, match=r"made by other code.*softsign_cube2="):
         _run(root, [f"{module}:softsign_cube"])
     _run(root, [f"softsign_cube2={module}:softsign_cube"])  # the new version under its own label
     assert {r.activation for r in read_runs(root / "out")} == {"softsign_cube", "softsign_cube2"}

@@ -211,7 +211,9 @@ def resolve_activation_spec(text: str) -> ActivationSource:
         target = getattr(target, part)
     kind, factory = _factory_of(target, text)
     path, code_hash = _source_hash(module)
-    return ActivationSource(label or attribute.rsplit(".", 1)[-1], spec, kind, path, code_hash, factory)
+    return ActivationSource(
+        label or attribute.rsplit(".", 1)[-1], spec, kind, path, code_hash, factory
+    )
 
 
 def _spec_of_object(label: str, target: object) -> str:

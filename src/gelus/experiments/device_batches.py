@@ -61,7 +61,9 @@ class EpochPlan:
         if flip:
             cols = torch.where(self.flips[step][:, None], cols.flip(1), cols)
         channels = torch.arange(padded.shape[1], device=device)[None, :, None, None]
-        inputs = padded[index[:, None, None, None], channels, rows[:, None, :, None], cols[:, None, None, :]]
+        inputs = padded[
+            index[:, None, None, None], channels, rows[:, None, :, None], cols[:, None, None, :]
+        ]
         return index, inputs
 
 
