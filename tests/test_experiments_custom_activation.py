@@ -5,6 +5,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 from gelus.cli import UserError
 from gelus.cli import main as gelus_main
@@ -120,3 +121,15 @@ def test_cli_refuses_bad_activations_in_one_line(workspace, capsys, argv_tail, m
     assert gelus_main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_the_mlp_engine_takes_the_device_flag(workspace):
+    root, _ = workspace
+    if torch.cuda.is_available():
+        pytest.skip(
+            "checks the refusal on a machine without CUDA; tests/test_experiments_cuda.py runs it"
+        )
+    with pytest.raises(UserError, match="no CUDA device"):
+        _run(root, ["gelu"], device="cuda")
+    _run(root, ["gelu"], device="auto")  # auto is the CPU here
+    assert {r.metadata["device"] for r in read_runs(root / "out")} == {"cpu"}

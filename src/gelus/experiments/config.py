@@ -80,6 +80,9 @@ class TrainConfig:
     checkpoint_every: int = 1  # epochs between checkpoints (the last epoch always saves)
     compile: bool = False  # torch.compile the training step (pays only on long runs: ~15 s cold)
     dtype: str = "float32"  # parameter and activation dtype ("float32" or "float64")
+    tf32: bool = (
+        False  # CUDA only: allow TF32 matmuls/convs (faster, 10-bit mantissa); off for fidelity
+    )
 
 
 @dataclass(frozen=True)

@@ -122,14 +122,12 @@ def resolve_dataset(
 
 
 def resolve_device(device: str, config: ExperimentConfig, executor: Executor | None = None) -> str:
-    """The device the jobs run on: "cpu" for the MLP engine; for the CNNs "cpu" or "cuda", with
-    "auto" meaning "cuda" when there is a GPU (on this machine, or in the executor's cluster when
-    it has a ``resolve_device`` method). Raises UserError for a device that is not there."""
+    """The device the jobs run on, "cpu" or "cuda", with "auto" meaning "cuda" when there is a GPU
+    (on this machine, or in the executor's cluster when it has a ``resolve_device`` method), for
+    both engines. Raises UserError for a device that is not there."""
     if device not in DEVICES:
         raise UserError(f"unknown device {device!r}; valid devices: {', '.join(DEVICES)}")
-    if config.task != "cnn":
-        resolved = "cpu"  # the stacked-ensemble engine runs on the CPU
-    elif hasattr(executor, "resolve_device"):
+    if hasattr(executor, "resolve_device"):
         resolved = executor.resolve_device(device)
     else:
         try:
@@ -173,7 +171,7 @@ def run_experiment(
     Runs already done are skipped; interrupted ones resume from their checkpoints. ``workers``
     processes (default: one per available core; 0 = in this process) with ``threads`` torch threads
     each, or ``executor`` (e.g. ``RayExecutor``; ``workers`` then defaults to its own). ``device``:
-    "auto", "cpu" or "cuda" for the CNNs (the MLP engine runs on the CPU). With ``progress``, shows
+    "auto", "cpu" or "cuda", for both engines. With ``progress``, shows
     a bar per worker and prints a summary table at the end.
 
     ``activations`` (default: the preset's) are registry names, ``module:attribute`` strings
