@@ -1,6 +1,7 @@
 """Any activation through the paper's benchmark: `module:attribute` runs, resumes, is reported
 beside GELU with paired differences, and edited code is never pooled with the old records."""
 
+import math
 import sys
 import textwrap
 
@@ -133,3 +134,26 @@ def test_the_mlp_engine_takes_the_device_flag(workspace):
         _run(root, ["gelu"], device="cuda")
     _run(root, ["gelu"], device="auto")  # auto is the CPU here
     assert {r.metadata["device"] for r in read_runs(root / "out")} == {"cpu"}
+
+
+def test_the_wrn_init_uses_a_custom_activations_own_gain(workspace):
+    """He init with gain 1/√E[f(z)²]: f = Bent has E[f²] by scipy quadrature, not ReLU's 2."""
+    from scipy import integrate, stats
+
+    from gelus.experiments.cnn import build_cnn
+    from gelus.experiments.cnn_config import CIFAR100WRNConfig
+
+    _, module = workspace
+
+    def bent(z):
+        return (math.sqrt(z * z + 1) - 1) / 2 + z
+
+    second_moment = integrate.quad(lambda z: bent(z) ** 2 * stats.norm.pdf(z), -40, 40)[0]
+    torch.manual_seed(0)
+    model = build_cnn(CIFAR100WRNConfig(), f"{module}:Bent", num_classes=100)
+    convs = [
+        m for m in model.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (3, 3)
+    ]
+    weight = convs[-1].weight  # 256 × 256 × 3 × 3: the sample std is exact to ≈ 0.1 %
+    expected = 1 / math.sqrt(second_moment) / math.sqrt(weight[0].numel())
+    assert abs(weight.std().item() / expected - 1) < 0.01
