@@ -272,13 +272,15 @@ def test_device_resolution(monkeypatch):
     _, fp16 = resolve_config("cifar100-wrn", overrides=["cnn.amp_dtype=fp16"])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto", cnn) == "cpu"
-    assert resolve_device("cuda", mlp) == "cpu"  # the MLP engine runs on the CPU
-    with pytest.raises(UserError, match="no CUDA device"):
-        resolve_device("cuda", cnn)
+    assert resolve_device("auto", mlp) == "cpu"
+    for config in (mlp, cnn):  # both engines train where --device says
+        with pytest.raises(UserError, match="no CUDA device"):
+            resolve_device("cuda", config)
     with pytest.raises(UserError, match="valid devices: auto, cpu, cuda"):
         resolve_device("gpu", cnn)
     with pytest.raises(UserError, match="use --amp bf16 on the CPU"):
         resolve_device("cpu", fp16)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_device("auto", cnn) == "cuda"
+    assert resolve_device("auto", mlp) == "cuda"
     assert resolve_device("auto", fp16) == "cuda"

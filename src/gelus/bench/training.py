@@ -75,6 +75,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataset", default="fashion-mnist", help="dataset (default fashion-mnist)"
     )
     parser.add_argument("--data-dir", default=None, help="directory holding NAME/ dataset folders")
+    device = parser.add_argument_group(
+        "the device bench (--device): the paper's networks on a GPU against its matmul rate"
+    )
+    device.add_argument(
+        "--device",
+        default=None,
+        help="cuda, auto or cpu: run the device bench (gelus.bench.training_device) instead",
+    )
+    device.add_argument(
+        "--experiments",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="presets to time (default: cifar100-wrn cifar10-allconv mnist-classification)",
+    )
+    device.add_argument(
+        "--repeats", type=int, default=20, help="timed steps per measurement (default 20)"
+    )
+    device.add_argument(
+        "--shared", type=int, default=4, help="runs sharing the device at once (default 4; 1: skip)"
+    )
+    device.add_argument(
+        "--plan", action="store_true", help="also price the whole paper on this device"
+    )
 
 
 def _matmul_flops_per_sample(sizes: tuple[int, ...]) -> tuple[int, int]:
@@ -187,7 +211,11 @@ def _bmm(shape: tuple[int, int, int], seconds: float = 0.3):
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the benchmark and print its figures."""
+    """Run the benchmark and print its figures (the device bench with ``--device``)."""
+    if getattr(args, "device", None) is not None:
+        from gelus.bench.training_device import main as device_main
+
+        return device_main(args)
     import torch
 
     from gelus.bench.timing import format_table, interleaved_rounds, median

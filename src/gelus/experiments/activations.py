@@ -3,8 +3,8 @@
 Both engines build their activations here: the CNNs call the factory once per layer, the stacked
 MLP engine once per ensemble (it also checks the module is elementwise and parameter-free). Plain
 ``"gelu"`` is GELU with ``approximate`` (``model.approximate``); every other name, alias included,
-goes through :func:`gelus.get_activation`, which also takes modules and callables, so a resolver of
-user-supplied ``module:attr`` activations can feed this factory unchanged.
+goes through :func:`gelus.get_activation`; a ``module:attribute`` (or ``label=module:attribute``)
+activation a researcher brings is imported by :mod:`gelus.experiments.custom_activations`.
 """
 
 from collections.abc import Callable
@@ -13,6 +13,11 @@ from torch import nn
 
 import gelus
 from gelus.experiments.config import ConfigError, canonical_activation
+from gelus.experiments.custom_activations import (
+    CustomActivationError,
+    is_custom_spec,
+    resolve_activation_spec,
+)
 
 __all__ = ["activation_factory"]
 
@@ -21,9 +26,15 @@ def activation_factory(name: str, approximate: str = "tanh") -> Callable[[], nn.
     """A zero-argument callable returning a fresh module of activation ``name``.
 
     ``name`` resolving to plain ``gelu`` (not an alias that fixes the form, such as ``gelu_new``)
-    gives ``gelus.GELU(approximate=approximate)``. Unknown names raise ConfigError with the list of
+    gives ``gelus.GELU(approximate=approximate)``; ``module:attribute`` gives the user's module
+    (checked to build when resolved). Unknown names raise ConfigError with the list of
     valid names; an activation that needs constructor arguments raises ConfigError too.
     """
+    if is_custom_spec(name):
+        try:
+            return resolve_activation_spec(name).factory
+        except CustomActivationError as error:
+            raise ConfigError(str(error)) from None
     canonical = canonical_activation(name)
     if canonical == "gelu" and name.strip().lower() == "gelu":
         factory = lambda: gelus.get_activation("gelu", approximate=approximate)  # noqa: E731

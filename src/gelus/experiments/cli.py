@@ -21,7 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--activations",
         nargs="+",
         metavar="NAME",
-        help="activations to compare (default: the preset's)",
+        help="activations to compare (default: the preset's): registry names (gelus list), or your "
+        "own as module:attribute (an nn.Module class, a factory or a tensor function importable "
+        "from this directory), optionally label=module:attribute",
     )
     run.add_argument("--seeds", type=int, help="runs per activation, setting and lr")
     run.add_argument("--epochs", type=int, help="epochs per run")
@@ -76,6 +78,7 @@ def _list(args: argparse.Namespace) -> int:
         print(f"  {name:<22} {preset.title}  [data: {preset.dataset}{substitute}]")
     names = sorted(set(gelus.list_activations()) | set(STOCHASTIC_ACTIVATIONS))
     print("activations:\n  " + ", ".join(names))
+    print("  or your own, as module:attribute or label=module:attribute (see README)")
     print("aliases (names from other libraries):")
     for alias, (canonical, kwargs, source) in sorted(gelus.ALIASES.items()):
         arguments = ", ".join(f"{key}={value!r}" for key, value in kwargs.items())

@@ -5,10 +5,12 @@ trains one model by the protocol in ``cfg``, reports every epoch through ``log(e
 value)`` and, given a checkpoint path, saves its whole state after each epoch and resumes from it:
 an interrupted run continues exactly as if it had not stopped.
 
-Data stay in memory as float32 tensors; batches are drawn by index and augmented as tensor ops.
-Randomness comes from two seeded sources: torch's global generator (init, dropout, input noise) and
-a CPU ``torch.Generator`` for the batch order and the crops and flips, so the order does not depend
-on the device.
+Data live on the training device as float32 tensors, uploaded once (on a GPU no batch crosses the
+bus); each epoch's batch order, crops and flips are drawn at its start and each batch is one gather
+(:mod:`gelus.experiments.device_batches`), so no step waits on the host. Randomness comes from two
+seeded sources: torch's global generator (init, dropout, input noise) and a CPU
+``torch.Generator`` for the batch order and the crops and flips, so the batches do not depend on
+the device.
 """
 
 import dataclasses
@@ -35,6 +37,7 @@ from gelus.experiments.cnn_data import (
 )
 from gelus.experiments.cnn_models import AllConvNet, WideResNet
 from gelus.experiments.device import local_device
+from gelus.experiments.device_batches import draw_epoch, pad_once
 
 __all__ = [
     "CIFAR10AllConvConfig",
@@ -159,8 +162,8 @@ def _channels_last(cfg: CNNConfig, device: torch.device) -> bool:
 
 
 def _to_device(x: Tensor, device: torch.device, channels_last: bool) -> Tensor:
-    if device.type == "cuda":  # pinned host memory lets the copy run asynchronously
-        x = x.pin_memory().to(device, non_blocking=True)
+    if x.device != device:  # pinned host memory lets the copy run asynchronously
+        x = x.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else x.to(device)
     if channels_last and x.ndim == 4:
         x = x.contiguous(memory_format=torch.channels_last)
     return x
@@ -170,17 +173,19 @@ def _to_device(x: Tensor, device: torch.device, channels_last: bool) -> Tensor:
 def _evaluate(
     model: nn.Module, x: Tensor, y: Tensor, cfg: CNNConfig, device: torch.device
 ) -> tuple[float, float]:
-    """(mean cross-entropy in nats, error fraction) of ``model`` in eval mode on (x, y)."""
+    """(mean cross-entropy in nats, error fraction) of ``model`` in eval mode on (x, y); sums stay
+    on the device and are read once at the end (one host sync per split, not per batch)."""
     model.eval()
-    loss_sum, wrong = 0.0, 0
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    wrong = torch.zeros((), dtype=torch.int64, device=device)
     for start in range(0, len(y), cfg.eval_batch_size):
         xb = _to_device(x[start : start + cfg.eval_batch_size], device, _channels_last(cfg, device))
         yb = y[start : start + cfg.eval_batch_size].to(device)
         with _autocast(cfg, device):
             logits = model(xb)
-        loss_sum += F.cross_entropy(logits.float(), yb, reduction="sum").item()
-        wrong += (logits.argmax(1) != yb).sum().item()
-    return loss_sum / len(y), wrong / len(y)
+        loss_sum += F.cross_entropy(logits.float(), yb, reduction="sum")
+        wrong += (logits.argmax(1) != yb).sum()
+    return loss_sum.item() / len(y), wrong.item() / len(y)
 
 
 def _autocast(cfg: CNNConfig, device: torch.device) -> torch.autocast:
@@ -254,6 +259,11 @@ def train_cnn_run(
     n_eval = len(y_train) if cfg.train_eval_size is None else min(cfg.train_eval_size, len(y_train))
     eval_splits = {"train": (x_train[:n_eval], y_train[:n_eval])}
     eval_splits |= {name: splits[name] for name in ("val", "test") if name in splits}
+    eval_splits = {name: (x.to(dev), y.to(dev)) for name, (x, y) in eval_splits.items()}
+    crops = isinstance(cfg, CIFAR100WRNConfig)
+    padding = cfg.crop_padding if crops else None
+    # uploaded once, zero-padded once for the crops: a batch is one gather on the device
+    x_train, y_train = pad_once(x_train.to(dev), padding or 0), y_train.to(dev)
 
     start_epoch, seconds = 0, 0.0
     if state is not None:
@@ -274,16 +284,16 @@ def train_cnn_run(
             for group in optimizer.param_groups:
                 group["lr"] = allconv_lr(epoch, epochs, cfg, lr)
                 group["betas"] = (allconv_beta1(epoch, epochs, cfg), cfg.beta2)
-        order = torch.randperm(len(y_train), generator=order_generator)
+        # the draws of a per-batch loop (order, then each batch's crops and flips), made up front
+        plan = draw_epoch(len(y_train), batch_size, order_generator, padding, dev)
         for i in range(steps_per_epoch):
-            index = order[i * batch_size : (i + 1) * batch_size]
-            xb, yb = x_train[index], y_train[index]
-            if isinstance(cfg, CIFAR100WRNConfig):
-                xb = random_crop_flip(xb, cfg.crop_padding, cfg.flip, order_generator)
+            index, xb = plan.batch(x_train, i, flip=crops and cfg.flip)
+            yb = y_train[index]
+            if crops:
                 step = (epoch - 1) * steps_per_epoch + i
                 for group in optimizer.param_groups:
                     group["lr"] = cosine_lr(step, total_steps, lr)
-            xb, yb = _to_device(xb, dev, channels_last), yb.to(dev, non_blocking=True)
+            xb = _to_device(xb, dev, channels_last)
             with _autocast(cfg, dev):
                 loss = F.cross_entropy(model(xb).float(), yb)
             optimizer.zero_grad(set_to_none=True)

@@ -80,6 +80,9 @@ class TrainConfig:
     checkpoint_every: int = 1  # epochs between checkpoints (the last epoch always saves)
     compile: bool = False  # torch.compile the training step (pays only on long runs: ~15 s cold)
     dtype: str = "float32"  # parameter and activation dtype ("float32" or "float64")
+    tf32: bool = (
+        False  # CUDA only: allow TF32 matmuls/convs (faster, 10-bit mantissa); off for fidelity
+    )
 
 
 @dataclass(frozen=True)
@@ -278,8 +281,20 @@ def apply_overrides(config: Any, overrides: typing.Iterable[str]) -> Any:
 
 
 def canonical_activation(name: str) -> str:
-    """The registry's canonical name for ``name`` (an alias such as ``soi_map`` resolves)."""
+    """The registry's canonical name for ``name`` (an alias such as ``soi_map`` resolves); a
+    ``module:attribute`` activation is imported and checked, and goes by its label."""
+    from gelus.experiments.custom_activations import (
+        CustomActivationError,
+        is_custom_spec,
+        resolve_activation_spec,
+    )
     from gelus.registry import resolve_activation
+
+    if is_custom_spec(name):
+        try:
+            return resolve_activation_spec(name).label
+        except CustomActivationError as error:
+            raise ConfigError(str(error)) from None
 
     try:
         return resolve_activation(name)[0]
@@ -288,8 +303,11 @@ def canonical_activation(name: str) -> str:
 
 
 def is_stochastic(name: str) -> bool:
-    """Whether ``name`` is an activation that draws its own mask (the SOI map)."""
-    return canonical_activation(name) in STOCHASTIC_ACTIVATIONS
+    """Whether ``name`` is an activation that draws its own mask (the SOI map); a user's
+    ``module:attribute`` activation never is (its module draws whatever it draws itself)."""
+    from gelus.experiments.custom_activations import is_custom_spec
+
+    return not is_custom_spec(name) and canonical_activation(name) in STOCHASTIC_ACTIVATIONS
 
 
 def validate(config: ExperimentConfig) -> None:
@@ -344,6 +362,15 @@ def validate(config: ExperimentConfig) -> None:
             raise ConfigError(f"{key}: invalid value; expected {expected}")
     for name in config.activations:
         canonical_activation(name)
+    from gelus.experiments.custom_activations import activation_label
+
+    labels = [activation_label(name) for name in config.activations]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ConfigError(
+            f"activations: {', '.join(repeated)} named twice; give a module:attribute activation "
+            "its own label as label=module:attribute"
+        )
     if config.task == "autoencode" and config.noise.levels:
         raise ConfigError("noise.levels: noise evaluation applies to classifiers only")
     if (config.task == "cnn") != (config.cnn is not None):

@@ -4,7 +4,7 @@ The driver resolves the device once (here, or through an executor's ``resolve_de
 jobs run on a cluster) and stamps it on every job; a trainer only checks that it is there.
 """
 
-__all__ = ["DEVICES", "local_device"]
+__all__ = ["DEVICES", "local_device", "set_tf32"]
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -24,3 +24,17 @@ def local_device(device: str) -> str:
     if device == "cuda" and not available:
         raise ValueError("--device cuda: torch sees no CUDA device here; use --device auto or cpu")
     return device
+
+
+def set_tf32(device: str, enabled: bool) -> None:
+    """Allow or forbid TF32 (10-bit-mantissa) matmuls and convolutions on CUDA, in this process.
+
+    Off by default (``train.tf32=false``) for fidelity: the paper's numbers come from fp32 training,
+    and cuDNN would otherwise use TF32 for convolutions. A no-op on the CPU.
+    """
+    if device != "cuda":
+        return
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gelus.experiments.config import ExperimentConfig, config_hash, config_to_dict, is_stochastic
+from gelus.experiments.custom_activations import activation_label
 from gelus.experiments.records import RunKey
 
 __all__ = ["Job", "plan_jobs", "run_id"]
@@ -24,7 +25,7 @@ class Job:
     kind: str
     experiment: str
     config: ExperimentConfig
-    activation: str
+    activation: str  # as the config names it: a registry name or a user's [label=]module:attr
     setting: str
     keep: float
     members: tuple[RunKey, ...]
@@ -41,7 +42,7 @@ class Job:
     def label(self) -> str:
         setting = f" {self.setting}" if self.setting else ""
         lr = f" lr={self.members[0].lr:g} seed={self.members[0].seed}" if self.kind == "cnn" else ""
-        return f"{self.activation}{setting}{lr} ×{len(self.members)}"
+        return f"{activation_label(self.activation)}{setting}{lr} ×{len(self.members)}"
 
     @property
     def epochs(self) -> int:
@@ -75,16 +76,17 @@ def plan_jobs(
     metadata_json = json.dumps(metadata, sort_keys=True)
     jobs = []
     for activation in config.activations:
+        label = activation_label(activation)  # what records and reports call it
         stochastic = is_stochastic(activation)
         keeps = (1.0,) if stochastic or config.task == "autoencode" else config.train.keep
         for keep in dict.fromkeys(keeps):
             setting = "" if config.task in ("autoencode", "cnn") else f"keep={float(keep)!r}"
             members = tuple(
                 RunKey(
-                    run_id(experiment, chash, activation, setting, lr, seed),
+                    run_id(experiment, chash, label, setting, lr, seed),
                     experiment,
                     chash,
-                    activation,
+                    label,
                     seed,
                     lr,
                     setting,
@@ -103,7 +105,7 @@ def plan_jobs(
             for group in groups:
                 run_ids = "\n".join(k.run_id for k in group)
                 digest = hashlib.sha256(run_ids.encode()).hexdigest()[:12]
-                stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{experiment}-{activation}-{setting}")
+                stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{experiment}-{label}-{setting}")
                 jobs.append(
                     Job(
                         kind="cnn" if config.task == "cnn" else "mlp",

@@ -7,7 +7,7 @@ checked here, before any job starts, and reported as one ``gelus.cli.UserError``
 import dataclasses
 import os
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,14 +122,12 @@ def resolve_dataset(
 
 
 def resolve_device(device: str, config: ExperimentConfig, executor: Executor | None = None) -> str:
-    """The device the jobs run on: "cpu" for the MLP engine; for the CNNs "cpu" or "cuda", with
-    "auto" meaning "cuda" when there is a GPU (on this machine, or in the executor's cluster when
-    it has a ``resolve_device`` method). Raises UserError for a device that is not there."""
+    """The device the jobs run on, "cpu" or "cuda", with "auto" meaning "cuda" when there is a GPU
+    (on this machine, or in the executor's cluster when it has a ``resolve_device`` method), for
+    both engines. Raises UserError for a device that is not there."""
     if device not in DEVICES:
         raise UserError(f"unknown device {device!r}; valid devices: {', '.join(DEVICES)}")
-    if config.task != "cnn":
-        resolved = "cpu"  # the stacked-ensemble engine runs on the CPU
-    elif hasattr(executor, "resolve_device"):
+    if hasattr(executor, "resolve_device"):
         resolved = executor.resolve_device(device)
     else:
         try:
@@ -154,7 +152,7 @@ def run_experiment(
     name: str,
     *,
     out_dir: str | os.PathLike,
-    activations: Sequence[str] | None = None,
+    activations: Sequence[Any] | Mapping[str, Any] | None = None,
     seeds: int | None = None,
     epochs: int | None = None,
     overrides: Iterable[str] = (),
@@ -173,9 +171,20 @@ def run_experiment(
     Runs already done are skipped; interrupted ones resume from their checkpoints. ``workers``
     processes (default: one per available core; 0 = in this process) with ``threads`` torch threads
     each, or ``executor`` (e.g. ``RayExecutor``; ``workers`` then defaults to its own). ``device``:
-    "auto", "cpu" or "cuda" for the CNNs (the MLP engine runs on the CPU). With ``progress``, shows
+    "auto", "cpu" or "cuda", for both engines. With ``progress``, shows
     a bar per worker and prints a summary table at the end.
+
+    ``activations`` (default: the preset's) are registry names, ``module:attribute`` strings
+    (``label=module:attribute`` to name one), or a mapping ``{label: class | factory | function}``
+    of importable objects; each user activation's source file is hashed into the runs' metadata,
+    and adding runs of edited code beside the old records is refused.
     """
+    from gelus.experiments.custom_activations import CustomActivationError, activation_specs
+
+    try:
+        activations = activation_specs(activations)
+    except CustomActivationError as error:
+        raise UserError(f"{name}: {error}") from None
     preset, config = resolve_config(
         name, activations=activations, seeds=seeds, epochs=epochs, overrides=overrides, quick=quick
     )
@@ -206,6 +215,10 @@ def run_experiment(
         "quick": quick,
         "checksums_verified": verify,
     }
+    sources = custom_activation_sources(config)
+    if sources:
+        metadata["activation_sources"] = sources
+        check_activation_code(name, out_dir, sources)
     store = RecordStore(out_dir)
     done = store.done_run_ids()
     store.close()
@@ -241,6 +254,47 @@ def run_experiment(
     if progress:
         print(summary_table(read_records(out_dir), read_runs(out_dir), preset))
     return out_dir
+
+
+def custom_activation_sources(config: ExperimentConfig) -> dict[str, dict[str, str]]:
+    """``{label: {spec, kind, path, sha256}}`` for the config's ``module:attribute`` activations,
+    stored in every run's metadata: which code produced the records."""
+    from gelus.experiments.custom_activations import is_custom_spec, resolve_activation_spec
+
+    sources = {}
+    for name in config.activations:
+        if is_custom_spec(name):
+            source = resolve_activation_spec(name)
+            sources[source.label] = {
+                "spec": source.spec,
+                "kind": source.kind,
+                "path": source.path,
+                "sha256": source.code_hash,
+            }
+    return sources
+
+
+def check_activation_code(
+    experiment: str, out_dir: Path, sources: dict[str, dict[str, str]]
+) -> None:
+    """Refuse to add runs of an edited activation beside the records of its earlier code: the
+    report would pool the two versions as seeds of one activation. Raises UserError saying so."""
+    if not (out_dir / "records.sqlite").exists():
+        return
+    for run in read_runs(out_dir):
+        if run.experiment != experiment or run.activation not in sources:
+            continue
+        recorded = run.metadata.get("activation_sources", {}).get(run.activation, {})
+        current = sources[run.activation]
+        if recorded.get("sha256") != current["sha256"]:
+            was = recorded.get("spec", "a registry activation")
+            raise UserError(
+                f"{experiment}: {out_dir} holds runs of activation {run.activation!r} made by other "
+                f"code ({was}, sha256 {str(recorded.get('sha256'))[:12]}) than "
+                f"{current['spec']} now (sha256 {current['sha256'][:12]}); "
+                f"give the new version its own label ({run.activation}2={current['spec']}) "
+                "or another --out"
+            )
 
 
 def _makespan(jobs: Sequence, workers: int) -> float:

@@ -99,7 +99,7 @@ class StackedMLP(nn.Module):
         n = self.noise_bits
         b = words.view(torch.int8 if n == 8 else torch.int16)[:, : self.noise_count(batch_size)]
         if out is None:
-            out = torch.empty(b.shape, dtype=dtype)
+            out = torch.empty(b.shape, dtype=dtype, device=words.device)
         if self.stochastic:
             return out.copy_(b).add_(2 ** (n - 1) + 0.5).mul_(2.0**-n)
         # u < keep  <=>  b + 2^(n-1) + 1/2 < keep·2^n  <=>  b < ceil(keep·2^n - 2^(n-1) - 1/2)
@@ -202,6 +202,9 @@ class StackedAdam:
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
         self._groups = None  # per-lr lists of member slices for the fused kernel, built once
+        # the fused kernel reads the step count from a tensor on the params' device; counting it
+        # there keeps a CUDA step free of host-to-device copies (each one would wait for the GPU)
+        self._step = torch.zeros((), device=self.params[0].device)
 
     @torch.no_grad()
     def step(self) -> None:
@@ -238,7 +241,7 @@ class StackedAdam:
                 for lr, members in members_by_lr.items()
             ]
         grads = [p.grad.contiguous() for p in self.params]
-        step = torch.tensor(float(self.step_count))
+        step = self._step.fill_(float(self.step_count))
         for lr, members, params, exp_avgs, exp_avg_sqs in self._groups:
             torch._fused_adam_(
                 params,
@@ -279,19 +282,35 @@ class StackedAdam:
 
 
 class MemberRandomness:
-    """One ``torch.Generator`` per member, seeded with the member's seed.
+    """One ``torch.Generator`` per member, seeded with the member's seed, on the training device.
 
-    Draw order per member: initialization, then per epoch one permutation of the training set and
-    per step one block of random bits (dropout / stochastic masks). Generator states are uint8 tensors,
-    so they checkpoint with ``weights_only`` loading.
+    Draw order per member: initialization (always from a CPU generator, see ``init_generators``),
+    then per epoch one permutation of the training set and per step one block of random bits
+    (dropout / stochastic masks), drawn where the model trains so that no step waits for a
+    host-to-device copy. CUDA's generator (Philox) draws other numbers than the CPU's (Mersenne
+    twister): a run is reproducible on its device, and a member equals the same model trained
+    alone on that device. Generator states are uint8 tensors, so they checkpoint with
+    ``weights_only`` loading.
     """
 
-    def __init__(self, seeds: Sequence[int]) -> None:
-        self.generators = [torch.Generator().manual_seed(int(seed)) for seed in seeds]
+    def __init__(self, seeds: Sequence[int], device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
+        self.seeds = [int(seed) for seed in seeds]
+        self.generators = [
+            torch.Generator(device=self.device).manual_seed(seed) for seed in self.seeds
+        ]
+
+    def init_generators(self) -> list[torch.Generator]:
+        """CPU generators for the initial weights: the same initialization on every device."""
+        if self.device.type == "cpu":
+            return self.generators  # the draw order above: initialization comes first
+        return [torch.Generator().manual_seed(seed) for seed in self.seeds]
 
     def permutations(self, n: int) -> Tensor:
-        """``[K, n]``: each member's own shuffle of ``range(n)``."""
-        return torch.stack([torch.randperm(n, generator=g) for g in self.generators])
+        """``[K, n]``: each member's own shuffle of ``range(n)``, on the device."""
+        return torch.stack(
+            [torch.randperm(n, generator=g, device=self.device) for g in self.generators]
+        )
 
     def fill_bits(self, out: Tensor) -> Tensor:
         """Fill ``out`` int64 ``[K, words]`` with each member's next uniform random 64-bit words."""

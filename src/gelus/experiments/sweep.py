@@ -40,6 +40,9 @@ def run_job(job: Job, report: Report, store: RecordStore | None = None) -> None:
     Records go to ``store`` (anything with RecordStore's ``start_run``, ``add``, ``commit`` and
     ``finish_runs``), by default ``RecordStore(job.out_dir)``, opened and closed here.
     """
+    from gelus.experiments.device import set_tf32
+
+    set_tf32(job.device, job.config.train.tf32)
     owned = store is None
     if owned:
         store = RecordStore(job.out_dir)

@@ -72,8 +72,10 @@ def build_ensemble(
     lrs: list[float],
     in_features: int,
     out_features: int,
+    device: str = "cpu",
 ) -> tuple[StackedMLP, StackedAdam, MemberRandomness]:
-    """The stacked model (members initialised from their own generators), its Adam and randomness."""
+    """The stacked model (members initialised from their own generators), its Adam and randomness,
+    on ``device`` (initialised on the CPU and moved, so every device starts from the same weights)."""
     dtype = getattr(torch, config.train.dtype)
     sizes = (in_features, *config.model.hidden, out_features)
     model = StackedMLP(
@@ -84,9 +86,10 @@ def build_ensemble(
         stochastic=is_stochastic(activation),
         dtype=dtype,
     )
-    randomness = MemberRandomness(seeds)
-    for member, generator in enumerate(randomness.generators):
+    randomness = MemberRandomness(seeds, device)
+    for member, generator in enumerate(randomness.init_generators()):
         model.init_member(member, config.model.init, generator)
+    model.to(device)
     optimizer = StackedAdam(
         list(model.parameters()),
         torch.tensor(lrs, dtype=dtype),
@@ -146,37 +149,54 @@ def compiled_train_step(model: StackedMLP, task: str) -> Callable:
 
 
 _TABLE_BYTES = 1 << 30  # image splits up to this size (as dtype) are converted once per process
-_tables: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # split -> {dtype: table}
+# split -> {(dtype, device): table}
+_tables: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _input_table(split, dtype: torch.dtype) -> Tensor | None:
-    """``split.inputs`` of every sample as one ``[N, features]`` tensor, for image splits.
+def _input_table(split, dtype: torch.dtype, device: torch.device) -> Tensor | None:
+    """``split.inputs`` of every sample as one ``[N, features]`` tensor on ``device``, for image
+    splits (on a GPU, for every split: the data are uploaded once per process, not per batch).
 
     Converting once (uint8 -> float32 / 255 -> dtype, as ``inputs`` does) lets each batch be one
     ``index_select`` into a reused buffer instead of a gather, a conversion and fresh memory.
     """
     images = getattr(split, "images", None)
-    if not isinstance(images, Tensor) or images.numel() * dtype.itemsize > _TABLE_BYTES:
+    on_cpu = device.type == "cpu"
+    if on_cpu and (
+        not isinstance(images, Tensor) or images.numel() * dtype.itemsize > _TABLE_BYTES
+    ):
         return None
     per_split = _tables.setdefault(split, {})
-    if dtype not in per_split:
-        per_split[dtype] = split.inputs(torch.arange(len(split))).flatten(1).to(dtype)
-    return per_split[dtype]
+    if (dtype, device) not in per_split:
+        index = torch.arange(len(split))
+        rows = [split.inputs(chunk).flatten(1).to(device, dtype) for chunk in index.split(10_000)]
+        per_split[(dtype, device)] = torch.cat(rows)
+    return per_split[(dtype, device)]
+
+
+def _labels(split, device: torch.device) -> Tensor:
+    """The split's labels on ``device`` (uploaded once per process)."""
+    if device.type == "cpu":
+        return split.labels
+    per_split = _tables.setdefault(split, {})
+    if ("labels", device) not in per_split:
+        per_split[("labels", device)] = split.labels.to(device)
+    return per_split[("labels", device)]
 
 
 class _BatchGather:
-    """``split.inputs(index).flatten(1).to(dtype)``, into one reused buffer when it can."""
+    """``split.inputs(index).flatten(1).to(dtype)`` on ``device``, into one reused buffer when it can."""
 
-    def __init__(self, split, dtype: torch.dtype) -> None:
+    def __init__(self, split, dtype: torch.dtype, device: torch.device) -> None:
         self.split, self.dtype = split, dtype
-        self.table = _input_table(split, dtype)
+        self.table = _input_table(split, dtype, device)
         self.out = None
 
     def __call__(self, index: Tensor) -> Tensor:
         if self.table is None:
             return self.split.inputs(index).flatten(1).to(self.dtype)
         if self.out is None or len(self.out) != len(index):
-            self.out = torch.empty(len(index), self.table.shape[1], dtype=self.dtype)
+            self.out = self.table.new_empty(len(index), self.table.shape[1])
         return torch.index_select(self.table, 0, index, out=self.out)
 
 
@@ -192,20 +212,24 @@ def train_epoch(
 ) -> Tensor:
     """One pass, each member in its own order; returns the per-step losses ``[steps, K]``."""
     num_members = model.num_members
-    dtype = model.weights[0].dtype
+    dtype, device = model.weights[0].dtype, model.weights[0].device
+    train_index = train_index.to(device)
     order = train_index[randomness.permutations(len(train_index))]  # [K, n]
     steps = len(train_index) // batch_size  # drop the last partial batch: one shape, reused graphs
-    gather = _BatchGather(split, dtype)
+    gather = _BatchGather(split, dtype, device)
+    labels = _labels(split, device)
     bits = noise = None
     if model.needs_noise:
-        bits = torch.empty(num_members, model.noise_words(batch_size), dtype=torch.int64)
-        noise = torch.empty(num_members, model.noise_count(batch_size), dtype=dtype)
-    losses = torch.empty(steps, num_members, dtype=dtype)
+        bits = torch.empty(
+            num_members, model.noise_words(batch_size), dtype=torch.int64, device=device
+        )
+        noise = torch.empty(num_members, model.noise_count(batch_size), dtype=dtype, device=device)
+    losses = torch.empty(steps, num_members, dtype=dtype, device=device)
     model.train()
-    for s in range(steps):
+    for s in range(steps):  # no step reads a value back to the host
         index = order[:, s * batch_size : (s + 1) * batch_size].reshape(-1)  # [K·B]
         x = gather(index).view(num_members, batch_size, -1)
-        target = split.labels[index].view(num_members, batch_size) if task == "classify" else x
+        target = labels[index].view(num_members, batch_size) if task == "classify" else x
         if bits is not None:
             model.noise(randomness.fill_bits(bits), batch_size, out=noise)
         losses[s] = step(model, optimizer, task, x, target, noise)
@@ -228,18 +252,21 @@ def evaluate(
     Autoencoder: ``loss`` = ``recon_error`` = mean squared error per pixel.
     """
     model.eval()
-    dtype = model.weights[0].dtype
+    dtype, device = model.weights[0].dtype, model.weights[0].device
     num_members = model.num_members
-    loss_sum = torch.zeros(num_members, dtype=torch.float64)
-    wrong = torch.zeros(num_members, dtype=torch.int64)
-    gather = _BatchGather(split, dtype)
-    for chunk in index.split(batch_size):
+    loss_sum = torch.zeros(num_members, dtype=torch.float64, device=device)
+    wrong = torch.zeros(num_members, dtype=torch.int64, device=device)
+    gather = _BatchGather(split, dtype, device)
+    all_labels = _labels(split, device)
+    for chunk in index.to(device).split(batch_size):
         x = gather(chunk)  # [B, in], shared by every member
         if noise > 0:
-            x = x + (torch.rand(x.shape, generator=noise_generator, dtype=dtype) * 2 - 1) * noise
+            # drawn on the CPU from the shared noise seed: the same noise on every device
+            u = torch.rand(x.shape, generator=noise_generator, dtype=dtype).to(device)
+            x = x + (u * 2 - 1) * noise
         output = model(x)  # [K, B, out]
         if task == "classify":
-            labels = split.labels[chunk]
+            labels = all_labels[chunk]
             ce = F.cross_entropy(output.flatten(0, 1), labels.repeat(num_members), reduction="none")
             loss_sum += ce.view(num_members, -1).sum(dim=1, dtype=torch.float64)
             wrong += (output.argmax(dim=-1) != labels).sum(dim=1)
@@ -249,8 +276,8 @@ def evaluate(
             ]
     n = len(index)
     if task == "classify":
-        return {"loss": loss_sum / n, "error": wrong.double() / n}
-    return {"loss": loss_sum / n, "recon_error": loss_sum / n}
+        return {"loss": (loss_sum / n).cpu(), "error": (wrong.double() / n).cpu()}
+    return {"loss": (loss_sum / n).cpu(), "recon_error": (loss_sum / n).cpu()}
 
 
 def _evaluate_all(
@@ -293,7 +320,7 @@ def run_mlp_job(job: Job, data, store: RecordStore, progress: Callable[[int], No
         in_features *= size
     out_features = data.num_classes if config.task == "classify" else in_features
     model, optimizer, randomness = build_ensemble(
-        config, job.activation, job.keep, seeds, lrs, in_features, out_features
+        config, job.activation, job.keep, seeds, lrs, in_features, out_features, job.device
     )
     train_index = torch.arange(len(data.train))
     if config.train.train_subset:

@@ -77,16 +77,24 @@ class ExperimentResult(NamedTuple):
 
 
 def _pairs(selections: Sequence[Selection]) -> list[tuple[Selection, Selection]]:
-    """(GELU-family, baseline) pairs on the headline metric: same config and setting, and the same
-    lr when it was not selected."""
+    """(treatment, reference) pairs on the headline metric: same config and setting, and the same
+    lr when it was not selected. The GELU family is compared with the baselines (ReLU, ELU, …);
+    any other activation (one a researcher brought) with the GELU family and the baselines."""
     headline = [s for s in selections if s.metric == selections[0].metric] if selections else []
-    treatments = [s for s in headline if "gelu" in s.activation.lower()]
+    gelus = [s for s in headline if "gelu" in s.activation.lower()]
     baselines = [s for s in headline if s.activation.lower() in BASELINES]
+    others = [s for s in headline if s not in gelus and s not in baselines]
+    return _matched(gelus, baselines) + _matched(others, gelus + baselines)
+
+
+def _matched(
+    treatments: Sequence[Selection], references: Sequence[Selection]
+) -> list[tuple[Selection, Selection]]:
     pairs = []
     for t in treatments:
         mine = [
             b
-            for b in baselines
+            for b in references
             if b.config_hash == t.config_hash and (t.lr_selected or b.lr == t.lr)
         ]
         same = [b for b in mine if b.setting == t.setting]

@@ -47,6 +47,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="parallel worker processes (default: the engine's choice)",
     )
+    repro.add_argument(
+        "--plan",
+        action="store_true",
+        help="run nothing: price every preset by timed steps of its network on --device and print "
+        "the wall time of the whole paper on 1 and on --plan-devices devices",
+    )
+    repro.add_argument(
+        "--device",
+        default="auto",
+        help="where to train (and price): auto, cpu or cuda (default auto)",
+    )
+    repro.add_argument(
+        "--plan-devices",
+        default="1,4,8",
+        metavar="N,N",
+        help="device counts the plan prices (GPUs of a Ray cluster, or workers; default 1,4,8)",
+    )
+    repro.add_argument(
+        "--experiments",
+        nargs="+",
+        metavar="NAME",
+        default=None,
+        help="only these presets (default: all, in the paper's order)",
+    )
     add_executor_arguments(repro)
     repro.set_defaults(func=_reproduce, threads=1)
 
@@ -112,8 +136,11 @@ def reproduce(
     data_dir: Path | None = None,
     workers: int | None = None,
     executor=None,
+    device: str = "auto",
+    experiments: list[str] | None = None,
 ) -> tuple[Path, Path]:
-    """Run every preset whose data is present into ``out``, then write ``out/report``.
+    """Run every preset (or those named in ``experiments``) whose data is present into ``out``,
+    then write ``out/report``.
 
     A preset whose data (and substitute) is missing is skipped and listed in the report with how
     to get its data. ``executor``: where the jobs run (None: local worker processes).
@@ -127,6 +154,8 @@ def reproduce(
     out.mkdir(parents=True, exist_ok=True)
     missing = []
     for name, preset in presets().items():
+        if experiments is not None and name not in experiments:
+            continue
         status = _data_status(preset, data_dir)
         if not status.present:
             print(f"gelus reproduce: {name} skipped: no {status.name} data here")
@@ -140,7 +169,7 @@ def reproduce(
             quick=quick,
             progress=True,
             executor=executor,
-            device="auto",  # CUDA for the CNNs where there is a GPU, as `gelus run` does
+            device=device,  # "auto": CUDA for both engines where there is a GPU
         )
     if not (out / "records.sqlite").is_file():
         names = ", ".join(m.experiment for m in missing) or "none"
@@ -154,9 +183,50 @@ def reproduce(
     )  # fmt: skip
 
 
+def plan(
+    *, quick: bool, device: str, devices: tuple[int, ...], experiments: list[str] | None = None
+) -> str:
+    """The priced plan of ``gelus reproduce --plan`` (see :mod:`gelus.experiments.budget`)."""
+    from gelus.cli import UserError
+    from gelus.experiments.budget import budget_table, price, workload
+    from gelus.experiments.device import local_device
+    from gelus.report.sources import presets
+
+    chosen = presets()
+    unknown = sorted(set(experiments or ()) - set(chosen))
+    if unknown:
+        raise UserError(
+            f"unknown experiment {unknown[0]!r}; valid experiments: {', '.join(chosen)}"
+        )
+    try:
+        device = local_device(device)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    costs = [
+        price(workload(preset, quick), device)
+        for name, preset in chosen.items()
+        if experiments is None or name in experiments
+    ]
+    return budget_table(costs, devices)
+
+
 def _reproduce(args: argparse.Namespace) -> int:
     _prepare_matplotlib()
     from gelus.cli import UserError
+
+    if args.plan:
+        try:
+            devices = tuple(int(n) for n in args.plan_devices.split(","))
+        except ValueError:
+            devices = ()
+        if not devices or min(devices) < 1:
+            raise UserError(f"--plan-devices {args.plan_devices!r}: give counts like 1,4,8")
+        print(
+            plan(
+                quick=args.quick, device=args.device, devices=devices, experiments=args.experiments
+            )
+        )
+        return 0
 
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers {args.workers}: give at least 1")
@@ -164,8 +234,9 @@ def _reproduce(args: argparse.Namespace) -> int:
     executor = make_executor(args)
     try:
         html_path, md_path = reproduce(
-            out, quick=args.quick, data_dir=args.data_dir, workers=args.workers, executor=executor
-        )
+            out, quick=args.quick, data_dir=args.data_dir, workers=args.workers, executor=executor,
+            device=args.device, experiments=args.experiments,
+        )  # fmt: skip
     finally:
         if executor is not None:
             executor.shutdown()

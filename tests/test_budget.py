@@ -1,0 +1,68 @@
+"""`gelus reproduce --plan`: each preset's work as the planner packs it, priced by timed steps."""
+
+import math
+
+import pytest
+import torch
+
+from gelus.cli import main as gelus_main
+from gelus.experiments import PRESETS
+from gelus.experiments.budget import budget_table, makespan, price, workload
+
+
+def test_the_mnist_grid_is_90_runs_in_6_ensembles_of_15():
+    w = workload(PRESETS["mnist-classification"])
+    assert (w.engine, w.jobs, w.members, w.runs, w.epochs) == ("mlp", 6, 15, 90, 50)
+    assert w.steps == 55_000 // 128
+    assert w.eval_samples == 55_000 + 5_000 + 10_000  # train loss, validation, test every epoch
+
+
+def test_cnn_presets_are_one_run_per_job_with_their_training_set():
+    wrn = workload(PRESETS["cifar100-wrn"])
+    assert wrn.engine == "cnn" and wrn.members == 1
+    assert wrn.steps == 50_000 // 128 and wrn.epochs == 50  # the 50k default of the preset
+    config = wrn.config
+    assert wrn.jobs == len(config.activations) * len(config.optim.lr) * config.train.seeds
+
+
+def test_quick_settings_shrink_the_work():
+    full, quick = (workload(PRESETS["mnist-autoencoder"], q) for q in (False, True))
+    assert quick.steps * quick.epochs * quick.runs < full.steps * full.epochs * full.runs
+    assert quick.steps == 6_000 // quick.config.train.batch_size  # train.train_subset=6000
+
+
+def test_makespan_deals_largest_first_to_the_least_loaded_device():
+    assert makespan([5, 4, 3, 3, 3], 2) == 10  # LPT: 5 | 4, then 3 -> 7, 3 -> 8, 3 -> 10
+    assert makespan([1, 1, 1, 1], 4) == 1
+    assert makespan([7], 8) == 7
+    jobs = [3.0, 9.0, 2.5, 4.0, 4.0, 1.0]
+    for devices in (1, 2, 3):
+        assert sum(jobs) / devices <= makespan(jobs, devices) <= sum(jobs) / devices + max(jobs)
+
+
+def test_a_priced_preset_gives_finite_times_that_shrink_with_devices():
+    cost = price(workload(PRESETS["twitter-pos"], quick=True), "cpu", repeats=1)
+    assert 0 < cost.step_seconds < 10 and 0 < cost.eval_seconds_per_sample < 1
+    work = cost.work
+    per_epoch = work.steps * cost.step_seconds + work.eval_samples * cost.eval_seconds_per_sample
+    assert math.isclose(cost.job_seconds, work.epochs * per_epoch)
+    assert cost.seconds(3) <= cost.seconds(1)
+    table = budget_table([cost], devices=(1, 3))
+    assert "twitter-pos" in table and "whole paper" in table and "3 devices" in table
+
+
+def test_cli_plan_prints_the_table_and_refuses_bad_counts(capsys):
+    argv = ["reproduce", "--plan", "--quick", "--device", "cpu", "--experiments", "twitter-pos"]
+    assert gelus_main([*argv, "--plan-devices", "1,2"]) == 0
+    out = capsys.readouterr().out
+    assert "twitter-pos" in out and "2 devices" in out
+    assert gelus_main([*argv, "--plan-devices", "0"]) == 2
+    assert "--plan-devices" in capsys.readouterr().err
+    assert gelus_main(["reproduce", "--plan", "--experiments", "nope"]) == 2
+    assert "valid experiments" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a CPU-only machine")
+def test_cli_plan_on_cuda_without_a_gpu_is_one_clear_error(capsys):
+    assert gelus_main(["reproduce", "--plan", "--device", "cuda", "--experiments", "timit"]) == 2
+    assert "no CUDA device" in capsys.readouterr().err

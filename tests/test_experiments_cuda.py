@@ -1,0 +1,92 @@
+"""The harness on a GPU: the stacked MLP engine and the CNN batches on CUDA, TF32 off by default.
+
+Everything here needs CUDA and is skipped on a CPU-only machine (CI); it runs on the GPU machine.
+What can be shown on the CPU (the device-resident batch plan, the device plumbing of the engine
+with device="cpu", the tf32 switch's validation) is tested in the other files.
+"""
+
+import pytest
+import torch
+from torch import nn
+
+from gelus.experiments.stacked import MemberRandomness, StackedAdam, StackedMLP
+from gelus.experiments.train_mlp import train_epoch
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+SIZES = (12, 16, 8, 5)
+SEEDS, LRS = (3, 7, 11), (1e-2, 3e-3, 1e-3)
+
+
+class _Split:
+    def __init__(self, x, y):
+        self.images, self.labels = x, y
+        self.sample_shape = tuple(x.shape[1:])
+
+    def __len__(self):
+        return len(self.labels)
+
+    def inputs(self, index):
+        return self.images[index]
+
+
+def _losses(seeds, lrs, device, keep=0.5):
+    gen = torch.Generator().manual_seed(1)
+    split = _Split(
+        torch.rand(80, SIZES[0], generator=gen), torch.randint(0, SIZES[-1], (80,), generator=gen)
+    )
+    model = StackedMLP(len(seeds), SIZES, nn.GELU(approximate="tanh"), keep=keep)
+    randomness = MemberRandomness(seeds, device)
+    for member, generator in enumerate(randomness.init_generators()):
+        model.init_member(member, "unit_norm", generator)
+    model.to(device)
+    optimizer = StackedAdam(list(model.parameters()), torch.tensor(lrs, device=device))
+    index = torch.arange(80)
+    epochs = [
+        train_epoch(model, optimizer, randomness, split, index, "classify", 16) for _ in range(2)
+    ]
+    return torch.cat(epochs).cpu()
+
+
+def test_a_member_on_cuda_equals_the_model_trained_alone_on_cuda():
+    together = _losses(list(SEEDS), list(LRS), "cuda")
+    alone = _losses([SEEDS[1]], [LRS[1]], "cuda")
+    torch.testing.assert_close(together[:, 1], alone[:, 0], rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(together[:, 0], together[:, 1])
+
+
+def test_the_same_seed_reproduces_a_cuda_run_and_starts_from_the_cpu_weights():
+    torch.testing.assert_close(
+        _losses([5], [1e-3], "cuda"), _losses([5], [1e-3], "cuda"), rtol=0, atol=0
+    )
+    # the first step's loss (before any dropout difference matters little) is close to the CPU's
+    no_dropout_cpu = _losses([5], [1e-3], "cpu", keep=1.0)
+    no_dropout_cuda = _losses([5], [1e-3], "cuda", keep=1.0)
+    torch.testing.assert_close(no_dropout_cuda[0], no_dropout_cpu[0], rtol=1e-4, atol=1e-5)
+
+
+def test_run_job_keeps_tf32_off_unless_asked(tmp_path):
+    from gelus.experiments.device import set_tf32
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    set_tf32("cuda", False)
+    assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    set_tf32("cuda", True)
+    assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    set_tf32("cuda", False)
+
+
+def test_mnist_classification_on_cuda_end_to_end(tmp_path):
+    from gelus.experiments import read_records, read_runs, run_experiment
+    from test_experiments_run import TINY, write_tiny_mnist
+
+    write_tiny_mnist(tmp_path / "data" / "mnist")
+    run_experiment(
+        "mnist-classification", out_dir=tmp_path / "out", data_dir=tmp_path / "data", workers=0,
+        verify=False, progress=False, device="cuda", activations=["gelu", "relu"], seeds=2,
+        epochs=1, overrides=[*TINY, "train.train_subset=300", "train.keep=1,0.5"],
+    )  # fmt: skip
+    runs = read_runs(tmp_path / "out")
+    assert {r.metadata["device"] for r in runs} == {"cuda"}
+    assert all(r.status == "done" for r in runs)
+    assert any(r.metric == "error" and r.split == "test" for r in read_records(tmp_path / "out"))
