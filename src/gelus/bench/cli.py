@@ -3,10 +3,11 @@
 import argparse
 import importlib
 import json
-import re
 import sys
 import time
 from dataclasses import asdict
+
+from gelus.bench.timing import parse_sizes
 
 __all__ = ["kernels_main", "parse_sizes", "register"]
 
@@ -80,24 +81,6 @@ def _training_main(args: argparse.Namespace) -> int:
     if args.training_error:
         raise UserError(f"{args.training_error}; `gelus bench kernels` still works")
     return importlib.import_module("gelus.bench.training").main(args)
-
-
-def parse_sizes(text: str) -> list[int]:
-    """'2^16,2^20,1000' -> [65536, 1048576, 1000]; raises UserError on anything else."""
-    from gelus.cli import UserError
-
-    sizes = []
-    for token in filter(None, (t.strip() for t in text.split(","))):
-        match = re.fullmatch(r"2\s*(?:\^|\*\*)\s*(\d+)|(\d+)", token)
-        if not match:
-            raise UserError(f"size {token!r} is not an element count; write e.g. 2^20 or 1048576")
-        size = 2 ** int(match[1]) if match[1] else int(match[2])
-        if not 2 <= size <= 2**28:
-            raise UserError(f"size {token} is out of range; use 2 to 2^28 elements")
-        sizes.append(size)
-    if not sizes:
-        raise UserError("--sizes is empty; write e.g. --sizes 2^16,2^20")
-    return sizes
 
 
 def _select(members: str | None, candidates):

@@ -276,7 +276,7 @@ def format_rows(rows: list[Row]) -> str:
 
 def main(args, out) -> int:
     """``gelus bench kernels --device cuda|cpu-interpreter``: print the tables to ``out``."""
-    from gelus.bench.cli import parse_sizes
+    from gelus.bench.timing import parse_sizes
     from gelus.cli import UserError
 
     device = args.device

@@ -7,6 +7,7 @@ candidates alike; the figure kept is the median over rounds.
 """
 
 import math
+import re
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -16,6 +17,7 @@ __all__ = [
     "format_table",
     "interleaved_rounds",
     "median",
+    "parse_sizes",
     "time_calls",
 ]
 
@@ -93,3 +95,21 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
 
     rule = "|" + "|".join("-" * (width + 2) for width in widths) + "|"
     return "\n".join([line(cells[0]), rule, *(line(row) for row in cells[1:])])
+
+
+def parse_sizes(text: str) -> list[int]:
+    """'2^16,2^20,1000' -> [65536, 1048576, 1000]; raises UserError on anything else."""
+    from gelus.cli import UserError
+
+    sizes = []
+    for token in filter(None, (t.strip() for t in text.split(","))):
+        match = re.fullmatch(r"2\s*(?:\^|\*\*)\s*(\d+)|(\d+)", token)
+        if not match:
+            raise UserError(f"size {token!r} is not an element count; write e.g. 2^20 or 1048576")
+        size = 2 ** int(match[1]) if match[1] else int(match[2])
+        if not 2 <= size <= 2**28:
+            raise UserError(f"size {token} is out of range; use 2 to 2^28 elements")
+        sizes.append(size)
+    if not sizes:
+        raise UserError("--sizes is empty; write e.g. --sizes 2^16,2^20")
+    return sizes
