@@ -234,9 +234,9 @@ def train_cnn_run(
         approximate=approximate, seed=seed, lr=lr,
     )  # fmt: skip
     state = load_checkpoint(checkpoint_path) if checkpoint_path is not None else None
-    if state is not None and state["run"] != identity:
+    if state is not None and state.get("run") != identity:
         raise ValueError(
-            f"checkpoint {checkpoint_path} belongs to another run ({state['run']}); "
+            f"checkpoint {checkpoint_path} belongs to another run ({state.get('run')}); "
             "delete it or give this run its own checkpoint path"
         )
     if state is not None and state["epoch"] >= epochs:

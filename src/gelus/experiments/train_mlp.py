@@ -333,7 +333,7 @@ def run_mlp_job(job: Job, data, store: RecordStore, progress: Callable[[int], No
     checkpoint_path = Path(job.checkpoint_path)
     run_ids = [key.run_id for key in keys]
     state = load_checkpoint(checkpoint_path)
-    if state is not None and state["run_ids"] != run_ids:
+    if state is not None and state.get("run_ids") != run_ids:
         state = None  # another composition of members: start afresh
     start_epoch, seconds = 0, 0.0
     if state is not None:
