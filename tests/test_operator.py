@@ -142,10 +142,12 @@ class _Net(torch.nn.Module):
         self.function = member.function
         self.linear = torch.nn.Linear(4, 4)
         params = member.params(torch.float32, generator)
-        self.params = torch.nn.ParameterList([torch.nn.Parameter(p) for p in params])
+        self.names = tuple(f"param{i}" for i in range(len(params)))
+        for name, value in zip(self.names, params, strict=True):
+            self.register_parameter(name, torch.nn.Parameter(value))
 
     def forward(self, x):
-        return self.function(self.linear(x), *self.params)
+        return self.function(self.linear(x), *[getattr(self, name) for name in self.names])
 
 
 def _step(model, x):
@@ -321,3 +323,21 @@ def test_compiled_graphs_call_the_operators_on_a_listed_device(monkeypatch):
     for a, b in zip(*results, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
     torch._dynamo.reset()
+
+
+def test_eager_calls_skip_the_dispatcher_and_the_import_of_torch_dynamo():
+    # No device kernel registered: the eager route calls the default kernels directly, so plain
+    # eager use never pays for torch._dynamo (a custom operator's first call imports it, ~2 s).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch, gelus\n"
+        "x = torch.randn(8, requires_grad=True)\n"
+        "for f in (gelus.GELU(), gelus.SiLU(), gelus.BiasGELU(8), gelus.GEGLU(),\n"
+        "          gelus.GeneralizedGELU(8), gelus.Swish(learnable=True)):\n"
+        "    f(torch.cat([x, x]) if isinstance(f, gelus.GEGLU) else x).sum().backward()\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"

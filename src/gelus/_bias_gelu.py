@@ -16,6 +16,7 @@ from gelus._operator import (
     broadcast_fake,
     broadcast_vmap,
     fast_apply,
+    kernel_for,
     route,
     tangent_sum,
 )
@@ -23,13 +24,24 @@ from gelus._operator import (
 __all__ = ["bias_gelu", "bias_gelu_backward_op", "bias_gelu_op"]
 
 
+def kernel_forward(x: Tensor, bias: Tensor, approximate="none", accurate=False) -> Tensor:
+    """The default kernel of ``gelus::bias_gelu``."""
+    h = x + bias  # a temporary the kernel overwrites; recomputed in backward, not saved
+    return _gelu.kernel_forward(h, approximate, accurate, out=h)
+
+
+def kernel_backward(grad, x, bias, approximate="none", accurate=False) -> Tensor:
+    """The default kernel of ``gelus::bias_gelu_backward``."""
+    h = x + bias
+    return _gelu.kernel_backward(grad, h, approximate, accurate, out=h)
+
+
 @torch.library.custom_op(f"{NAMESPACE}::bias_gelu", mutates_args=())
 def bias_gelu_op(
     x: Tensor, bias: Tensor, approximate: str = "none", accurate: bool = False
 ) -> Tensor:
     """gelu(x + bias), the forward operator (promoted dtype); a device kernel registers here."""
-    h = x + bias  # a temporary the kernel overwrites; recomputed in backward, not saved
-    return _gelu.kernel_forward(h, approximate, accurate, out=h)
+    return kernel_forward(x, bias, approximate, accurate)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::bias_gelu_backward", mutates_args=())
@@ -37,8 +49,7 @@ def bias_gelu_backward_op(
     grad: Tensor, x: Tensor, bias: Tensor, approximate: str = "none", accurate: bool = False
 ) -> Tensor:
     """``grad`` times gelu'(x + bias): the gradient with respect to h = x + bias."""
-    h = x + bias
-    return _gelu.kernel_backward(grad, h, approximate, accurate, out=h)
+    return kernel_backward(grad, x, bias, approximate, accurate)
 
 
 @bias_gelu_op.register_fake
@@ -59,8 +70,9 @@ def _grad_h(grad: Tensor, x: Tensor, bias: Tensor, approximate: str, accurate: b
     if torch.is_grad_enabled():  # autograd records the backward: a differentiable composition
         h = x + bias
         return (grad * _gelu.slope(h, approximate, accurate)).to(h.dtype)
+    kernel = kernel_for(bias_gelu_backward_op, kernel_backward, x, grad, bias)
     with torch._C._AutoDispatchBelowAutograd():
-        return bias_gelu_backward_op(grad, x, bias, approximate, accurate)
+        return kernel(grad, x, bias, approximate, accurate)
 
 
 def _grads(ctx, grad: Tensor, x: Tensor, bias: Tensor, approximate: str, accurate: bool):
@@ -92,8 +104,9 @@ class _Function(torch.autograd.Function):
 
     @staticmethod
     def forward(x: Tensor, bias: Tensor, approximate: str, accurate: bool) -> Tensor:
+        kernel = kernel_for(bias_gelu_op, kernel_forward, x, bias)
         with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
-            return bias_gelu_op(x, bias, approximate, accurate)
+            return kernel(x, bias, approximate, accurate)
 
     @staticmethod
     def setup_context(ctx, inputs, output):

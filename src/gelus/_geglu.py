@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from gelus import _gelu
-from gelus._operator import NAMESPACE, fast_apply, route, tame_hint, tangent_sum
+from gelus._operator import NAMESPACE, fast_apply, kernel_for, route, tame_hint, tangent_sum
 
 __all__ = ["check", "geglu", "geglu_backward_op", "geglu_op"]
 
@@ -26,6 +26,25 @@ def check(x: Tensor, dim: int) -> None:
         )
 
 
+def kernel_forward(x, dim=-1, approximate="none", accurate=False, tame=None) -> Tensor:
+    """The default kernel of ``gelus::geglu``."""
+    value, gate = x.chunk(2, dim=dim)
+    return _gelu.kernel_forward(gate, approximate, accurate, tame=tame).mul_(value)
+
+
+def kernel_backward(grad, x, dim=-1, approximate="none", accurate=False, tame=None) -> Tensor:
+    """The default kernel of ``gelus::geglu_backward``."""
+    value, gate = x.chunk(2, dim=dim)
+    grad_x = torch.empty_like(x, memory_format=torch.contiguous_format)
+    grad_value, grad_gate = grad_x.chunk(2, dim=dim)
+    torch.mul(_gelu.kernel_forward(gate, approximate, accurate, tame=tame), grad, out=grad_value)
+    product = torch.mul(grad, value)
+    grad_gate.copy_(
+        _gelu.kernel_backward(product, gate, approximate, accurate, tame=tame, out=product)
+    )
+    return grad_x
+
+
 @torch.library.custom_op(f"{NAMESPACE}::geglu", mutates_args=())
 def geglu_op(
     x: Tensor,
@@ -39,8 +58,7 @@ def geglu_op(
     ``tame``: a hint for the default kernels (all of x finite within the form's bound; None:
     they check the gate); a device kernel ignores it.
     """
-    value, gate = x.chunk(2, dim=dim)
-    return _gelu.kernel_forward(gate, approximate, accurate, tame=tame).mul_(value)
+    return kernel_forward(x, dim, approximate, accurate, tame)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::geglu_backward", mutates_args=())
@@ -53,15 +71,7 @@ def geglu_backward_op(
     tame: bool | None = None,
 ) -> Tensor:
     """The gradient with respect to x = [a, b]: [grad·gelu(b), grad·a·gelu'(b)]."""
-    value, gate = x.chunk(2, dim=dim)
-    grad_x = torch.empty_like(x, memory_format=torch.contiguous_format)
-    grad_value, grad_gate = grad_x.chunk(2, dim=dim)
-    torch.mul(_gelu.kernel_forward(gate, approximate, accurate, tame=tame), grad, out=grad_value)
-    product = torch.mul(grad, value)
-    grad_gate.copy_(
-        _gelu.kernel_backward(product, gate, approximate, accurate, tame=tame, out=product)
-    )
-    return grad_x
+    return kernel_backward(grad, x, dim, approximate, accurate, tame)
 
 
 @geglu_op.register_fake
@@ -100,8 +110,9 @@ def _(info, in_dims, grad, x, dim=-1, approximate="none", accurate=False, tame=N
 
 def _grad(grad, x, dim, approximate, accurate, tame=None) -> Tensor:
     if not torch.is_grad_enabled():
+        kernel = kernel_for(geglu_backward_op, kernel_backward, x, grad)
         with torch._C._AutoDispatchBelowAutograd():
-            return geglu_backward_op(grad, x, dim, approximate, accurate, tame)
+            return kernel(grad, x, dim, approximate, accurate, tame)
     # autograd records the backward: a differentiable composition
     value, gate = x.chunk(2, dim=dim)
     grad_value = grad * _gelu.gelu(gate, approximate, accurate)
@@ -130,8 +141,9 @@ class _Function(torch.autograd.Function):
 
     @staticmethod
     def forward(x: Tensor, dim: int, approximate: str, accurate: bool, tame) -> Tensor:
+        kernel = kernel_for(geglu_op, kernel_forward, x)
         with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
-            return geglu_op(x, dim, approximate, accurate, tame)
+            return kernel(x, dim, approximate, accurate, tame)
 
     @staticmethod
     def setup_context(ctx, inputs, output):

@@ -122,7 +122,7 @@ def _(grad, x, approximate="none", accurate=False, tame=None):
     return torch.empty_like(x)
 
 
-MEMBER = Unary(gelu_op, gelu_backward_op, slope, tame_bound)
+MEMBER = Unary(gelu_op, gelu_backward_op, slope, tame_bound, kernel_forward, kernel_backward)
 gelu_op.register_vmap(unary_vmap(gelu_op))
 gelu_backward_op.register_vmap(unary_backward_vmap(gelu_backward_op))
 register_unary_autograd(gelu_op, MEMBER)

@@ -51,12 +51,15 @@ def backward(
     return _finish(_mul(x_dz.add_(s), grad, _direct(out, x.dtype)), dtype, out)
 
 
-def slope(x: Tensor) -> Tensor:
-    """The derivative as a differentiable composition of torch ops, in x's compute dtype."""
-    t = x.to(compute_dtype(x.dtype)).clamp(-TANH_CLAMP, TANH_CLAMP)
+def _slope_within_bound(t: Tensor) -> Tensor:
     t_squared = t * t
     s = torch.sigmoid(t * (TANH_A + TANH_B * t_squared))
     return s + t * s * (1.0 - s) * (TANH_A + 3.0 * TANH_B * t_squared)
+
+
+def slope(x: Tensor) -> Tensor:
+    """The derivative as a differentiable composition of torch ops, in x's compute dtype."""
+    return _slope_within_bound(x.to(compute_dtype(x.dtype)).clamp(-TANH_CLAMP, TANH_CLAMP))
 
 
 def compiled_value(t: Tensor) -> Tensor:
@@ -66,7 +69,7 @@ def compiled_value(t: Tensor) -> Tensor:
 
 def compiled_slope(grad: Tensor, t: Tensor) -> Tensor:
     """``grad`` times the slope at an input already clamped to ±100."""
-    return grad * slope(t)
+    return grad * _slope_within_bound(t)
 
 
 def onnx_value(t: Tensor) -> Tensor:

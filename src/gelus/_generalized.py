@@ -19,6 +19,7 @@ from gelus._operator import (
     broadcast_fake,
     broadcast_vmap,
     fast_apply,
+    kernel_for,
     route,
     tangent_sum,
 )
@@ -105,8 +106,9 @@ class _Function(torch.autograd.Function):
 
     @staticmethod
     def forward(x: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:
+        kernel = kernel_for(generalized_gelu_op, forward, x, mu, sigma)
         with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
-            return generalized_gelu_op(x, mu, sigma)
+            return kernel(x, mu, sigma)
 
     @staticmethod
     def setup_context(ctx, inputs, output):

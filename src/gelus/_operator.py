@@ -43,6 +43,7 @@ __all__ = [
     "broadcast_fake",
     "broadcast_vmap",
     "fast_apply",
+    "kernel_for",
     "register_unary_autograd",
     "route",
     "tame_hint",
@@ -138,6 +139,41 @@ def fast_apply(function: type[torch.autograd.Function], *args):
     return super(torch.autograd.Function, function).apply(*args)
 
 
+_PLAIN = (Tensor, torch.nn.Parameter)
+
+
+def _plain(t: Tensor) -> bool:
+    """A dense tensor of its own: not batched, not a subclass (fake, functional, …) that a
+    tracer hands in."""
+    functorch = torch._C._functorch
+    return (
+        type(t) in _PLAIN
+        and not functorch.is_functorch_wrapped_tensor(t)
+        and not functorch.is_legacy_batchedtensor(t)
+    )
+
+
+def kernel_for(op: Callable, default: Callable, x: Tensor, *others: Tensor) -> Callable:
+    """What the eager route calls for ``op`` on x's device: the operator itself when a kernel
+    is registered for that device (``torch.library.register_kernel``), or under vmap (a torch.func
+    transform, or the batched gradients of ``autograd.grad(is_grads_batched=True)``), whose rules
+    live on the operator; otherwise its default kernel, called directly, which saves the
+    dispatcher's Python layers (~20 µs a call) and the lazy import of torch._dynamo that a custom
+    operator's first call triggers (~2 s). Tracers (fake or functional tensors, a dispatch
+    mode) get the operator too. ``others``: the call's other tensor arguments."""
+    if (
+        torch._C._are_functorch_transforms_active()
+        or torch._C._len_torch_dispatch_stack()
+        or not all(map(_plain, (x, *others)))
+    ):
+        return op
+    registered = getattr(op, "_backend_fns", None)  # torch.library.CustomOpDef's device kernels
+    if registered is None:
+        key = torch._C._dispatch_key_for_device(x.device.type)
+        return op if torch._C._dispatch_has_kernel_for_dispatch_key(op._name, key) else default
+    return op if x.device.type in registered else default
+
+
 def tame_hint(x: Tensor, bound: float | None) -> bool | None:
     """Whether every element of x is finite with |x| <= bound, for the default kernels' fast
     path: checked once in the eager forward and passed to both operators (``tame=``). None (the
@@ -156,18 +192,27 @@ class Unary:
     """A unary member as its eager Function sees it: the two operators and the composed slope.
 
     ``forward(x, *options, tame)`` and ``backward(grad, x, *options, tame)`` are the operators
-    (``torch.ops.gelus.m`` and ``torch.ops.gelus.m_backward``); ``slope(x, *options)`` the
-    derivative as a differentiable composition, in x's compute dtype; ``bound(*options)`` the
-    bound of :func:`tame_hint` (None: the kernels need no check).
+    (``torch.ops.gelus.m`` and ``torch.ops.gelus.m_backward``), ``forward_kernel`` and
+    ``backward_kernel`` their default kernels; ``slope(x, *options)`` the derivative as a
+    differentiable composition, in x's compute dtype; ``bound(*options)`` the bound of
+    :func:`tame_hint` (None: the kernels need no check).
     """
 
     def __init__(
-        self, forward: Callable, backward: Callable, slope: Callable, bound: Callable
+        self,
+        forward: Callable,
+        backward: Callable,
+        slope: Callable,
+        bound: Callable,
+        forward_kernel: Callable,
+        backward_kernel: Callable,
     ) -> None:
         self.forward = forward
         self.backward = backward
         self.slope = slope
         self.bound = bound
+        self.forward_kernel = forward_kernel  # the operators' default kernels (kernel_for)
+        self.backward_kernel = backward_kernel
 
     def __call__(self, x: Tensor, *options) -> Tensor:
         """The eager route: :class:`UnaryFunction`."""
@@ -184,8 +229,9 @@ class UnaryFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(x: Tensor, member: Unary, tame: bool | None, *options) -> Tensor:
+        forward = kernel_for(member.forward, member.forward_kernel, x)
         with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
-            return member.forward(x, *options, tame)
+            return forward(x, *options, tame)
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:
@@ -202,8 +248,9 @@ class UnaryFunction(torch.autograd.Function):
         if torch.is_grad_enabled():  # create_graph=True or torch.func: stay differentiable
             grad_x = (grad * ctx.member.slope(x, *ctx.options)).to(x.dtype)
         else:
+            backward = kernel_for(ctx.member.backward, ctx.member.backward_kernel, x, grad)
             with torch._C._AutoDispatchBelowAutograd():
-                grad_x = ctx.member.backward(grad, x, *ctx.options, ctx.tame)
+                grad_x = backward(grad, x, *ctx.options, ctx.tame)
         return (grad_x, None, None) + (None,) * len(ctx.options)
 
     @staticmethod

@@ -32,6 +32,7 @@ from gelus._operator import (
     broadcast_fake,
     broadcast_vmap,
     fast_apply,
+    kernel_for,
     register_unary_autograd,
     route,
     tangent_sum,
@@ -135,8 +136,11 @@ class _Compiled(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor):
         (x,) = ctx.saved_tensors
-        bound = SILU_CLAMP / abs(ctx.beta)
-        return grad * slope(x.clamp(-bound, bound), ctx.beta), None
+        beta = ctx.beta
+        bound = SILU_CLAMP / abs(beta)
+        t = x.clamp(-bound, bound)  # |β·t| ≤ 1e4: no second clamp (as in slope) needed
+        s = torch.sigmoid(beta * t)
+        return grad * (s + beta * t * s * (1.0 - s)), None
 
 
 def compiled(x: Tensor, beta: float) -> Tensor:
@@ -158,6 +162,16 @@ def onnx(x: Tensor, beta: float) -> Tensor:
 # ------------------------------------------------------------------------------ operators
 
 
+def kernel_forward(x: Tensor, beta: float = 1.0, tame: bool | None = None) -> Tensor:
+    """The default kernel of ``gelus::swish``."""
+    return forward(x, beta, tame=tame)
+
+
+def kernel_backward(grad: Tensor, x: Tensor, beta: float = 1.0, tame: bool | None = None):
+    """The default kernel of ``gelus::swish_backward``."""
+    return backward(grad, x, beta, tame=tame)
+
+
 @torch.library.custom_op(f"{NAMESPACE}::swish", mutates_args=())
 def swish_op(x: Tensor, beta: float = 1.0, tame: bool | None = None) -> Tensor:
     """x·σ(β·x), the forward operator (x's dtype); a device kernel registers here.
@@ -165,7 +179,7 @@ def swish_op(x: Tensor, beta: float = 1.0, tame: bool | None = None) -> Tensor:
     ``tame``: a hint for the default kernels (x known finite with |β·x| ≤ 1e18); None: they
     check. A device kernel ignores it.
     """
-    return forward(x, beta, tame=tame)
+    return kernel_forward(x, beta, tame)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::swish_backward", mutates_args=())
@@ -173,7 +187,7 @@ def swish_backward_op(
     grad: Tensor, x: Tensor, beta: float = 1.0, tame: bool | None = None
 ) -> Tensor:
     """``grad`` times d/dx x·σ(β·x), the backward operator (x's dtype)."""
-    return backward(grad, x, beta, tame=tame)
+    return kernel_backward(grad, x, beta, tame)
 
 
 @swish_op.register_fake
@@ -190,7 +204,7 @@ def _bound(beta: float) -> float | None:
     return None if beta == 0.0 else tame_bound(beta)
 
 
-MEMBER = Unary(swish_op, swish_backward_op, slope, _bound)
+MEMBER = Unary(swish_op, swish_backward_op, slope, _bound, kernel_forward, kernel_backward)
 swish_op.register_vmap(unary_vmap(swish_op))
 swish_backward_op.register_vmap(unary_backward_vmap(swish_backward_op))
 register_unary_autograd(swish_op, MEMBER)
@@ -243,11 +257,16 @@ def _tensor_grads(grad: Tensor, x: Tensor, beta: Tensor, needs: tuple[bool, bool
     return grad_x, grad_beta
 
 
+def tensor_kernel(x: Tensor, beta: Tensor) -> Tensor:
+    """The default kernel of ``gelus::swish_tensor``."""
+    dtype = compute_dtype(x.dtype, beta.dtype)
+    return tensor_composed(x.to(dtype), beta.to(dtype)).to(result_dtype(x, beta))
+
+
 @torch.library.custom_op(f"{NAMESPACE}::swish_tensor", mutates_args=())
 def swish_tensor_op(x: Tensor, beta: Tensor) -> Tensor:
     """x·σ(β·x) for a tensor β broadcastable against x; promoted dtype (a device kernel here)."""
-    dtype = compute_dtype(x.dtype, beta.dtype)
-    return tensor_composed(x.to(dtype), beta.to(dtype)).to(result_dtype(x, beta))
+    return tensor_kernel(x, beta)
 
 
 @swish_tensor_op.register_fake
@@ -277,8 +296,9 @@ class _TensorFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(x: Tensor, beta: Tensor) -> Tensor:
+        kernel = kernel_for(swish_tensor_op, tensor_kernel, x, beta)
         with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
-            return swish_tensor_op(x, beta)
+            return kernel(x, beta)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
