@@ -339,5 +339,12 @@ def test_eager_calls_skip_the_dispatcher_and_the_import_of_torch_dynamo():
         "    f(torch.cat([x, x]) if isinstance(f, gelus.GEGLU) else x).sum().backward()\n"
         "print('torch._dynamo' in sys.modules)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    import os
+    from pathlib import Path
+
+    src = str(Path(gelus.__file__).resolve().parents[1])  # this checkout's code
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     assert result.stdout.strip() == "False"
