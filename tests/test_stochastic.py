@@ -104,3 +104,24 @@ def test_module_follows_training_flag():
 def test_integer_input_is_rejected():
     with pytest.raises(TypeError, match="floating-point"):
         stochastic_gelu(torch.arange(3))
+
+
+def test_training_mode_with_torch_func_gradcheck_and_forward_mode():
+    from torch.func import grad, jvp, vmap
+
+    x = torch.randn(3, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+
+    def fixed_mask(t):  # the same mask on every call: a function gradcheck can differentiate
+        return stochastic_gelu(t, True, torch.Generator().manual_seed(0))
+
+    xr = x.clone().requires_grad_()
+    assert torch.autograd.gradcheck(fixed_mask, (xr,), check_batched_grad=True, check_forward_ad=True)
+    assert torch.autograd.gradgradcheck(fixed_mask, (xr,), check_batched_grad=True)
+    mask = stochastic_gelu_mask(x, torch.Generator().manual_seed(0))
+    _, tangent = jvp(fixed_mask, (x,), (torch.ones_like(x),))
+    assert torch.equal(tangent, mask.double())  # ∂/∂x = m
+    # vmap draws a mask per sample (randomness="different"), as dropout does
+    y = vmap(lambda t: stochastic_gelu(t, True), randomness="different")(x)
+    assert ((y == x) | (y == 0)).all()
+    g = vmap(grad(lambda t: stochastic_gelu(t, True).sum()), randomness="different")(x)
+    assert ((g == 0) | (g == 1)).all()
