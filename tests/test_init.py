@@ -41,6 +41,17 @@ def test_relu_and_leaky_relu_match_torch():
     assert calculate_gain("leaky_relu", negative_slope=0.2) == pytest.approx(
         nn.init.calculate_gain("leaky_relu", 0.2), rel=1e-13
     )
+    # torch's positional form
+    assert calculate_gain("leaky_relu", 0.2) == pytest.approx(
+        nn.init.calculate_gain("leaky_relu", 0.2), rel=1e-13
+    )
+
+
+def test_the_positional_param_is_leaky_relus_slope_only():
+    with pytest.raises(ValueError, match="negative slope of 'leaky_relu'"):
+        calculate_gain("tanh", 0.2)
+    with pytest.raises(ValueError, match="once"):
+        calculate_gain("leaky_relu", 0.2, negative_slope=0.1)
 
 
 @pytest.mark.parametrize(
@@ -108,8 +119,11 @@ NEEDS = {"bias_gelu": {"num_features": 512}}
 # through 8 layers of width 1024 (GEGLU: 2), the others through 30 layers of width 512.
 UNSTABLE = {
     "gelu", "bias_gelu", "clipped_gelu", "geglu", "generalized_gelu", "silu", "swish", "mish",
-    "hardswish",
+    "hardswish", "relu2", "xielu",
 }  # fmt: skip
+# slope ≥ 1.7 per layer (GEGLU 2.14, relu² 2 — homogeneous of degree 2 —, xIELU 1.73, quadratic
+# for x > 0): checked through 2 layers only
+STEEP = {"geglu", "relu2", "xielu"}
 
 
 def variance_map_slope(name: str) -> float:
@@ -162,7 +176,7 @@ def test_unstable_set_is_where_the_variance_map_expands():
 @pytest.mark.parametrize("name", gelus.list_activations())
 def test_second_moment_is_preserved_through_a_deep_mlp(name):
     if name in UNSTABLE:
-        depth, width = (2 if name == "geglu" else 8), 1024
+        depth, width = (2 if name in STEEP else 8), 1024
     else:
         depth, width = 30, 512
     ratio = deep_mlp_second_moment_ratio(name, depth=depth, width=width)

@@ -1,4 +1,8 @@
+"""The modules (gelus/modules.py): definitions, hyperparameters, state dicts, ``inplace``, and
+timm's ``act_layer(inplace=True)`` contract."""
+
 import copy
+import functools
 import math
 
 import pytest
@@ -113,6 +117,11 @@ def test_bad_hyperparameters_raise_one_clear_error():
         gelus.GEGLU(),
         gelus.QuickGELU(),
         gelus.ClippedGELU(),
+        gelus.Laplace(),
+        gelus.ReLU2(),
+        gelus.SqrtSoftplus(),
+        gelus.XIELU(),
+        gelus.HardMish(),
     ],
     ids=lambda m: type(m).__name__,
 )
@@ -139,3 +148,157 @@ def test_gelu_module_accurate_path_keeps_the_negative_tail():
 def test_gelu_module_refuses_accurate_with_an_approximation():
     with pytest.raises(ValueError, match="exact form only"):
         gelus.GELU("tanh", accurate=True)
+
+
+# --- inplace, and timm's act_layer(inplace=True) ------------------------------------------
+
+ALL_MODULES = [
+    gelus.GELU,
+    gelus.QuickGELU,
+    gelus.ClippedGELU,
+    gelus.SiLU,
+    gelus.Swish,
+    lambda inplace: gelus.Swish(learnable=True, inplace=inplace),
+    gelus.GeneralizedGELU,
+    lambda inplace: gelus.GeneralizedGELU(num_channels=6, inplace=inplace),
+    gelus.StochasticGELU,
+    lambda inplace: gelus.BiasGELU(6, inplace=inplace),
+    gelus.GEGLU,
+    gelus.Laplace,
+    gelus.ReLU2,
+    gelus.SqrtSoftplus,
+    gelus.XIELU,
+    gelus.HardMish,
+]
+
+
+@pytest.mark.parametrize("factory", ALL_MODULES, ids=lambda f: getattr(f, "__name__", "lambda"))
+def test_every_module_accepts_inplace_and_honours_it_as_torch_does(factory):
+    torch.manual_seed(0)
+    out_of_place = factory(inplace=False).eval()
+    in_place = factory(inplace=True).eval()
+    in_place.load_state_dict(out_of_place.state_dict())
+    assert ("inplace=True" in repr(in_place)) == in_place.inplace
+    a = torch.randn(4, 6, requires_grad=True)
+    x = a * 1.5  # a non-leaf, as after a conv or a norm
+    expected = out_of_place(x)
+    y = in_place(x)
+    torch.testing.assert_close(y, expected)
+    if isinstance(in_place, gelus.GEGLU):
+        assert not in_place.inplace  # halves the shape: the flag is accepted and ignored
+    else:
+        assert y is x  # written into the input, as nn.SiLU(inplace=True)
+    # the gradient through the in-place call is the out-of-place one
+    (grad,) = torch.autograd.grad(y.sum(), a)
+    (reference,) = torch.autograd.grad(out_of_place(a * 1.5).sum(), a)
+    torch.testing.assert_close(grad, reference)
+    with torch.no_grad():  # without autograd, no copy of the input is made
+        x = torch.randn(4, 6)
+        expected = out_of_place(x)
+        torch.testing.assert_close(in_place(x), expected)
+
+
+@functools.cache
+def _import_timm():
+    """timm, importable also where torchvision is not: timm imports a few torchvision names at
+    import time (datasets, transforms, FrozenBatchNorm2d, feature extraction) that resnet and
+    mobilenetv3 do not use. Where ``import torchvision`` fails (this project's CPU torch wheel
+    beside PyPI's torchvision: "operator torchvision::nms does not exist"), a stand-in module
+    answers those names with classes that raise if instantiated, so a model that did use
+    torchvision would fail here, not pass silently. The stand-in is in sys.modules only while
+    timm imports."""
+    import importlib.abc
+    import importlib.machinery
+    import importlib.util
+    import sys
+    import types
+
+    if importlib.util.find_spec("timm") is None:
+        pytest.skip("timm is in the dev extra; install it to run this test")
+
+    try:
+        import timm
+        import torchvision  # noqa: F401
+
+        return timm, []
+    except Exception:  # any import error: torchvision's C ops missing for this torch build
+        pass
+    used = []
+
+    class Unavailable:
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("torchvision is not available in this environment (test stand-in)")
+
+    def stand_in(name):
+        module = types.ModuleType(name)
+        module.__path__ = []
+
+        def attribute(attr, _name=name):
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            used.append(f"{_name}.{attr}")
+            if attr == "InterpolationMode":
+                import enum
+
+                return enum.Enum(
+                    "InterpolationMode",
+                    "NEAREST NEAREST_EXACT BILINEAR BICUBIC BOX HAMMING LANCZOS",
+                )
+            return type(attr, (Unavailable,), {})
+
+        module.__getattr__ = attribute
+        return module
+
+    class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, fullname, path, target=None):
+            if fullname == "torchvision" or fullname.startswith("torchvision."):
+                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+            return None
+
+        def create_module(self, spec):
+            return stand_in(spec.name)
+
+        def exec_module(self, module):
+            pass
+
+    for name in [
+        m for m in sys.modules if m == "torchvision" or m.startswith(("torchvision.", "timm"))
+    ]:
+        del sys.modules[name]  # a failed import may have left partial modules behind
+    finder = Finder()
+    sys.meta_path.insert(0, finder)
+    try:
+        import timm
+    finally:
+        sys.meta_path.remove(finder)
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]  # timm keeps its references; nothing else sees the stand-in
+    return timm, used
+
+
+TIMM_ACTS = [
+    gelus.GELU,
+    gelus.QuickGELU,
+    gelus.SiLU,
+    gelus.Swish,
+    gelus.GeneralizedGELU,
+    gelus.StochasticGELU,
+    gelus.ClippedGELU,
+    gelus.HardMish,
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_name", ["resnet18", "mobilenetv3_small_100"])
+@pytest.mark.parametrize("act", TIMM_ACTS, ids=lambda c: c.__name__)
+def test_timm_models_build_with_gelus_act_layer_and_train(model_name, act):
+    timm, _ = _import_timm()
+    model = timm.create_model(model_name, pretrained=False, num_classes=10, act_layer=act)
+    kinds = {type(m) for m in model.modules()}
+    assert act in kinds  # timm built the model with our class, as act_layer(inplace=True)
+    assert all(m.inplace for m in model.modules() if isinstance(m, act) and act is not gelus.GEGLU)
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    loss = model(x).logsumexp(dim=1).mean()
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)

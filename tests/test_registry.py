@@ -186,3 +186,19 @@ def test_every_canonical_name_builds_and_runs():
     assert gelus.list_activations() == sorted(ACTIVATIONS)
     for baseline in ("relu", "elu", "leaky_relu", "tanh", "sigmoid", "identity", "silu"):
         assert baseline in gelus.list_activations()
+
+
+def test_inplace_reaches_every_gelus_module_as_torch_and_timm_pass_it():
+    required = {"bias_gelu": {"num_features": 4}}
+    for name in gelus.list_activations():
+        module = gelus.get_activation(name, **required.get(name, {}))
+        if type(module).__module__ != "gelus.modules":
+            continue  # torch's own modules, as torch defines them
+        module = gelus.get_activation(name, inplace=True, **required.get(name, {}))
+        assert module.inplace or name == "geglu", name
+    assert gelus.get_activation("silu", inplace=True).inplace
+
+
+def test_names_from_hugging_face_and_timm_are_canonical():
+    for name in ("laplace", "relu2", "sqrtsoftplus", "xielu", "hard_mish"):
+        assert name in gelus.list_activations()

@@ -1,6 +1,7 @@
 """gelus: the GELU family for PyTorch, and a reproduction harness for the GELU paper.
 
-``import gelus`` loads the activation library only (torch, no plotting or data code).
+``import gelus`` loads the activation library only (torch, no plotting or data code), and
+registers its operators (``torch.ops.gelus.*``).
 
     gelus.functional      pure functions: gelu, silu, swish, generalized_gelu, stochastic_gelu, …
     gelus.GELU, …         one nn.Module per function
@@ -12,13 +13,19 @@ from gelus import functional, init
 from gelus.modules import (
     GEGLU,
     GELU,
+    XIELU,
     BiasGELU,
     ClippedGELU,
     GeneralizedGELU,
+    HardMish,
+    Laplace,
     QuickGELU,
+    ReLU2,
     SiLU,
+    SqrtSoftplus,
     StochasticGELU,
     Swish,
+    TorchScriptUnsupportedError,
 )
 from gelus.registry import (
     ALIASES,
@@ -34,13 +41,19 @@ __all__ = [
     "ALIASES",
     "GEGLU",
     "GELU",
+    "XIELU",
     "BiasGELU",
     "ClippedGELU",
     "GeneralizedGELU",
+    "HardMish",
+    "Laplace",
     "QuickGELU",
+    "ReLU2",
     "SiLU",
+    "SqrtSoftplus",
     "StochasticGELU",
     "Swish",
+    "TorchScriptUnsupportedError",
     "UnknownActivationError",
     "__version__",
     "functional",

@@ -1,62 +1,39 @@
-"""Stochastic GELU (the paper's "SOI map"): x·m with m ~ Bernoulli(Φ(x)) in training, x·Φ(x) in eval.
+"""Stochastic GELU (the paper's "SOI map"): x·m, m ~ Bernoulli(Φ(x)) in training, x·Φ(x) in eval.
 
-Mask drawing: ``torch.rand(...) < Φ(x)`` instead of ``torch.bernoulli(Φ(x))``. On the project's
-AMD EPYC CPU (torch 2.13, 1 thread, 2^20 float32 elements, median of 7 interleaved rounds) the
-uniform comparison took 0.26× the time of ``torch.bernoulli`` (4.0 ms vs 15.2 ms), which has no
-fast path there. P(u < p) = p for u uniform on [0, 1) up to the generator's resolution (2^-24 in
-float32).
+A composition of torch ops on every route (a random mask has no kernel worth an operator): the
+mask is drawn without gradient tracking and the output is ``torch.where(mask, x, 0)``, so
+autograd keeps only the boolean mask (1 byte per element) and ∂/∂x = m. In eval it is the exact
+GELU operator. Under ``torch.func.vmap`` pass ``randomness="different"`` (or ``"same"``), as for
+dropout.
 
-Memory: the output is ``torch.where(mask, x, 0)``; autograd keeps only the boolean mask
-(1 byte per element) and the gradient is ``grad · m``, the mask being a constant.
+Mask drawing: ``torch.rand(...) < Φ(x)`` rather than ``torch.bernoulli(Φ(x))``: on the project's
+CPU (torch 2.13, 1 thread, 2^20 float32) the comparison took 0.26× the time of
+``torch.bernoulli``, which has no fast path there (docs/PERFORMANCE.md). P(u < p) = p for u
+uniform on [0, 1) up to the generator's resolution (2^-24 in float32).
 """
-
-import math
 
 import torch
 from torch import Tensor
 
-from gelus._pointwise import gelu
+from gelus._common import compute_dtype
+from gelus._phi import normal_cdf
 
-__all__ = ["stochastic_gelu", "stochastic_gelu_mask"]
-
-_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+__all__ = ["stochastic_gelu_mask", "stochastic_gelu_training"]
 
 
 def stochastic_gelu_mask(x: Tensor, generator: torch.Generator | None = None) -> Tensor:
-    """Draw the boolean mask m ~ Bernoulli(Φ(x)) elementwise, without tracking gradients.
+    """The boolean mask m ~ Bernoulli(Φ(x)) elementwise, drawn without tracking gradients.
 
     Φ(x) = ½·erfc(−x/√2) is computed in at least float32. nan inputs get m = True so that
     x·m stays nan (the comparison is written as ``not u >= Φ(x)``, false for nan).
     """
     with torch.no_grad():
-        dtype = torch.promote_types(x.dtype, torch.float32)
-        prob = 0.5 * torch.special.erfc(x.to(dtype) * -_INV_SQRT_2)
+        dtype = compute_dtype(x.dtype)
+        prob = normal_cdf(x.detach().to(dtype))
         uniform = torch.rand(x.shape, generator=generator, dtype=dtype, device=x.device)
         return uniform.ge(prob).logical_not_()
 
 
-def stochastic_gelu(
-    x: Tensor, training: bool = True, generator: torch.Generator | None = None
-) -> Tensor:
-    """Stochastic GELU: x·m with m ~ Bernoulli(Φ(x)) when training, E[x·m] = x·Φ(x) otherwise.
-
-    In training the mask is a constant for autograd (∂/∂x = m) and E[x·m] = GELU(x),
-    Var[x·m] = x²·Φ(x)·(1 − Φ(x)). In eval this is the exact GELU ``gelu(x)``.
-
-    Edge cases: +inf -> +inf (Φ = 1), −inf -> 0 (Φ = 0, and not inf·0 = nan), nan -> nan.
-
-    Args:
-        x: input of any shape, floating point.
-        training: draw a mask (True) or return the expectation x·Φ(x) (False).
-        generator: a ``torch.Generator`` for a reproducible mask.
-
-    Example::
-
-        >>> g = torch.Generator().manual_seed(0)
-        >>> y = stochastic_gelu(torch.randn(4, 8), training=True, generator=g)
-    """
-    if not training:
-        return gelu(x, approximate="none")
-    if not x.is_floating_point():
-        raise TypeError(f"stochastic_gelu expects a floating-point input, got {x.dtype}")
+def stochastic_gelu_training(x: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """x·m with a fresh mask: ``torch.where(mask, x, 0)`` (+inf → +inf, −inf → 0, nan → nan)."""
     return torch.where(stochastic_gelu_mask(x, generator), x, 0.0)

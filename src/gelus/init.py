@@ -124,11 +124,16 @@ def _cached_gain(canonical: str, arguments: tuple[tuple[str, Any], ...]) -> floa
     return _gain(get_activation(canonical, **dict(arguments)))
 
 
-def calculate_gain(activation: str | nn.Module | type[nn.Module], **kwargs: Any) -> float:
+def calculate_gain(
+    activation: str | nn.Module | type[nn.Module], param: float | None = None, **kwargs: Any
+) -> float:
     """The gain 1/√E[f(z)²], z ~ N(0, 1), of an activation, for weights of std gain/√fan_in.
 
     ``activation`` is anything :func:`gelus.get_activation` accepts (a name or alias with its
-    keyword arguments, a module class or instance). Results for names are cached. A
+    keyword arguments, a module class or instance). ``param`` is torch's positional form
+    ``calculate_gain("leaky_relu", 0.2)``: the negative slope, for ``leaky_relu`` only (a
+    ``ValueError`` for any other activation; pass hyperparameters by name). Results for names
+    are cached. A
     :class:`~gelus.StochasticGELU` in training mode uses the training-time moment
     E[(z·m)²] = E[z²Φ(z)] = ½ (gain √2); GEGLU uses E[(a·GELU(b))²] = E[GELU(b)²]; modules with
     per-feature parameters use their current values (BiasGELU's bias starts at 0).
@@ -160,6 +165,16 @@ def calculate_gain(activation: str | nn.Module | type[nn.Module], **kwargs: Any)
         >>> round(calculate_gain("gelu_new"), 4)   # the tanh form, by its Hugging Face name
         1.5336
     """
+    if param is not None:
+        canonical = resolve_activation(activation)[0] if isinstance(activation, str) else None
+        if canonical != "leaky_relu":
+            raise ValueError(
+                f"calculate_gain's positional param is the negative slope of 'leaky_relu' (as in "
+                f"torch.nn.init.calculate_gain); for {activation!r} pass keyword arguments"
+            )
+        if "negative_slope" in kwargs:
+            raise ValueError("give the negative slope once: param or negative_slope=")
+        kwargs["negative_slope"] = float(param)
     if isinstance(activation, str):
         canonical, arguments = resolve_activation(activation, **kwargs)
         key = tuple(sorted(arguments.items()))

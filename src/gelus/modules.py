@@ -1,8 +1,19 @@
-"""One ``nn.Module`` per member of the GELU family.
+"""One ``nn.Module`` per member of the GELU family, and per name users arrive with.
 
 Each module stores its hyperparameters (or parameters) and calls the matching function of
 :mod:`gelus.functional` in ``forward``. Shapes: input ``(*)``, output ``(*)`` of the same shape,
 except :class:`GEGLU` which halves ``dim``.
+
+``inplace``: every module accepts it, so that any gelus class works as timm's
+``act_layer(inplace=True)``. ``inplace=True`` writes the result into the input and returns it,
+as torch's ``nn.SiLU(inplace=True)`` does (the dtype is the input's); it saves no memory while
+autograd records, since the backward needs the input (a copy is kept). :class:`GEGLU` changes
+the shape, so it accepts and ignores the flag.
+
+TorchScript: ``torch.jit.trace`` works (the traced graph holds the ``gelus::`` operators; call
+``import gelus`` before ``torch.jit.load``); ``torch.jit.script`` raises
+:class:`TorchScriptUnsupportedError`. TorchScript is deprecated in torch; use ``torch.compile``
+or ``torch.export``.
 """
 
 import math
@@ -11,29 +22,59 @@ import torch
 from torch import Tensor, nn
 
 from gelus import functional as F
+from gelus._common import apply_inplace, check_approximate
+from gelus._extra import LAPLACE_MU, LAPLACE_SIGMA, _softplus_inverse
 
 __all__ = [
     "GEGLU",
     "GELU",
+    "XIELU",
     "BiasGELU",
     "ClippedGELU",
     "GeneralizedGELU",
+    "HardMish",
+    "Laplace",
     "QuickGELU",
+    "ReLU2",
     "SiLU",
+    "SqrtSoftplus",
     "StochasticGELU",
     "Swish",
+    "TorchScriptUnsupportedError",
 ]
 
 
-def _checked_approximate(approximate: str) -> str:
-    if approximate not in F.APPROXIMATIONS:
-        raise ValueError(
-            f"approximate={approximate!r} is not a GELU form; use one of {', '.join(F.APPROXIMATIONS)}"
+class TorchScriptUnsupportedError(RuntimeError):
+    """``torch.jit.script`` of a gelus module: unsupported (trace, compile or export instead)."""
+
+
+class _Member(nn.Module):
+    """What every module shares: ``inplace``, and the one TorchScript error."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = bool(inplace)
+
+    def activation(self, x: Tensor) -> Tensor:  # the member, out of place
+        raise NotImplementedError
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.inplace:
+            return apply_inplace(self.activation, x)
+        return self.activation(x)
+
+    def __prepare_scriptable__(self):
+        raise TorchScriptUnsupportedError(
+            f"torch.jit.script does not support gelus modules ({type(self).__name__}): "
+            "TorchScript is deprecated in torch. Use torch.compile or torch.export; "
+            "torch.jit.trace works too (call `import gelus` before torch.jit.load)."
         )
-    return approximate
+
+    def _inplace_repr(self) -> str:
+        return ", inplace=True" if self.inplace else ""
 
 
-class GELU(nn.Module):
+class GELU(_Member):
     r"""GELU(x) = x·Φ(x) = x·½·(1 + erf(x/√2)), or one of its classic approximations.
 
     ``approximate="tanh"``: ½x·(1 + tanh(√(2/π)·(x + 0.044715x³)));
@@ -47,21 +88,20 @@ class GELU(nn.Module):
         >>> y = act(torch.randn(2, 3))
     """
 
-    def __init__(self, approximate: str = "none", *, accurate: bool = False) -> None:
-        super().__init__()
-        self.approximate = _checked_approximate(approximate)
-        if accurate and self.approximate != "none":
-            raise ValueError(
-                f"accurate=True applies to the exact form only, not approximate={approximate!r}"
-            )
+    def __init__(
+        self, approximate: str = "none", *, accurate: bool = False, inplace: bool = False
+    ) -> None:
+        super().__init__(inplace)
+        check_approximate(approximate, accurate)
+        self.approximate = approximate
         self.accurate = accurate
 
-    def forward(self, x: Tensor) -> Tensor:
+    def activation(self, x: Tensor) -> Tensor:
         return F.gelu(x, self.approximate, accurate=self.accurate)
 
     def extra_repr(self) -> str:
         accurate = ", accurate=True" if self.accurate else ""
-        return f"approximate={self.approximate!r}{accurate}"
+        return f"approximate={self.approximate!r}{accurate}{self._inplace_repr()}"
 
 
 class QuickGELU(GELU):
@@ -74,14 +114,14 @@ class QuickGELU(GELU):
         >>> y = QuickGELU()(torch.randn(2, 3))
     """
 
-    def __init__(self) -> None:
-        super().__init__(approximate="sigmoid")
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__(approximate="sigmoid", inplace=inplace)
 
     def extra_repr(self) -> str:
-        return ""
+        return self._inplace_repr().removeprefix(", ")
 
 
-class ClippedGELU(nn.Module):
+class ClippedGELU(_Member):
     r"""ClippedGELU(x) = clamp(GELU(x), min, max).
 
     The default range [−10, 10] with the exact form is Hugging Face's ``gelu_10``
@@ -92,22 +132,32 @@ class ClippedGELU(nn.Module):
         >>> y = ClippedGELU(min=-10.0, max=10.0)(torch.randn(2, 3) * 20)
     """
 
-    def __init__(self, min: float = -10.0, max: float = 10.0, approximate: str = "none") -> None:
-        super().__init__()
+    def __init__(
+        self,
+        min: float = -10.0,
+        max: float = 10.0,
+        approximate: str = "none",
+        inplace: bool = False,
+    ) -> None:
+        super().__init__(inplace)
         if not min < max:
             raise ValueError(f"ClippedGELU needs min < max, got min={min}, max={max}")
+        check_approximate(approximate)
         self.min = float(min)
         self.max = float(max)
-        self.approximate = _checked_approximate(approximate)
+        self.approximate = approximate
 
-    def forward(self, x: Tensor) -> Tensor:
+    def activation(self, x: Tensor) -> Tensor:
         return F.gelu(x, self.approximate).clamp(self.min, self.max)
 
     def extra_repr(self) -> str:
-        return f"min={self.min}, max={self.max}, approximate={self.approximate!r}"
+        return (
+            f"min={self.min}, max={self.max}, approximate={self.approximate!r}"
+            f"{self._inplace_repr()}"
+        )
 
 
-class SiLU(nn.Module):
+class SiLU(_Member):
     r"""SiLU(x) = x·σ(x), the sigmoid-weighted linear unit introduced in the GELU paper.
 
     Example::
@@ -115,11 +165,14 @@ class SiLU(nn.Module):
         >>> y = SiLU()(torch.randn(2, 3))
     """
 
-    def forward(self, x: Tensor) -> Tensor:
+    def activation(self, x: Tensor) -> Tensor:
         return F.silu(x)
 
+    def extra_repr(self) -> str:
+        return self._inplace_repr().removeprefix(", ")
 
-class Swish(nn.Module):
+
+class Swish(_Member):
     r"""Swish(x) = x·σ(βx); β = 1 is SiLU, β → ∞ is ReLU, β = 1.702 is QuickGELU.
 
     Args:
@@ -132,23 +185,23 @@ class Swish(nn.Module):
         >>> y = act(torch.randn(2, 3))
     """
 
-    def __init__(self, beta: float = 1.0, learnable: bool = False) -> None:
-        super().__init__()
+    def __init__(self, beta: float = 1.0, learnable: bool = False, inplace: bool = False) -> None:
+        super().__init__(inplace)
         self.learnable = learnable
         if learnable:
             self.beta = nn.Parameter(torch.tensor(float(beta)))
         else:
             self.beta = float(beta)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def activation(self, x: Tensor) -> Tensor:
         return F.swish(x, self.beta)
 
     def extra_repr(self) -> str:
         beta = self.beta.item() if self.learnable else self.beta
-        return f"beta={beta:g}, learnable={self.learnable}"
+        return f"beta={beta:g}, learnable={self.learnable}{self._inplace_repr()}"
 
 
-class GeneralizedGELU(nn.Module):
+class GeneralizedGELU(_Member):
     r"""GeneralizedGELU(x) = x·Φ((x − μ)/σ) with learnable μ and σ, scalar or per channel.
 
     σ is parametrized as σ = exp(ρ) with ρ = ``log_sigma`` the stored parameter. Why exp and not
@@ -163,6 +216,10 @@ class GeneralizedGELU(nn.Module):
         learnable: μ and ρ are ``nn.Parameter`` (True) or buffers (False).
         channel_dim: the dimension of the input that holds the C channels: −1 (the default,
             ``[N, C]`` or ``[B, T, C]``) or 1 for channels-first input such as ``[N, C, H, W]``.
+
+    The output dtype is torch's promotion of the input's and the parameters' (float32
+    parameters and a bf16 input give float32 per channel; scalar μ, σ are 0-dim and do not
+    promote), as for ``x * weight``.
 
     Example::
 
@@ -179,8 +236,9 @@ class GeneralizedGELU(nn.Module):
         sigma: float = 1.0,
         learnable: bool = True,
         channel_dim: int = -1,
+        inplace: bool = False,
     ) -> None:
-        super().__init__()
+        super().__init__(inplace)
         if not sigma > 0:
             raise ValueError(f"GeneralizedGELU needs sigma > 0, got sigma={sigma}")
         if num_channels is not None and num_channels < 1:
@@ -207,15 +265,20 @@ class GeneralizedGELU(nn.Module):
         # [C] -> [C, 1, ..., 1] so that it broadcasts along channel_dim of x
         if self.num_channels is None:
             return value
-        dim = self.channel_dim % x.ndim
+        if x.dim() == 0:
+            raise ValueError(
+                f"GeneralizedGELU has {self.num_channels} channels along channel_dim="
+                f"{self.channel_dim}, but the input is a 0-dim tensor"
+            )
+        dim = self.channel_dim % x.dim()
         if x.shape[dim] != self.num_channels:
             raise ValueError(
                 f"GeneralizedGELU has {self.num_channels} channels but the input has "
                 f"{x.shape[dim]} along channel_dim={self.channel_dim} (shape {tuple(x.shape)})"
             )
-        return value.reshape((self.num_channels,) + (1,) * (x.ndim - dim - 1))
+        return value.reshape((self.num_channels,) + (1,) * (x.dim() - dim - 1))
 
-    def forward(self, x: Tensor) -> Tensor:
+    def activation(self, x: Tensor) -> Tensor:
         return F.generalized_gelu(
             x, self._per_channel(self.mu, x), self._per_channel(self.sigma, x)
         )
@@ -225,10 +288,10 @@ class GeneralizedGELU(nn.Module):
             values = f"mu={self.mu.item():g}, sigma={self.sigma.item():g}"
         else:
             values = f"num_channels={self.num_channels}, channel_dim={self.channel_dim}"
-        return f"{values}, learnable={self.learnable}"
+        return f"{values}, learnable={self.learnable}{self._inplace_repr()}"
 
 
-class StochasticGELU(nn.Module):
+class StochasticGELU(_Member):
     r"""StochasticGELU(x) = x·m, m ~ Bernoulli(Φ(x)) in training; x·Φ(x) in eval (follows ``self.training``).
 
     The mask is a constant for autograd; E[x·m] = GELU(x). This is the paper's stochastic
@@ -244,15 +307,18 @@ class StochasticGELU(nn.Module):
         >>> y_eval = act.eval()(torch.randn(2, 3))
     """
 
-    def __init__(self, generator: torch.Generator | None = None) -> None:
-        super().__init__()
+    def __init__(self, generator: torch.Generator | None = None, inplace: bool = False) -> None:
+        super().__init__(inplace)
         self.generator = generator
 
-    def forward(self, x: Tensor) -> Tensor:
+    def activation(self, x: Tensor) -> Tensor:
         return F.stochastic_gelu(x, self.training, self.generator)
 
+    def extra_repr(self) -> str:
+        return self._inplace_repr().removeprefix(", ")
 
-class BiasGELU(nn.Module):
+
+class BiasGELU(_Member):
     r"""BiasGELU(x) = GELU(x + b) with a learnable bias b of shape ``[num_features]`` (last dim).
 
     The fused bias-add + GELU of Megatron-style MLPs: use it after a ``Linear(bias=False)``.
@@ -264,23 +330,28 @@ class BiasGELU(nn.Module):
         >>> y = act(torch.randn(4, 16))
     """
 
-    def __init__(self, num_features: int, approximate: str = "none") -> None:
-        super().__init__()
+    def __init__(self, num_features: int, approximate: str = "none", inplace: bool = False) -> None:
+        super().__init__(inplace)
+        check_approximate(approximate)
         self.num_features = num_features
-        self.approximate = _checked_approximate(approximate)
+        self.approximate = approximate
         self.bias = nn.Parameter(torch.zeros(num_features))
 
-    def forward(self, x: Tensor) -> Tensor:
+    def activation(self, x: Tensor) -> Tensor:
         return F.bias_gelu(x, self.bias, self.approximate)
 
     def extra_repr(self) -> str:
-        return f"num_features={self.num_features}, approximate={self.approximate!r}"
+        return (
+            f"num_features={self.num_features}, approximate={self.approximate!r}"
+            f"{self._inplace_repr()}"
+        )
 
 
-class GEGLU(nn.Module):
+class GEGLU(_Member):
     r"""GEGLU(x) = a·GELU(b) where x = [a, b] is split in two halves along ``dim`` (Shazeer 2020).
 
-    The output has half the size of the input along ``dim``. Note: NVIDIA Transformer Engine's
+    The output has half the size of the input along ``dim``, so ``inplace`` is accepted (for
+    ``act_layer(inplace=True)`` factories) and ignored. Note: NVIDIA Transformer Engine's
     ``geglu`` gates the other half (GELU on the first half) and uses the tanh form.
 
     Example::
@@ -290,13 +361,133 @@ class GEGLU(nn.Module):
         torch.Size([4, 16])
     """
 
-    def __init__(self, dim: int = -1, approximate: str = "none") -> None:
-        super().__init__()
+    def __init__(self, dim: int = -1, approximate: str = "none", inplace: bool = False) -> None:
+        super().__init__(inplace=False)
+        check_approximate(approximate)
         self.dim = dim
-        self.approximate = _checked_approximate(approximate)
+        self.approximate = approximate
 
-    def forward(self, x: Tensor) -> Tensor:
+    def activation(self, x: Tensor) -> Tensor:
         return F.geglu(x, self.dim, self.approximate)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, approximate={self.approximate!r}"
+
+
+# --------------------------------------------------------------- names from other libraries
+
+
+class Laplace(_Member):
+    r"""Laplace(x) = Φ((x − μ)/σ), μ = 0.707107, σ = 0.282095 (MEGA; Hugging Face ``laplace``).
+
+    A normal CDF (not a GELU): bounded in [0, 1], "inspired by squared ReLU". Computed with
+    erfc, so the lower tail does not cancel to 0 as HF's ``0.5·(1 + erf(·))`` does.
+
+    Example::
+
+        >>> y = Laplace()(torch.randn(2, 3))
+    """
+
+    def __init__(
+        self, mu: float = LAPLACE_MU, sigma: float = LAPLACE_SIGMA, inplace: bool = False
+    ) -> None:
+        super().__init__(inplace)
+        if not sigma > 0:
+            raise ValueError(f"Laplace needs sigma > 0, got sigma={sigma}")
+        self.mu = float(mu)
+        self.sigma = float(sigma)
+
+    def activation(self, x: Tensor) -> Tensor:
+        return F.laplace(x, self.mu, self.sigma)
+
+    def extra_repr(self) -> str:
+        return f"mu={self.mu:g}, sigma={self.sigma:g}{self._inplace_repr()}"
+
+
+class ReLU2(_Member):
+    r"""ReLU2(x) = relu(x)² (So et al. 2021, Primer; Hugging Face ``relu2``).
+
+    Example::
+
+        >>> y = ReLU2()(torch.randn(2, 3))
+    """
+
+    def activation(self, x: Tensor) -> Tensor:
+        return F.relu2(x)
+
+    def extra_repr(self) -> str:
+        return self._inplace_repr().removeprefix(", ")
+
+
+class SqrtSoftplus(_Member):
+    r"""SqrtSoftplus(x) = √softplus(x) (Hugging Face ``sqrtsoftplus``, DeepSeek-V4's router).
+
+    Example::
+
+        >>> y = SqrtSoftplus()(torch.randn(2, 3))
+    """
+
+    def activation(self, x: Tensor) -> Tensor:
+        return F.sqrtsoftplus(x)
+
+    def extra_repr(self) -> str:
+        return self._inplace_repr().removeprefix(", ")
+
+
+class XIELU(_Member):
+    r"""xIELU (Huang et al. 2024, arXiv:2411.13010; Hugging Face ``xielu``, Apertus).
+
+    x > 0: α_p·x² + β·x; x ≤ 0: (expm1(min(x, ε)) − x)·α_n + β·x, with α_p = softplus(ρ_p) and
+    α_n = β + softplus(ρ_n) learnable. Parameters and buffers have Hugging Face's names and
+    shapes (``alpha_p``, ``alpha_n`` of shape ``[1]`` holding ρ; buffers ``beta``, ``eps``), so
+    an HF state dict loads; they are float32 here (HF defaults to bfloat16).
+
+    Example::
+
+        >>> y = XIELU()(torch.randn(2, 3))
+    """
+
+    def __init__(
+        self,
+        alpha_p_init: float = 0.8,
+        alpha_n_init: float = 0.8,
+        beta: float = 0.5,
+        eps: float = -1e-6,
+        inplace: bool = False,
+    ) -> None:
+        super().__init__(inplace)
+        if not alpha_p_init > 0 or not alpha_n_init > beta:
+            raise ValueError(
+                f"XIELU needs alpha_p_init > 0 and alpha_n_init > beta, got "
+                f"{alpha_p_init}, {alpha_n_init}, beta={beta}"
+            )
+        # log(expm1(v)) in the default dtype, as HF computes it (the same bits for its dtype)
+        self.alpha_p = nn.Parameter(_softplus_inverse(torch.tensor(alpha_p_init)).unsqueeze(0))
+        self.alpha_n = nn.Parameter(
+            _softplus_inverse(torch.tensor(alpha_n_init - beta)).unsqueeze(0)
+        )
+        self.register_buffer("beta", torch.tensor(float(beta)))
+        self.register_buffer("eps", torch.tensor(float(eps)))
+
+    def activation(self, x: Tensor) -> Tensor:
+        alpha_p = nn.functional.softplus(self.alpha_p)
+        alpha_n = self.beta + nn.functional.softplus(self.alpha_n)
+        return F.xielu(x, alpha_p, alpha_n, self.beta, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta.item():g}, eps={self.eps.item():g}{self._inplace_repr()}"
+
+
+class HardMish(_Member):
+    r"""HardMish(x) = ½·x·clamp(x + 2, 0, 2) (timm ``hard_mish``).
+
+    Example::
+
+        >>> y = HardMish()(torch.randn(2, 3))
+    """
+
+    def activation(self, x: Tensor) -> Tensor:
+        return F.hard_mish(x)
+
+    def extra_repr(self) -> str:
+        return self._inplace_repr().removeprefix(", ")

@@ -1,7 +1,9 @@
 """One table of activations by name, and the historical names users arrive with as declared aliases.
 
 Canonical names are the names of the math (``gelu`` with ``approximate="none" | "tanh" |
-"sigmoid"``, ``silu``, ``generalized_gelu``, …) plus the baselines the paper compares against.
+"sigmoid"``, ``silu``, ``generalized_gelu``, …), the activations of other libraries that have no
+GELU-family name (Hugging Face's ``laplace``, ``relu2``, ``sqrtsoftplus``, ``xielu``; timm's
+``hard_mish``), plus the baselines the paper compares against.
 Names from other libraries resolve through :data:`ALIASES`, a table
 ``alias -> Alias(canonical, kwargs, source)``; e.g. Hugging Face's five names for the tanh form
 (``gelu_new``, ``gelu_fast``, ``gelu_accurate``, ``gelu_pytorch_tanh``, ``gelu_python_tanh``) all
@@ -29,10 +31,15 @@ from torch import Tensor, nn
 from gelus.modules import (
     GEGLU,
     GELU,
+    XIELU,
     BiasGELU,
     ClippedGELU,
     GeneralizedGELU,
+    HardMish,
+    Laplace,
+    ReLU2,
     SiLU,
+    SqrtSoftplus,
     StochasticGELU,
     Swish,
 )
@@ -66,6 +73,12 @@ ACTIVATIONS: Mapping[str, Callable[..., nn.Module]] = MappingProxyType(
         "geglu": GEGLU,
         "silu": SiLU,
         "swish": Swish,
+        # names from Hugging Face and timm, each its own math (see gelus._extra)
+        "laplace": Laplace,
+        "relu2": ReLU2,
+        "sqrtsoftplus": SqrtSoftplus,
+        "xielu": XIELU,
+        "hard_mish": HardMish,
         # baselines the paper compares against, and other common choices
         "relu": nn.ReLU,
         "elu": nn.ELU,

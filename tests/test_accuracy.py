@@ -1,4 +1,5 @@
-"""Accuracy of every member in fp32 against float64 oracles (scipy), on a dense grid of [−20, 20].
+"""The library's one accuracy table (docs/NUMERICS.md, "Accuracy"): every path in fp32 against
+float64 oracles (scipy), on a dense grid of [−20, 20].
 
 The grid: every ~1e5th fp32 in [−20, 20] (both signs) plus 2^20 random points (uniform, and
 uniform in the bit pattern, which covers every binade). Errors are in ulp of the fp32 result.
@@ -13,8 +14,8 @@ import torch
 from scipy import special
 
 import gelus.functional as G
-from gelus import _pointwise_accurate as A
-from gelus import _pointwise_kernels as K
+from gelus import _gelu, _gelu_exact
+from gelus import _swish as swish_kernels
 
 SQRT2 = math.sqrt(2.0)
 TANH_A = 2.0 * math.sqrt(2.0 / math.pi)
@@ -84,8 +85,8 @@ def test_grid_covers_the_interval(grid):
 def test_exact_accurate_path_within_one_ulp_down_to_underflow(grid):
     y, g = _evaluate(
         grid,
-        lambda t: K.gelu_forward(t, accurate=True),
-        lambda o, t: K.gelu_backward(o, t, accurate=True),
+        lambda t: _gelu.kernel_forward(t, accurate=True),
+        lambda o, t: _gelu.kernel_backward(o, t, accurate=True),
     )
     xd = grid.astype(np.float64)
     # Measured 0.5 / 0.5 ulp everywhere (correctly rounded on this grid); the brief asks ≤ 4.
@@ -93,7 +94,7 @@ def test_exact_accurate_path_within_one_ulp_down_to_underflow(grid):
     assert _ulp(g, _exact_slope(xd)).max() <= 1.0
     # The public function takes this path when asked.
     xt = torch.from_numpy(grid[::64].copy())
-    assert torch.equal(G.gelu(xt, accurate=True), K.gelu_forward(xt, accurate=True))
+    assert torch.equal(G.gelu(xt, accurate=True), _gelu.kernel_forward(xt, accurate=True))
 
 
 # The fp32 split path (taken under torch.compile with accurate=True), by region: measured max
@@ -120,7 +121,7 @@ def split_grid(grid):
 def test_fp32_split_path_within_four_ulp_down_to_underflow(split_grid):
     x = split_grid
     xt = torch.from_numpy(x)
-    y, g = A.gelu_accurate(xt).numpy(), A.gelu_accurate_slope(xt).numpy()
+    y, g = _gelu_exact.gelu_accurate(xt).numpy(), _gelu_exact.gelu_accurate_slope(xt).numpy()
     assert y.dtype == np.float32 and g.dtype == np.float32
     xd = x.astype(np.float64)
     value_error, slope_error = _ulp(y, _exact(xd)), _ulp(g, _exact_slope(xd))
@@ -135,14 +136,14 @@ def test_fp32_split_path_within_four_ulp_down_to_underflow(split_grid):
 
 def test_fp32_split_path_float64_input_uses_float64():
     x = torch.linspace(-20, 20, 4001, dtype=torch.float64)
-    np.testing.assert_allclose(A.gelu_accurate(x).numpy(), _exact(x.numpy()), rtol=3e-13)
+    np.testing.assert_allclose(_gelu_exact.gelu_accurate(x).numpy(), _exact(x.numpy()), rtol=3e-13)
     np.testing.assert_allclose(
-        A.gelu_accurate_slope(x).numpy(), _exact_slope(x.numpy()), rtol=3e-13, atol=1e-300
+        _gelu_exact.gelu_accurate_slope(x).numpy(), _exact_slope(x.numpy()), rtol=3e-13, atol=1e-300
     )
 
 
 def test_exact_fast_path_figures(grid):
-    y, g = _evaluate(grid, K.gelu_forward, K.gelu_backward)
+    y, g = _evaluate(grid, _gelu.kernel_forward, _gelu.kernel_backward)
     xd = grid.astype(np.float64)
     ref, ref_slope = _exact(xd), _exact_slope(xd)
     error = _ulp(y, ref)
@@ -154,7 +155,7 @@ def test_exact_fast_path_figures(grid):
     assert np.abs(g - ref_slope).max() <= 4e-7  # measured 3.1e-7
     # The default eager path is this one.
     xt = torch.from_numpy(grid[::64].copy())
-    assert torch.equal(G.gelu(xt), K.gelu_forward(xt))
+    assert torch.equal(G.gelu(xt), _gelu.kernel_forward(xt))
 
 
 # form -> (approximate, value oracle, slope oracle, {region: max ulp of the value}, slope abs bound)
@@ -187,12 +188,12 @@ FORMS = {
 def test_approximation_paths_against_their_own_formula(grid, form):
     approximate, value, slope, bounds, slope_bound = FORMS[form]
     if approximate == "silu":
-        y, g = _evaluate(grid, K.swish_forward, K.swish_backward)
+        y, g = _evaluate(grid, swish_kernels.forward, swish_kernels.backward)
     else:
         y, g = _evaluate(
             grid,
-            lambda t: K.gelu_forward(t, approximate),
-            lambda o, t: K.gelu_backward(o, t, approximate),
+            lambda t: _gelu.kernel_forward(t, approximate),
+            lambda o, t: _gelu.kernel_backward(o, t, approximate),
         )
     xd = grid.astype(np.float64)
     ref = value(xd)
@@ -214,12 +215,13 @@ def test_tanh_oracle_is_the_papers_formula():
     np.testing.assert_allclose(_tanh_stable(x), _tanh(x), rtol=1e-13, atol=1e-15)
 
 
-@pytest.mark.parametrize(
-    ("approximate", "bound", "lower"),
-    [("tanh", 4.74e-4, 4.72e-4), ("sigmoid", 2.04e-2, 2.02e-2)],
-)
-def test_approximation_error_against_exact_gelu(approximate, bound, lower):
-    # NUMERICS.md: max |form − exact| on [−10, 10] is 4.73e-4 (tanh) and 2.03e-2 (sigmoid).
-    x = torch.linspace(-10, 10, 400_001, dtype=torch.float64)
-    error = (G.gelu(x, approximate) - torch.from_numpy(_exact(x.numpy()))).abs().max().item()
-    assert lower < error < bound
+def test_generalized_gelu_erfc_form_in_the_negative_tail(grid):
+    # x·Φ(x) by generalized_gelu (μ = 0, σ = 1): ½·erfc(−z/√2) in fp32, whose argument rounding
+    # costs up to ~2t² ulp (82 at x = −20), times the roundings of z and of x·Φ: 193 ulp measured
+    # (docs/NUMERICS.md). No cancellation, unlike 1 + erf, which returns 0 below −5.5.
+    xt = torch.from_numpy(grid)
+    y = G.generalized_gelu(xt, 0.0, 1.0).numpy()
+    xd = grid.astype(np.float64)
+    error = _ulp(y, _exact(xd))
+    assert error[grid < -3].max() <= 200
+    assert error[grid >= -3].max() <= 12  # measured 10

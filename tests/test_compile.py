@@ -1,4 +1,5 @@
-"""torch.compile(fullgraph=True) runs every pointwise member without graph breaks, agreeing with eager.
+"""The compile route: torch.compile(fullgraph=True) runs every member without graph breaks,
+agreeing with eager, keeping the contract, fusing, and saving only the inputs.
 
 One compiled graph (forward and backward) exercises all members, to keep compile time small.
 """
@@ -10,58 +11,66 @@ import pytest
 import torch
 
 import gelus.functional as G
+from conftest import CONTRACT, MEMBERS
+
+SPECIALS = [math.inf, -math.inf, math.nan, -0.0, 3.4028234663852886e38, -3.4028234663852886e38]
 
 
-def _all_members(x, bias):
-    gated = torch.cat([torch.linspace(0.5, 2.0, 16).expand_as(x), x], dim=-1)  # gate = x
-    return torch.stack(
-        [
-            G.gelu(x, accurate=True),
-            G.gelu(x),
-            G.gelu(x, "tanh"),
-            G.gelu(x, "sigmoid"),
-            G.silu(x),
-            G.swish(x, 0.5),
-            G.bias_gelu(x, bias),
-            G.bias_gelu(x, bias, "tanh"),
-            G.geglu(gated),
-        ]
-    )
+def _contract_members(x):
+    return torch.stack([MEMBERS[name].call(x) for name in CONTRACT])
 
 
 @pytest.mark.slow
 def test_compiled_members_match_eager_including_edge_cases():
-    specials = [
-        math.inf,
-        -math.inf,
-        math.nan,
-        -0.0,
-        3.4028234663852886e38,
-        -3.4028234663852886e38,
-        1e20,
-        -1e20,
-    ]
-    x = torch.cat([torch.tensor(specials), torch.linspace(-12, 12, 56)]).reshape(4, 16)
-    bias = torch.linspace(-0.5, 0.5, 16)
-    compiled = torch.compile(_all_members, fullgraph=True, dynamic=False)
-
+    x = torch.cat([torch.tensor([*SPECIALS, 1e20, -1e20]), torch.linspace(-12, 12, 56)])
+    x = x.reshape(4, 16)
+    compiled = torch.compile(_contract_members, fullgraph=True, dynamic=False)
     outputs = {}
-    for name, fn in (("eager", _all_members), ("compiled", compiled)):
+    for name, fn in (("eager", _contract_members), ("compiled", compiled)):
         xr = x.clone().requires_grad_()
-        br = bias.clone().requires_grad_()
-        y = fn(xr, br)
-        grad_out = torch.ones_like(y)
-        y.backward(grad_out)
-        outputs[name] = (y.detach(), xr.grad, br.grad)
-
+        y = fn(xr)
+        y.backward(torch.ones_like(y))
+        outputs[name] = (y.detach(), xr.grad)
     for eager, compiled_result in zip(outputs["eager"], outputs["compiled"], strict=True):
         # The exact default form is oneDNN's kernel in eager and inductor's erf formula compiled:
         # both within 1.2e-6 absolute of the truth, times |a| <= 2 in GEGLU.
         torch.testing.assert_close(compiled_result, eager, rtol=2e-6, atol=3e-5, equal_nan=True)
     y = outputs["compiled"][0]
-    # The contract holds inside the graph too: +inf, −inf, −0, FLT_MAX.
-    assert (y[:6, 0, 0] == math.inf).all() and (y[:6, 0, 1] == 0).all()
-    assert y[:6, 0, 3].signbit().all() and (y[:6, 0, 4] == 3.4028234663852886e38).all()
+    # The contract holds inside the graph too: +inf, −inf, nan, −0, FLT_MAX, −FLT_MAX.
+    assert (y[:, 0, 0] == math.inf).all() and (y[:, 0, 1] == 0).all()
+    assert y[:, 0, 2].isnan().all() and y[:, 0, 3].signbit().all()
+    assert (y[:, 0, 4] == 3.4028234663852886e38).all() and (y[:, 0, 5] == 0).all()
+    g = outputs["compiled"][1]  # the gradient of the sum over members: finite, 1 / 0 at ±inf
+    n = len(CONTRACT)
+    assert g[0, 0] == n and g[0, 1] == 0 and g[0, 2].isnan() and torch.isfinite(g[0, 3:]).all()
+
+
+PARAM_COUNTS = {name: len(member.inputs()) - 1 for name, member in MEMBERS.items()}
+
+
+def _members_with_parameters(x, *params):
+    results, start = [], 0
+    for name, member in MEMBERS.items():
+        count = PARAM_COUNTS[name]
+        results.append(member.function(x, *params[start : start + count]).sum())
+        start += count
+    return torch.stack(results)
+
+
+@pytest.mark.slow
+def test_compiled_gradients_of_parameters_match_eager():
+    generator = torch.Generator().manual_seed(0)
+    x = 2 * torch.randn(3, 4, generator=generator) + 0.05
+    params = [p.float() for name in MEMBERS for p in MEMBERS[name].params(torch.float64, generator)]
+    compiled = torch.compile(_members_with_parameters, fullgraph=True, dynamic=False)
+    results = []
+    for fn in (_members_with_parameters, compiled):
+        leaves = [x.clone().requires_grad_()] + [p.clone().requires_grad_() for p in params]
+        y = fn(*leaves)
+        y.sum().backward()
+        results.append((y.detach(), *(t.grad for t in leaves)))
+    for eager, compiled_result in zip(*results, strict=True):
+        torch.testing.assert_close(compiled_result, eager, rtol=2e-6, atol=3e-5)
 
 
 def _saved_shapes(fn, *inputs):
@@ -191,3 +200,59 @@ def test_compiled_members_in_a_network_keep_what_torch_gelu_keeps():
         return sorted(t.numel() for t in saved if t.numel() >= k * batch * width)
 
     assert activation_sized(kept["members"]) == activation_sized(kept["reference"])
+
+
+@pytest.mark.slow
+def test_compiled_generalized_gelu_gradients_equal_eager():
+    # torch 2.11 gave every element of x's gradient wrong here (by up to 1.13), while 2.13 was
+    # right: the compiled Function returned a no-op x.to(x.dtype), an alias of an intermediate,
+    # which 2.11's Dynamo mistakes for an extra output and routes the incoming gradient away
+    # from (pytorch/pytorch#180642); its backward was traced with a zero tangent.
+    torch._dynamo.reset()
+    compiled = torch.compile(G.generalized_gelu, fullgraph=True)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 4, generator=generator)
+    mu, sigma = torch.zeros(4), torch.full((4,), 0.5)
+    grad = torch.randn(8, 4, generator=generator)
+    results = []
+    for fn in (G.generalized_gelu, compiled):
+        leaves = [t.clone().requires_grad_() for t in (x, mu, sigma)]
+        y = fn(*leaves)
+        y.backward(grad)
+        results.append((y.detach(), *(t.grad for t in leaves)))
+    for eager, compiled_result in zip(*results, strict=True):
+        torch.testing.assert_close(compiled_result, eager)
+
+
+@pytest.mark.slow
+def test_compiled_generalized_gelu_keeps_only_x_mu_sigma_and_holds_the_edge_cases():
+    torch._dynamo.reset()
+    compiled = torch.compile(G.generalized_gelu, fullgraph=True, dynamic=False)
+    x = torch.tensor([[math.inf, -math.inf, math.nan, -0.0], [1.0, -1.0, 3e38, -3e38]])
+    x.requires_grad_()
+    mu = torch.zeros(4, requires_grad=True)
+    sigma = torch.full((4,), 0.5, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        y = compiled(x, mu, sigma)
+    y.sum().backward()
+    assert sorted(tuple(t.shape) for t in saved) == [(2, 4), (4,), (4,)]
+    assert y[0, 0] == math.inf and y[0, 1] == 0 and y[0, 2].isnan() and y[0, 3].signbit()
+    assert y[1, 2] == 3e38 and y[1, 3] == 0
+    assert torch.equal(x.grad[0, [0, 1, 3]], torch.tensor([1.0, 0.0, 0.5]))
+    assert x.grad[0, 2].isnan() and torch.equal(x.grad[1, 2:], torch.tensor([1.0, 0.0]))
+    assert torch.isfinite(mu.grad[[0, 1, 3]]).all() and torch.isfinite(sigma.grad[[0, 1, 3]]).all()
+
+
+@pytest.mark.slow
+def test_swish_tensor_beta_compiles_and_matches_eager():
+    x = torch.tensor([math.inf, -math.inf, -0.0, 3e38, -2.0, 0.5, 4.0, -7.0]).reshape(2, 4)
+    beta = torch.tensor([1.0, 1.5, 0.5, 2.0])
+    results = []
+    for fn in (G.swish, torch.compile(G.swish, fullgraph=True, dynamic=False)):
+        xr, br = x.clone().requires_grad_(), beta.clone().requires_grad_()
+        y = fn(xr, br)
+        y.sum().backward()
+        results.append((y.detach(), xr.grad, br.grad))
+    for eager, compiled in zip(*results, strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=1e-6, atol=1e-7)

@@ -1,0 +1,124 @@
+"""Bias-GELU gelu(x + bias), saving only x and the bias: every route side by side.
+
+Operators ``gelus::bias_gelu(x, bias, approximate, accurate)`` and
+``gelus::bias_gelu_backward(grad, x, bias, approximate, accurate)``; the backward operator
+returns the gradient with respect to h = x + bias (the broadcast shape), which the caller sums
+down to x's and the bias's shapes. The default kernels recompute h into a temporary and run the
+form's kernel over it in place.
+"""
+
+import torch
+from torch import Tensor
+
+from gelus import _gelu
+from gelus._operator import (
+    NAMESPACE,
+    broadcast_fake,
+    broadcast_vmap,
+    fast_apply,
+    route,
+    tangent_sum,
+)
+
+__all__ = ["bias_gelu", "bias_gelu_backward_op", "bias_gelu_op"]
+
+
+@torch.library.custom_op(f"{NAMESPACE}::bias_gelu", mutates_args=())
+def bias_gelu_op(
+    x: Tensor, bias: Tensor, approximate: str = "none", accurate: bool = False
+) -> Tensor:
+    """gelu(x + bias), the forward operator (promoted dtype); a device kernel registers here."""
+    h = x + bias  # a temporary the kernel overwrites; recomputed in backward, not saved
+    return _gelu.kernel_forward(h, approximate, accurate, out=h)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::bias_gelu_backward", mutates_args=())
+def bias_gelu_backward_op(
+    grad: Tensor, x: Tensor, bias: Tensor, approximate: str = "none", accurate: bool = False
+) -> Tensor:
+    """``grad`` times gelu'(x + bias): the gradient with respect to h = x + bias."""
+    h = x + bias
+    return _gelu.kernel_backward(grad, h, approximate, accurate, out=h)
+
+
+@bias_gelu_op.register_fake
+def _(x, bias, approximate="none", accurate=False):
+    return broadcast_fake(x, bias)
+
+
+@bias_gelu_backward_op.register_fake
+def _(grad, x, bias, approximate="none", accurate=False):
+    return broadcast_fake(x, bias)
+
+
+bias_gelu_op.register_vmap(broadcast_vmap(bias_gelu_op, 2))
+bias_gelu_backward_op.register_vmap(broadcast_vmap(bias_gelu_backward_op, 3))
+
+
+def _grad_h(grad: Tensor, x: Tensor, bias: Tensor, approximate: str, accurate: bool) -> Tensor:
+    if torch.is_grad_enabled():  # autograd records the backward: a differentiable composition
+        h = x + bias
+        return (grad * _gelu.slope(h, approximate, accurate)).to(h.dtype)
+    with torch._C._AutoDispatchBelowAutograd():
+        return bias_gelu_backward_op(grad, x, bias, approximate, accurate)
+
+
+def _grads(ctx, grad: Tensor, x: Tensor, bias: Tensor, approximate: str, accurate: bool):
+    grad_h = _grad_h(grad, x, bias, approximate, accurate)
+    # x and the bias receive the sum over the dimensions they were broadcast along.
+    grad_x = grad_h.sum_to_size(x.shape).to(x.dtype) if ctx.needs_input_grad[0] else None
+    grad_bias = grad_h.sum_to_size(bias.shape).to(bias.dtype) if ctx.needs_input_grad[1] else None
+    return grad_x, grad_bias
+
+
+def _setup(ctx, inputs, output):
+    x, bias, approximate, accurate = inputs
+    ctx.save_for_backward(x, bias)
+    ctx.options = (approximate, accurate)
+
+
+def _backward(ctx, grad):
+    x, bias = ctx.saved_tensors
+    return (*_grads(ctx, grad, x, bias, *ctx.options), None, None)
+
+
+bias_gelu_op.register_autograd(_backward, setup_context=_setup)
+
+
+class _Function(torch.autograd.Function):
+    """The eager route: operators forward and backward, composed tangents."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: Tensor, bias: Tensor, approximate: str, accurate: bool) -> Tensor:
+        with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
+            return bias_gelu_op(x, bias, approximate, accurate)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, bias, approximate, accurate = inputs
+        ctx.save_for_backward(x, bias)
+        ctx.save_for_forward(x, bias)
+        ctx.options = (approximate, accurate)
+
+    backward = staticmethod(_backward)
+
+    @staticmethod
+    def jvp(ctx, x_t, bias_t, *_):
+        x, bias = ctx.saved_tensors
+        h = x + bias
+        return (tangent_sum([x_t, bias_t]) * _gelu.slope(h, *ctx.options)).to(h.dtype)
+
+
+def bias_gelu(x: Tensor, bias: Tensor, approximate: str = "none", accurate: bool = False):
+    """gelu(x + bias) by route (arguments already checked)."""
+    way = route(x)
+    if way == "eager":
+        return fast_apply(_Function, x, bias, approximate, accurate)
+    if way == "compile":
+        # inductor fuses the add into the activation and recomputes it in backward
+        return _gelu.compiled(x + bias, approximate, accurate)
+    if way == "onnx":
+        return _gelu.onnx(x + bias, approximate, accurate)
+    return bias_gelu_op(x, bias, approximate, accurate)

@@ -1,0 +1,166 @@
+"""GEGLU a·gelu(b), x = [a, b] split in halves on ``dim``, saving only x: every route side by side.
+
+Operators ``gelus::geglu(x, dim, approximate, accurate)`` and
+``gelus::geglu_backward(grad, x, dim, approximate, accurate)`` (the gradient with respect to x,
+both halves). d/da a·gelu(b) = gelu(b), d/db = a·gelu'(b).
+"""
+
+import torch
+from torch import Tensor
+
+from gelus import _gelu
+from gelus._operator import NAMESPACE, fast_apply, route, tame_hint, tangent_sum
+
+__all__ = ["check", "geglu", "geglu_backward_op", "geglu_op"]
+
+
+def check(x: Tensor, dim: int) -> None:
+    """ValueError for a scalar, or an odd size along ``dim``."""
+    if x.dim() == 0:
+        raise ValueError("geglu needs a tensor with at least one dimension, got a scalar")
+    size = x.shape[dim]
+    if size % 2:
+        raise ValueError(
+            f"geglu splits dim={dim} into two halves, but its size is odd ({size}); "
+            "give the projection an even number of output features"
+        )
+
+
+@torch.library.custom_op(f"{NAMESPACE}::geglu", mutates_args=())
+def geglu_op(
+    x: Tensor,
+    dim: int = -1,
+    approximate: str = "none",
+    accurate: bool = False,
+    tame: bool | None = None,
+) -> Tensor:
+    """a·gelu(b), the forward operator (x's dtype); a device kernel registers here.
+
+    ``tame``: a hint for the default kernels (all of x finite within the form's bound; None:
+    they check the gate); a device kernel ignores it.
+    """
+    value, gate = x.chunk(2, dim=dim)
+    return _gelu.kernel_forward(gate, approximate, accurate, tame=tame).mul_(value)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::geglu_backward", mutates_args=())
+def geglu_backward_op(
+    grad: Tensor,
+    x: Tensor,
+    dim: int = -1,
+    approximate: str = "none",
+    accurate: bool = False,
+    tame: bool | None = None,
+) -> Tensor:
+    """The gradient with respect to x = [a, b]: [grad·gelu(b), grad·a·gelu'(b)]."""
+    value, gate = x.chunk(2, dim=dim)
+    grad_x = torch.empty_like(x, memory_format=torch.contiguous_format)
+    grad_value, grad_gate = grad_x.chunk(2, dim=dim)
+    torch.mul(_gelu.kernel_forward(gate, approximate, accurate, tame=tame), grad, out=grad_value)
+    product = torch.mul(grad, value)
+    grad_gate.copy_(
+        _gelu.kernel_backward(product, gate, approximate, accurate, tame=tame, out=product)
+    )
+    return grad_x
+
+
+@geglu_op.register_fake
+def _(x, dim=-1, approximate="none", accurate=False, tame=None):
+    value, _ = x.chunk(2, dim=dim)
+    return torch.empty_like(value, memory_format=torch.contiguous_format)
+
+
+@geglu_backward_op.register_fake
+def _(grad, x, dim=-1, approximate="none", accurate=False, tame=None):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _batched(t: Tensor, d: int | None, size: int) -> Tensor:
+    return t.unsqueeze(0).expand(size, *t.shape) if d is None else t.movedim(d, 0)
+
+
+def _logical_dim(dim: int) -> int:
+    return dim if dim < 0 else dim + 1  # the batch dim goes first
+
+
+@geglu_op.register_vmap
+def _(info, in_dims, x, dim=-1, approximate="none", accurate=False, tame=None):
+    x = x.movedim(in_dims[0], 0)
+    return geglu_op(x, _logical_dim(dim), approximate, accurate, tame), 0
+
+
+@geglu_backward_op.register_vmap
+def _(info, in_dims, grad, x, dim=-1, approximate="none", accurate=False, tame=None):
+    if in_dims[0] is None and in_dims[1] is None:
+        return geglu_backward_op(grad, x, dim, approximate, accurate, tame), None
+    grad = _batched(grad, in_dims[0], info.batch_size)
+    x = _batched(x, in_dims[1], info.batch_size)
+    return geglu_backward_op(grad, x, _logical_dim(dim), approximate, accurate, tame), 0
+
+
+def _grad(grad, x, dim, approximate, accurate, tame=None) -> Tensor:
+    if not torch.is_grad_enabled():
+        with torch._C._AutoDispatchBelowAutograd():
+            return geglu_backward_op(grad, x, dim, approximate, accurate, tame)
+    # autograd records the backward: a differentiable composition
+    value, gate = x.chunk(2, dim=dim)
+    grad_value = grad * _gelu.gelu(gate, approximate, accurate)
+    grad_gate = (grad * value * _gelu.slope(gate, approximate, accurate)).to(x.dtype)
+    return torch.cat([grad_value, grad_gate], dim=dim)
+
+
+def _setup(ctx, inputs, output):
+    x, *options = inputs  # dim, approximate, accurate, tame
+    ctx.save_for_backward(x)
+    ctx.options = options
+
+
+def _backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return _grad(grad, x, *ctx.options), None, None, None, None
+
+
+geglu_op.register_autograd(_backward, setup_context=_setup)
+
+
+class _Function(torch.autograd.Function):
+    """The eager route: operators forward and backward, composed tangents."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: Tensor, dim: int, approximate: str, accurate: bool, tame) -> Tensor:
+        with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
+            return geglu_op(x, dim, approximate, accurate, tame)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _setup(ctx, inputs, output)
+        ctx.save_for_forward(inputs[0])
+
+    backward = staticmethod(_backward)
+
+    @staticmethod
+    def jvp(ctx, x_t, *_):
+        (x,) = ctx.saved_tensors
+        dim, approximate, accurate, _ = ctx.options
+        value, gate = x.chunk(2, dim=dim)
+        value_t, gate_t = x_t.chunk(2, dim=dim)
+        terms = [
+            value_t * _gelu.gelu(gate, approximate, accurate),
+            value * _gelu.slope(gate, approximate, accurate) * gate_t,
+        ]
+        return tangent_sum(terms).to(x.dtype)
+
+
+def geglu(x: Tensor, dim: int = -1, approximate: str = "none", accurate: bool = False) -> Tensor:
+    """a·gelu(b) by route (arguments already checked)."""
+    way = route(x)
+    if way == "eager":
+        tame = tame_hint(x, _gelu.tame_bound(approximate, accurate))  # x covers the gate
+        return fast_apply(_Function, x, dim, approximate, accurate, tame)
+    if way in ("compile", "onnx"):
+        value, gate = x.chunk(2, dim=dim)
+        act = _gelu.compiled if way == "compile" else _gelu.onnx
+        return value * act(gate, approximate, accurate)
+    return geglu_op(x, dim, approximate, accurate)

@@ -1,0 +1,74 @@
+"""The tanh form of GELU, ½x·(1 + tanh(√(2/π)·(x + 0.044715x³))): every route side by side.
+
+Written as x·σ(z), z = x·(a + b·x²) (1 + tanh(u) = 2σ(2u)), which does not cancel for negative
+x. docs/NUMERICS.md, "The tanh form".
+
+    eager          addcmul/sigmoid kernels (torch's tanh-form backward is nan beyond |x| ≈ 1.8e19)
+    compiled       the same formula on the input clamped to ±100, fused by inductor
+    ONNX           the ONNX ``Gelu`` op with ``approximate="tanh"`` on the clamped input
+    slope          σ(z) + x·z'·σ(z)·(1 − σ(z)), z' = a + 3b·x², as a composition
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from gelus._common import TANH_A, TANH_B, TANH_CLAMP, TANH_TAME, compute_dtype, is_tame
+from gelus._gelu_exact import _direct, _finish
+
+__all__ = ["backward", "compiled_slope", "compiled_value", "forward", "onnx_value", "slope"]
+
+
+def _mul(a: Tensor, b: Tensor, out: Tensor | None) -> Tensor:
+    """a·b into ``out``, or into ``a`` (a temporary) when there is no ``out``."""
+    return a.mul_(b) if out is None else torch.mul(a, b, out=out)
+
+
+def forward(x: Tensor, *, tame: bool | None = None, out: Tensor | None = None) -> Tensor:
+    """The tanh form in x's dtype; ``tame``: whether ``is_tame(x, TANH_TAME)`` holds, if known."""
+    dtype = x.dtype
+    x = x.to(compute_dtype(dtype))
+    if not (is_tame(x, TANH_TAME) if tame is None else tame):
+        x = x.clamp(min=-TANH_CLAMP)  # −inf·σ(−inf) would be nan; below −100 the result is −0
+    s = torch.addcmul(x.new_tensor(TANH_A), x, x, value=TANH_B).mul_(x).sigmoid_()
+    return _finish(_mul(s, x, _direct(out, x.dtype)), dtype, out)
+
+
+def backward(
+    grad: Tensor, x: Tensor, *, tame: bool | None = None, out: Tensor | None = None
+) -> Tensor:
+    """``grad`` times σ(z) + x·z'·σ(z)·(1 − σ(z)), in x's dtype; finite at every finite x."""
+    dtype = x.dtype
+    x = x.to(compute_dtype(dtype))
+    grad = grad.to(x.dtype)
+    if not (is_tame(x, TANH_TAME) if tame is None else tame):
+        # Beyond ±100 the slope is exactly 1 or 0; x·z' would overflow fp32 above ~1e12.
+        x = x.clamp(-TANH_CLAMP, TANH_CLAMP)
+    a = x.new_tensor(TANH_A)
+    s = torch.addcmul(a, x, x, value=TANH_B).mul_(x).sigmoid_()
+    x_dz = torch.addcmul(a, x, x, value=3.0 * TANH_B).mul_(x)
+    torch.ops.aten.sigmoid_backward.grad_input(x_dz, s, grad_input=x_dz)  # in place
+    return _finish(_mul(x_dz.add_(s), grad, _direct(out, x.dtype)), dtype, out)
+
+
+def slope(x: Tensor) -> Tensor:
+    """The derivative as a differentiable composition of torch ops, in x's compute dtype."""
+    t = x.to(compute_dtype(x.dtype)).clamp(-TANH_CLAMP, TANH_CLAMP)
+    t_squared = t * t
+    s = torch.sigmoid(t * (TANH_A + TANH_B * t_squared))
+    return s + t * s * (1.0 - s) * (TANH_A + 3.0 * TANH_B * t_squared)
+
+
+def compiled_value(t: Tensor) -> Tensor:
+    """The tanh form of an input already clamped to ±100, in plain torch ops for inductor."""
+    return t * torch.sigmoid(t * (TANH_A + TANH_B * t * t))
+
+
+def compiled_slope(grad: Tensor, t: Tensor) -> Tensor:
+    """``grad`` times the slope at an input already clamped to ±100."""
+    return grad * slope(t)
+
+
+def onnx_value(t: Tensor) -> Tensor:
+    """The ONNX ``Gelu(approximate="tanh")`` op, of an input already clamped to ±100."""
+    return F.gelu(t, approximate="tanh")

@@ -1,0 +1,249 @@
+"""How a member is an operator: the route each call takes, and the custom-op plumbing they share.
+
+Every member ``m`` defines (in its own module) the custom operators ``torch.ops.gelus.m`` and,
+where it has one, ``torch.ops.gelus.m_backward``: schema, a default kernel for every device,
+a fake (meta) kernel, a vmap rule and the autograd formula. A call then takes one route:
+
+``eager``
+    the member's ``torch.autograd.Function`` (``setup_context``, ``backward``, ``jvp``,
+    ``generate_vmap_rule``): torch.func and forward-mode AD work. Its forward calls the forward
+    operator, its backward the backward operator, so a kernel registered for a device
+    (``torch.library.register_kernel("gelus::gelu", "cuda", fn)``) is what eager calls there.
+    When autograd records the backward (``create_graph=True``, or a torch.func transform), the
+    backward is a composition of torch ops instead, differentiable to any order.
+``compile``
+    under ``torch.compile``: a Function of plain torch ops (Dynamo does not trace a Function
+    with ``jvp``), fused by inductor with its neighbours; only the inputs are saved. A device in
+    :data:`OPERATOR_DEVICES_UNDER_COMPILE` takes the operators instead (no graph break: they
+    have fake kernels), for a device whose hand-written kernels beat inductor's code.
+``export``
+    ``torch.export`` (strict or not) and ``torch.jit.trace``: the operators themselves, so the
+    exported program runs the eager kernels and trains through the registered autograd.
+``onnx``
+    the dynamo ONNX exporter: plain torch ops that it translates faithfully (GELU as the ONNX
+    ``Gelu`` op plus the edge fix). The TorchScript-based exporter raises an error naming the
+    dynamo exporter.
+
+docs/ARCHITECTURE.md describes where a device kernel plugs in.
+"""
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from gelus._common import is_tame, result_dtype
+
+__all__ = [
+    "NAMESPACE",
+    "OPERATOR_DEVICES_UNDER_COMPILE",
+    "LegacyOnnxExportError",
+    "Unary",
+    "UnaryFunction",
+    "broadcast_fake",
+    "broadcast_vmap",
+    "fast_apply",
+    "register_unary_autograd",
+    "route",
+    "tame_hint",
+    "tangent_sum",
+    "unary_backward_vmap",
+    "unary_vmap",
+]
+
+NAMESPACE = "gelus"
+
+# Device types ("cuda", …) whose compiled graphs call the gelus operators (with the kernels
+# registered for that device) instead of the fusable compositions. Empty: inductor fuses the
+# compositions on every device, which on CPU beats any separate kernel.
+OPERATOR_DEVICES_UNDER_COMPILE: set[str] = set()
+
+
+class LegacyOnnxExportError(RuntimeError):
+    """The TorchScript-based ONNX exporter (``dynamo=False``) cannot keep the members' contract."""
+
+
+_LEGACY_ONNX = (
+    "gelus members do not support the TorchScript-based ONNX exporter (dynamo=False): it would "
+    "freeze the edge-case branches at the example input. Use the dynamo exporter: "
+    "torch.onnx.export(model, args, dynamo=True, opset_version=20)."
+)
+
+
+def route(x: Tensor) -> str:
+    """``"eager"``, ``"compile"``, ``"operator"`` (compiled, device in the set), ``"export"`` or
+    ``"onnx"``: see the module docstring."""
+    if not torch.compiler.is_compiling():
+        if torch.jit.is_tracing():
+            if torch.onnx.is_in_onnx_export():
+                raise LegacyOnnxExportError(_LEGACY_ONNX)
+            return "export"
+        return "eager"
+    if torch.compiler.is_exporting():
+        return "onnx" if torch.onnx.is_in_onnx_export() else "export"
+    if x.device.type in OPERATOR_DEVICES_UNDER_COMPILE:
+        return "operator"
+    return "compile"
+
+
+def broadcast_fake(*tensors: Tensor) -> Tensor:
+    """The fake kernel of a broadcasting pointwise operator: its result's shape, dtype, device."""
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    return tensors[0].new_empty(shape, dtype=result_dtype(*tensors))
+
+
+def _align(in_dims: Sequence[int | None], tensors: Sequence[Tensor]) -> list[Tensor]:
+    """Batched tensors with the batch dim first and their logical dims right-aligned."""
+    logical = [t.dim() - (d is not None) for t, d in zip(tensors, in_dims, strict=True)]
+    ndim = max(logical)
+    aligned = []
+    for t, d, k in zip(tensors, in_dims, logical, strict=True):
+        if d is not None:
+            t = t.movedim(d, 0)
+            t = t.reshape((t.shape[0],) + (1,) * (ndim - k) + tuple(t.shape[1:]))
+        aligned.append(t)  # an unbatched tensor broadcasts from the right
+    return aligned
+
+
+def broadcast_vmap(op: Callable[..., Tensor], tensor_count: int) -> Callable:
+    """The vmap rule of a broadcasting pointwise operator whose first ``tensor_count`` arguments
+    are tensors (the rest options): batch dims moved to the front, result batched on dim 0."""
+
+    def rule(info, in_dims, *args):
+        dims = in_dims[:tensor_count]
+        if all(d is None for d in dims):
+            return op(*args), None
+        # A batched tensor has one more dim than any unbatched one: the result's dim 0 is B.
+        return op(*_align(dims, args[:tensor_count]), *args[tensor_count:]), 0
+
+    return rule
+
+
+def tangent_sum(terms: Sequence[Tensor | None]) -> Tensor | None:
+    """The sum of the tangent terms that are present (None: that input has no tangent)."""
+    total = None
+    for term in terms:
+        if term is not None:
+            total = term if total is None else total + term
+    return total
+
+
+def fast_apply(function: type[torch.autograd.Function], *args):
+    """``function.apply(*args)``, without binding default arguments when no torch.func transform
+    is active: ``Function.apply`` binds them with ``inspect.signature`` on every call, ~15 µs
+    that a pointwise op on a small tensor notices. Every argument must be given."""
+    if torch._C._are_functorch_transforms_active():
+        return function.apply(*args)
+    args = torch._functorch.utils.unwrap_dead_wrappers(args)
+    return super(torch.autograd.Function, function).apply(*args)
+
+
+def tame_hint(x: Tensor, bound: float | None) -> bool | None:
+    """Whether every element of x is finite with |x| <= bound, for the default kernels' fast
+    path: checked once in the eager forward and passed to both operators (``tame=``). None (the
+    kernel decides) off CPU, where the check would synchronize, and under torch.func."""
+    if (
+        bound is None
+        or x.dtype not in (torch.float32, torch.float64)  # half types: checked after upcasting
+        or x.device.type != "cpu"
+        or torch._C._are_functorch_transforms_active()
+    ):
+        return None
+    return is_tame(x, bound)
+
+
+class Unary:
+    """A unary member as its eager Function sees it: the two operators and the composed slope.
+
+    ``forward(x, *options, tame)`` and ``backward(grad, x, *options, tame)`` are the operators
+    (``torch.ops.gelus.m`` and ``torch.ops.gelus.m_backward``); ``slope(x, *options)`` the
+    derivative as a differentiable composition, in x's compute dtype; ``bound(*options)`` the
+    bound of :func:`tame_hint` (None: the kernels need no check).
+    """
+
+    def __init__(
+        self, forward: Callable, backward: Callable, slope: Callable, bound: Callable
+    ) -> None:
+        self.forward = forward
+        self.backward = backward
+        self.slope = slope
+        self.bound = bound
+
+    def __call__(self, x: Tensor, *options) -> Tensor:
+        """The eager route: :class:`UnaryFunction`."""
+        tame = tame_hint(x, self.bound(*options))
+        return fast_apply(UnaryFunction, x, self, tame, *options)
+
+
+class UnaryFunction(torch.autograd.Function):
+    """The eager route of a unary member: operators forward and backward, composed slope for
+    forward-mode AD and for a backward that autograd records; vmap rule generated (it runs these
+    under vmap, where the operators' vmap rules apply)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: Tensor, member: Unary, tame: bool | None, *options) -> Tensor:
+        with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
+            return member.forward(x, *options, tame)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        x, member, tame, *options = inputs
+        ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+        ctx.member = member
+        ctx.tame = tame
+        ctx.options = options
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (x,) = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True or torch.func: stay differentiable
+            grad_x = (grad * ctx.member.slope(x, *ctx.options)).to(x.dtype)
+        else:
+            with torch._C._AutoDispatchBelowAutograd():
+                grad_x = ctx.member.backward(grad, x, *ctx.options, ctx.tame)
+        return (grad_x, None, None) + (None,) * len(ctx.options)
+
+    @staticmethod
+    def jvp(ctx, x_t: Tensor, *_) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return (x_t * ctx.member.slope(x, *ctx.options)).to(x.dtype)
+
+
+def register_unary_autograd(forward_op, member: Unary) -> None:
+    """The autograd formula of a unary forward operator ``op(x, *options, tame)``, for the export
+    route (and direct calls of ``torch.ops.gelus.m``): the same backward as
+    :class:`UnaryFunction`."""
+
+    def setup_context(ctx, inputs, output):
+        x, *options, tame = inputs
+        ctx.save_for_backward(x)
+        ctx.options = options
+        ctx.tame = tame
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            grad_x = (grad * member.slope(x, *ctx.options)).to(x.dtype)
+        else:
+            grad_x = member.backward(grad, x, *ctx.options, ctx.tame)
+        return (grad_x,) + (None,) * (len(ctx.options) + 1)
+
+    forward_op.register_autograd(backward, setup_context=setup_context)
+
+
+def unary_vmap(op: Callable) -> Callable:
+    """The vmap rule of a unary pointwise operator ``op(x, *options)``: it is elementwise, so it
+    runs on the batched tensor as is."""
+
+    def rule(info, in_dims, x, *options):
+        return op(x, *options), in_dims[0]
+
+    return rule
+
+
+def unary_backward_vmap(op: Callable) -> Callable:
+    """The vmap rule of ``op(grad, x, *options)``: batch dims moved to the front."""
+    return broadcast_vmap(op, 2)
