@@ -5,7 +5,7 @@ the default kernels compute, with the default kernels taking what the Triton ker
 import pytest
 import torch
 
-import gelus  # noqa: F401  (registers the operators and their CUDA kernels)
+import gelus  # registers the operators and their CUDA kernels
 from gelus import _cuda, _triton
 from gelus._operator import OPERATOR_DEVICES_UNDER_COMPILE
 
