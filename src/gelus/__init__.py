@@ -9,7 +9,7 @@ registers its operators (``torch.ops.gelus.*``).
     gelus.init            calculate_gain and init_layer_ for every registered activation
 """
 
-from gelus import functional, init
+from gelus import _cuda, functional, init
 from gelus.modules import (
     GEGLU,
     GELU,
@@ -34,6 +34,8 @@ from gelus.registry import (
     list_activations,
     resolve_activation,
 )
+
+_cuda.register()  # the Triton kernels as the operators' CUDA implementation (no Triton import)
 
 __version__ = "0.1.0"
 
