@@ -135,3 +135,60 @@ def test_cuda_tensors_take_the_triton_kernels_eager_and_compiled(compiled):
     # the default kernel (torch's erf) loses the tail below -5; the Triton kernel keeps it
     torch.testing.assert_close(y.detach().double().cpu(), want, rtol=2e-7, atol=1e-45)
     assert torch.isfinite(x.grad).all()
+
+
+def test_backward_hooks_and_stochastic_kernel_are_installed():
+    from gelus import _generalized, _stochastic, _swish
+
+    assert _generalized.fused_gradients is _cuda.generalized_gelu_gradients
+    assert _swish.fused_tensor_gradients is _cuda.swish_tensor_gradients
+    assert _stochastic.device_kernel is _cuda.stochastic_gelu
+
+
+@pytest.fixture
+def kernels_on_cpu(monkeypatch):
+    if not _triton.interpreting() and not torch.cuda.is_available():
+        pytest.skip("needs TRITON_INTERPRET=1 (tests/conftest.py sets it without CUDA)")
+    monkeypatch.setattr(_triton, "available", lambda x: x.dtype.is_floating_point)
+
+
+def test_parameter_gradients_in_one_pass_match_the_composed_backward(kernels_on_cpu):
+    from gelus import _generalized, _swish
+
+    x, g, c = _d(X, G, C)
+    sigma = 0.5 + C.abs()
+    with torch.no_grad():  # a backward autograd does not record
+        dx, dmu, dsigma = _cuda.generalized_gelu_gradients(G, X, C, sigma)
+        want = _generalized.backward(g, x, c, sigma.double())  # float64: the composed route
+        for got, expected in zip((dx, dmu, dsigma), want, strict=True):
+            torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+        beta = C + 1.5
+        dx, dbeta = _cuda.swish_tensor_gradients(G, X, beta)
+        want = _swish._tensor_grads(g, x, beta.double(), (True, True))
+        torch.testing.assert_close(dx.double(), want[0], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(dbeta.double(), want[1], rtol=1e-5, atol=1e-5)
+    # a recorded backward (create_graph) stays the differentiable composition
+    assert _cuda.generalized_gelu_gradients(G, X, C, sigma) is None
+
+
+def test_stochastic_kernel_keeps_x_and_the_seed_and_regenerates_its_mask(kernels_on_cpu):
+    from scipy import special
+
+    x = torch.linspace(-3, 3, 1 << 14).requires_grad_()
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        torch.manual_seed(7)
+        y = _cuda.stochastic_gelu(x, None)
+    assert [t.data_ptr() for t in saved] == [x.data_ptr()]  # only x (the seed is an int)
+    kept = y.detach() != 0
+    assert torch.equal(y.detach()[kept], x.detach()[kept])  # y = x·m
+    y.backward(torch.full_like(y, 2.0))
+    assert torch.equal(x.grad, 2.0 * kept.float())  # the same mask, regenerated
+    # P(m = 1) = Φ(x): 4096 points per quarter, binomial error ≈ 0.008
+    phi = special.ndtr(x.detach().numpy())
+    for lo in range(0, 1 << 14, 4096):
+        part = slice(lo, lo + 4096)
+        assert abs(kept[part].float().mean().item() - phi[part].mean()) < 0.03
+    torch.manual_seed(7)
+    again = _cuda.stochastic_gelu(x.detach(), None)
+    assert torch.equal(again, y.detach())  # reproducible under torch.manual_seed

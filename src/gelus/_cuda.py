@@ -12,10 +12,11 @@ On CUDA these operators run Triton kernels:
   swish / swish_backward (float β), swish_tensor (forward), generalized_gelu (forward),
   bias_gelu / bias_gelu_backward, geglu / geglu_backward.
 A call the kernels do not take (an integer dtype, parameters that are neither scalars nor per
-channel, mixed dtypes that promote) runs the operator's default kernel, as on any device. Still
-torch compositions on CUDA: the backward of tensor-β Swish and of generalized GELU (their
-parameter reductions exist as kernels in :mod:`gelus._triton.ops` but not yet as operators), and
-stochastic GELU.
+channel, mixed dtypes that promote) runs the operator's default kernel, as on any device. The backward
+of tensor-β Swish and of generalized GELU (torch compositions, for their reductions over the
+parameters' broadcast dimensions) takes the one-pass Triton gradients on CUDA when autograd does
+not record it, and training-mode stochastic GELU draws its mask in the kernel (Philox, seed from
+torch's generator) and regenerates it in backward, keeping only x and the seed.
 """
 
 from collections.abc import Callable
@@ -23,13 +24,19 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from gelus import _bias_gelu, _geglu, _gelu, _generalized, _swish, _triton
+from gelus import _bias_gelu, _geglu, _gelu, _generalized, _stochastic, _swish, _triton
 from gelus._operator import OPERATOR_DEVICES_UNDER_COMPILE
 
 # A fallback runs the operator's default kernel: the decorated function, which CustomOpDef keeps as
 # ``_init_fn`` (torch 2.4 and later).
 
-__all__ = ["CUDA_KERNELS", "register"]
+__all__ = [
+    "CUDA_KERNELS",
+    "generalized_gelu_gradients",
+    "register",
+    "stochastic_gelu",
+    "swish_tensor_gradients",
+]
 
 
 def _kernels(x: Tensor, *parameters: Tensor):
@@ -117,6 +124,76 @@ def geglu_backward(grad, x, dim=-1, approximate="none", accurate=False, tame=Non
     return ops.geglu_backward(grad, x, dim, approximate)
 
 
+# ---------------------------------------------------------------- parameter gradients
+# The members whose backward is a composition of torch ops (it reduces over the parameters'
+# broadcast dimensions) call these first in a backward that autograd does not record: one kernel
+# pass gives dx and the per-channel partial sums of dμ, dσ (or dβ). None: not this call.
+
+
+def generalized_gelu_gradients(grad, x, mu, sigma):
+    """(dx, dμ, dσ) from the Triton kernels, or None (CPU, promotion, create_graph, …)."""
+    ops = _kernels(x, mu, sigma)
+    if ops is None or grad.dtype != x.dtype or grad.shape != x.shape or torch.is_grad_enabled():
+        return None
+    return ops.generalized_gelu_backward(grad, x, mu, sigma)
+
+
+def swish_tensor_gradients(grad, x, beta):
+    """(dx, dβ) from the Triton kernels for a tensor β, or None."""
+    ops = _kernels(x, beta)
+    if ops is None or grad.dtype != x.dtype or grad.shape != x.shape or torch.is_grad_enabled():
+        return None
+    return ops.swish_backward(grad, x, beta)
+
+
+# ---------------------------------------------------------------- stochastic GELU
+
+
+class _StochasticBackward(torch.autograd.Function):
+    """grad·m, the mask regenerated from (x, seed): linear in grad, so its own backward is the
+    same kernel (double backward stays exact)."""
+
+    @staticmethod
+    def forward(ctx, grad: Tensor, x: Tensor, seed: int) -> Tensor:
+        ctx.save_for_backward(x)
+        ctx.seed = seed
+        return _triton.load().stochastic_gelu_backward(grad, x, seed, 0)
+
+    @staticmethod
+    def backward(ctx, grad_grad: Tensor):
+        (x,) = ctx.saved_tensors
+        return _StochasticBackward.apply(grad_grad, x, ctx.seed), None, None
+
+
+class _Stochastic(torch.autograd.Function):
+    """x·m, m ~ Bernoulli(Φ(x)) drawn in the kernel from Philox(seed); saves x and the seed only."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, seed: int) -> Tensor:
+        ctx.save_for_backward(x)
+        ctx.seed = seed
+        return _triton.load().stochastic_gelu_forward(x, seed, 0)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (x,) = ctx.saved_tensors
+        return _StochasticBackward.apply(grad.to(x.dtype), x, ctx.seed), None
+
+
+def stochastic_gelu(x: Tensor, generator: torch.Generator | None) -> Tensor | None:
+    """Training-mode stochastic GELU on the Triton kernels, or None for the torch route.
+
+    The Philox seed is drawn from ``generator`` (torch's default CPU generator when None, so a
+    run is reproducible under ``torch.manual_seed``, as dropout is) without touching the GPU.
+    """
+    if _kernels(x) is None or torch._C._are_functorch_transforms_active():
+        return None
+    if generator is not None and generator.device.type != "cpu":
+        return None  # drawing the seed on the GPU would wait for it
+    seed = int(torch.randint(2**31, (1,), generator=generator))
+    return _Stochastic.apply(x, seed)
+
+
 # operator -> its CUDA kernel
 CUDA_KERNELS: dict[object, Callable] = {
     _gelu.gelu_op: gelu,
@@ -138,3 +215,6 @@ def register() -> None:
     for op, kernel in CUDA_KERNELS.items():
         op.register_kernel("cuda")(kernel)
     OPERATOR_DEVICES_UNDER_COMPILE.add("cuda")
+    _generalized.fused_gradients = generalized_gelu_gradients
+    _swish.fused_tensor_gradients = swish_tensor_gradients
+    _stochastic.device_kernel = stochastic_gelu

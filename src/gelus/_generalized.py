@@ -62,8 +62,14 @@ def backward(
 ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
     """Gradients for x, μ and σ, each summed down to its shape and in its dtype.
 
-    A composition of torch ops: differentiable (double backward, torch.func).
+    A composition of torch ops: differentiable (double backward, torch.func); on CUDA, a backward
+    autograd does not record takes the Triton kernel (one pass, per-channel sums).
     """
+    fused = None if fused_gradients is None else fused_gradients(grad, x, mu, sigma)
+    if fused is not None:
+        return tuple(
+            g if needed else None for g, needed in zip(fused, needs_input_grad, strict=False)
+        )
     dtype = compute_dtype(x.dtype, mu.dtype, sigma.dtype)
     partials = _partials(x.to(dtype), mu.to(dtype), sigma.to(dtype))
     grad = grad.to(dtype)
@@ -71,6 +77,11 @@ def backward(
         (grad * partial).sum_to_size(t.shape).to(t.dtype) if needed else None
         for partial, t, needed in zip(partials, (x, mu, sigma), needs_input_grad, strict=False)
     )
+
+
+# A device's one-pass gradients, (grad, x, μ, σ) -> (dx, dμ, dσ) or None for "not this call";
+# set by gelus._cuda.register() (the Triton kernel on CUDA).
+fused_gradients = None
 
 
 @torch.library.custom_op(f"{NAMESPACE}::generalized_gelu", mutates_args=())

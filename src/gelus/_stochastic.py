@@ -34,6 +34,18 @@ def stochastic_gelu_mask(x: Tensor, generator: torch.Generator | None = None) ->
         return uniform.ge(prob).logical_not_()
 
 
+# A device's training-mode kernel, (x, generator) -> x·m or None for "not this call"; set by
+# gelus._cuda.register() (the Triton kernel with an in-kernel Philox mask on CUDA).
+device_kernel = None
+
+
 def stochastic_gelu_training(x: Tensor, generator: torch.Generator | None = None) -> Tensor:
-    """x·m with a fresh mask: ``torch.where(mask, x, 0)`` (+inf → +inf, −inf → 0, nan → nan)."""
+    """x·m with a fresh mask: ``torch.where(mask, x, 0)`` (+inf → +inf, −inf → 0, nan → nan).
+
+    On CUDA (eager) the mask is drawn in the Triton kernel from a Philox seed and regenerated in
+    backward, so only x and the seed are kept (:func:`gelus._cuda.stochastic_gelu`)."""
+    if device_kernel is not None and x.device.type != "cpu" and not torch.compiler.is_compiling():
+        y = device_kernel(x, generator)
+        if y is not None:
+            return y
     return torch.where(stochastic_gelu_mask(x, generator), x, 0.0)

@@ -247,7 +247,15 @@ def _tensor_partials(x: Tensor, beta: Tensor) -> tuple[Tensor, Tensor]:
     return partial_x, inside * inside * ds
 
 
+# A device's one-pass gradients of tensor-β Swish, (grad, x, β) -> (dx, dβ) or None for "not
+# this call"; set by gelus._cuda.register() (the Triton kernel on CUDA).
+fused_tensor_gradients = None
+
+
 def _tensor_grads(grad: Tensor, x: Tensor, beta: Tensor, needs: tuple[bool, bool]):
+    fused = None if fused_tensor_gradients is None else fused_tensor_gradients(grad, x, beta)
+    if fused is not None:
+        return tuple(g if needed else None for g, needed in zip(fused, needs, strict=False))
     dtype = compute_dtype(x.dtype, beta.dtype)
     xc, betac = x.to(dtype), beta.to(dtype)
     partial_x, partial_beta = _tensor_partials(xc, betac)
