@@ -14,6 +14,7 @@ import torch
 from scipy import special
 
 import gelus.functional as G
+from conftest import swish, swish_slope, tanh_form, tanh_slope
 from gelus import _gelu, _gelu_exact
 from gelus import _swish as swish_kernels
 
@@ -31,27 +32,6 @@ def _exact_slope(x):
 
 def _tanh(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-
-
-def _tanh_stable(x):  # the same function: 1 + tanh(u) = 2σ(2u), without the cancellation
-    return x * special.expit(TANH_A * (x + 0.044715 * x**3))
-
-
-def _tanh_slope(x):
-    s = special.expit(TANH_A * (x + 0.044715 * x**3))
-    return s + x * TANH_A * (1.0 + 3.0 * 0.044715 * x * x) * s * (1.0 - s)
-
-
-def _swish(beta):
-    return lambda x: x * special.expit(beta * x)
-
-
-def _swish_slope(beta):
-    def slope(x):
-        s = special.expit(beta * x)
-        return s + beta * x * s * (1.0 - s)
-
-    return slope
 
 
 @pytest.fixture(scope="module")
@@ -162,22 +142,22 @@ def test_exact_fast_path_figures(grid):
 FORMS = {
     "tanh": (
         "tanh",
-        _tanh_stable,
-        _tanh_slope,
+        tanh_form,
+        tanh_slope,
         {(-10.0, -3.0): 250, (-3.0, 3.0): 16, (3.0, 20.0): 3},
         3e-6,
     ),
     "sigmoid": (
         "sigmoid",
-        _swish(1.702),
-        _swish_slope(1.702),
+        swish(1.702),
+        swish_slope(1.702),
         {(-20.0, -3.0): 48, (-3.0, 3.0): 8, (3.0, 20.0): 3},
         1.5e-6,
     ),
     "silu": (
         "silu",
-        _swish(1.0),
-        _swish_slope(1.0),
+        swish(1.0),
+        swish_slope(1.0),
         {(-20.0, -3.0): 4, (-3.0, 3.0): 3, (3.0, 20.0): 2},
         1.5e-6,
     ),
@@ -212,7 +192,7 @@ def test_approximation_paths_against_their_own_formula(grid, form):
 
 def test_tanh_oracle_is_the_papers_formula():
     x = np.linspace(-3, 20, 10001)
-    np.testing.assert_allclose(_tanh_stable(x), _tanh(x), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(tanh_form(x), _tanh(x), rtol=1e-13, atol=1e-15)
 
 
 def test_generalized_gelu_erfc_form_in_the_negative_tail(grid):

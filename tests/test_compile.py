@@ -12,6 +12,7 @@ import torch
 
 import gelus.functional as G
 from conftest import CONTRACT, MEMBERS
+from test_contract import saved_tensors
 
 SPECIALS = [math.inf, -math.inf, math.nan, -0.0, 3.4028234663852886e38, -3.4028234663852886e38]
 
@@ -75,16 +76,7 @@ def test_compiled_gradients_of_parameters_match_eager():
 
 def _saved_shapes(fn, *inputs):
     """Shapes of the tensors autograd keeps for backward (the compiled graph's saved values)."""
-    saved = []
-
-    def pack(t):
-        saved.append(t)
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        y = fn(*inputs)
-    y.sum().backward()
-    return sorted(tuple(t.shape) for t in saved)
+    return sorted(tuple(t.shape) for t in saved_tensors(fn, *inputs))
 
 
 def _compiled_members(x, bias, gated):
