@@ -115,11 +115,10 @@ def saved_tensors(fn, *inputs):
     return saved
 
 
-@pytest.mark.parametrize("name", list(MEMBERS))
+# members with contract=False are compositions of torch ops: autograd saves what torch's ops save
+@pytest.mark.parametrize("name", [n for n, m in MEMBERS.items() if m.contract])
 def test_only_the_inputs_are_saved(name):
     member = MEMBERS[name]
-    if not member.contract:
-        pytest.skip("a composition of torch ops: autograd saves what torch's ops save")
     inputs = [t.float().requires_grad_() for t in member.inputs(torch.float32)]
     saved = saved_tensors(member.function, *inputs)
     assert len(saved) == len(inputs), [tuple(t.shape) for t in saved]
