@@ -18,7 +18,7 @@ a full 55k-image epoch. Reported: s/model-epoch, the speed-up over each seed-004
 achieved GFLOP/s (matmul FLOPs of training and evaluation) against the bmm rate, and the implied
 time of the paper's grid (90 runs × 50 epochs). Grid time: a 1-thread method runs one process per
 core (the engine's real configuration: 2 workers × 1 thread), assumed to keep its measured
-single-process speed — PERFORMANCE.md measured two 1-thread workers 6 % faster than one 2-thread
+single-process speed — docs/PERFORMANCE.md records two 1-thread workers 6 % faster than one 2-thread
 process, and one 2-thread process is at best 2× one thread; a multi-threaded seed-004 run has the
 machine to itself.
 """

@@ -3,7 +3,7 @@
 ``run_job`` hands a job to its trainer and is idempotent given the output directory: runs already
 ``done`` are never planned, and an interrupted job resumes from its checkpoint. An executor is anything with
 ``run(jobs, progress) -> None``; ``LocalExecutor`` uses spawned processes with one torch thread
-each (on a shared CPU, 1-thread workers beat one multi-thread process, see PERFORMANCE.md).
+each (on a shared CPU, 1-thread workers beat one multi-thread process, see docs/PERFORMANCE.md).
 """
 
 import ctypes

@@ -133,7 +133,7 @@ def compiled_train_step(model: StackedMLP, task: str) -> Callable:
 
     The backward pass is compiled with it (AOTAutograd); Adam stays torch's fused kernel and the
     masks come in as a float input (inductor's int8 loads and bool stores are slow on CPU). The
-    first step compiles (10-40 s cold, PERFORMANCE.md); every later step reuses the graph, since
+    first step compiles (10-40 s cold, docs/PERFORMANCE.md); every later step reuses the graph, since
     every training batch has the same shape (the last partial batch is dropped).
     """
     compiled = torch.compile(functools.partial(_losses, model, task), dynamic=False)

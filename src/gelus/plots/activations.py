@@ -57,7 +57,7 @@ EDGE_INPUTS = (
     ("−0", -0.0),
     ("FLT_MAX", _FLT_MAX),
 )
-# What NUMERICS.md asks of every member at the edge inputs, in the same order.
+# What docs/NUMERICS.md asks of every member at the edge inputs, in the same order.
 _CONTRACT = ("+inf", "−0 or 0", "nan", "−0", "FLT_MAX")
 
 
@@ -178,7 +178,7 @@ def accuracy_markdown(rows: list[AccuracyRow]) -> str:
         cells = [row.name, *map(_format_ulp, row.max_ulp), *map(_format_edge, row.edges)]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append(
-        "| contract (NUMERICS.md) | "
+        "| contract (docs/NUMERICS.md) | "
         + " | ".join("" for _ in REGIONS)
         + " | "
         + " | ".join(_CONTRACT)
