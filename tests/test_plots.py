@@ -90,7 +90,7 @@ def test_markdown_table_lists_every_member_and_the_contract():
     assert table.count("\n") == len(rows) + 3  # header, rule, rows, contract
     for name in A.family_members():
         assert f"| {name} |" in table
-    assert "| contract (NUMERICS.md) |" in table
+    assert "| contract (docs/NUMERICS.md) |" in table
     row = A.AccuracyRow("x", (1.0, 2.0, 3.0, 4.0), (math.inf, -0.0, math.nan, -0.0, A._FLT_MAX))
     assert "| x | 1 | 2 | 3 | 4 | +inf | −0 | nan | −0 | FLT_MAX |" in A.accuracy_markdown([row])
 
