@@ -192,3 +192,34 @@ def test_stochastic_kernel_keeps_x_and_the_seed_and_regenerates_its_mask(kernels
     torch.manual_seed(7)
     again = _cuda.stochastic_gelu(x.detach(), None)
     assert torch.equal(again, y.detach())  # reproducible under torch.manual_seed
+
+
+def test_fake_tensors_never_reach_the_kernels(kernels_on_cpu):
+    """A backward hook runs while compile/export trace the autograd with fake tensors."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    sigma = C.abs() + 1
+    mode = FakeTensorMode()
+    x, g, mu, s = (mode.from_tensor(t) for t in (X, G, C, sigma))
+    assert _cuda._kernels(x) is None  # outside the mode: a fake tensor is not plain
+    with mode:
+        assert _cuda._kernels(x) is None
+        assert _cuda.generalized_gelu_gradients(g, x, mu, s) is None
+    assert _cuda._kernels(X) is not None  # the same call on real tensors takes the kernels
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_compiled_generalized_gelu_on_cuda_trains_like_eager():
+    x = torch.randn(256, 64, device="cuda")
+    results = []
+    for compiled in (False, True):
+        mu = torch.zeros(64, device="cuda", requires_grad=True)
+        sigma = torch.ones(64, device="cuda", requires_grad=True)
+        xs = x.clone().requires_grad_()
+        f = gelus.functional.generalized_gelu
+        if compiled:
+            f = torch.compile(f, fullgraph=True)
+        f(xs, mu, sigma).square().sum().backward()
+        results.append((xs.grad, mu.grad, sigma.grad))
+    for eager, compiled in zip(*results, strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)

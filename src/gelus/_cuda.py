@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from gelus import _bias_gelu, _geglu, _gelu, _generalized, _stochastic, _swish, _triton
-from gelus._operator import OPERATOR_DEVICES_UNDER_COMPILE
+from gelus._operator import OPERATOR_DEVICES_UNDER_COMPILE, _plain
 
 # A fallback runs the operator's default kernel: the decorated function, which CustomOpDef keeps as
 # ``_init_fn`` (torch 2.4 and later).
@@ -44,6 +44,10 @@ def _kernels(x: Tensor, *parameters: Tensor):
     if not _triton.available(x):
         return None
     tensors = [p for p in parameters if isinstance(p, Tensor)]
+    # Real tensors only: a backward hook also runs while torch.compile or torch.export traces the
+    # operators' autograd with fake tensors, which no Triton kernel can take.
+    if torch._C._len_torch_dispatch_stack() or not all(map(_plain, (x, *tensors))):
+        return None
     if any(p.dtype != x.dtype or p.device != x.device for p in tensors):
         return None  # promotion or a parameter elsewhere: the default kernel's rules
     if tensors and torch.broadcast_shapes(x.shape, *(p.shape for p in tensors)) != x.shape:
