@@ -97,7 +97,7 @@ def test_float32_negative_tail_is_accurate():
     y = generalized_gelu(x, 0.0, 1.0).double().numpy()
     truth = oracle(x.double().numpy(), 0.0, 1.0)
     relative = np.abs(y / truth - 1)
-    assert relative.max() < 200 * np.finfo(np.float32).eps  # NUMERICS.md: erfc form ≤ 82 ulp
+    assert relative.max() < 200 * np.finfo(np.float32).eps  # docs/NUMERICS.md: erfc form ≤ 82 ulp
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

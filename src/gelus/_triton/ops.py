@@ -289,8 +289,8 @@ def _reduce_to(vector: Tensor, p: Tensor, x: Tensor, dim: int | None) -> Tensor:
     return vector.view(shape).sum_to_size(p.shape).to(p.dtype)
 
 
-def generalized_gelu_forward(x: Tensor, mu: Tensor | float, sigma: Tensor | float) -> Tensor:
-    """x·Φ((x − μ)/σ), μ and σ floats or scalar / per-channel tensors."""
+def _generalized_setup(x: Tensor, mu: Tensor | float, sigma: Tensor | float):
+    """(dense x, μ per channel, 1/σ per channel, channel dim, wide) for both generalized kernels."""
     x = _dense(x)
     _precision(x)
     dim = _parameter_dim(x, (mu, sigma))
@@ -298,6 +298,12 @@ def generalized_gelu_forward(x: Tensor, mu: Tensor | float, sigma: Tensor | floa
     dtype = torch.float64 if wide else torch.float32
     p = _channel_vector(mu, x, dim, dtype)
     q = 1.0 / _channel_vector(sigma, x, dim, dtype)
+    return x, p, q, dim, wide
+
+
+def generalized_gelu_forward(x: Tensor, mu: Tensor | float, sigma: Tensor | float) -> Tensor:
+    """x·Φ((x − μ)/σ), μ and σ floats or scalar / per-channel tensors."""
+    x, p, q, dim, wide = _generalized_setup(x, mu, sigma)
     return _run_parametric(int(kernels.GENERALIZED), 0, x, None, p, q, dim, wide)[0]
 
 
@@ -305,13 +311,7 @@ def generalized_gelu_backward(
     grad: Tensor, x: Tensor, mu: Tensor | float, sigma: Tensor | float
 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """(dx, dμ, dσ); dμ and dσ are summed to μ's and σ's shapes (None for a float parameter)."""
-    x = _dense(x)
-    _precision(x)
-    dim = _parameter_dim(x, (mu, sigma))
-    wide = _wide(x, True)
-    dtype = torch.float64 if wide else torch.float32
-    p = _channel_vector(mu, x, dim, dtype)
-    q = 1.0 / _channel_vector(sigma, x, dim, dtype)
+    x, p, q, dim, wide = _generalized_setup(x, mu, sigma)
     dx, sums = _run_parametric(
         int(kernels.GENERALIZED), 0, x, _as_layout_of(grad, x), p, q, dim, wide
     )

@@ -12,6 +12,7 @@ import json
 import math
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,8 @@ __all__ = [
     "config_hash",
     "config_keys",
     "config_to_dict",
+    "flat_config",
+    "identity_keys",
     "inert_keys",
     "is_stochastic",
     "validate",
@@ -158,22 +161,26 @@ def config_hash(config: ExperimentConfig) -> str:
     Two runs with equal hash, activation, setting, lr and seed are the same run: extending a sweep
     (more seeds, another lr) reuses the runs already done. ``ENGINE_VERSION`` is part of the hash.
     """
-    flat = _flatten(config_to_dict(config))
-    for key in SWEEP_KEYS + BOOKKEEPING_KEYS:
-        flat.pop(key, None)
+    flat = identity_keys(flat_config(config_to_dict(config)))
     flat["engine_version"] = ENGINE_VERSION
     text = json.dumps(flat, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flat_config(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
     flat = {}
     for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
+        if isinstance(value, Mapping):
+            flat.update(flat_config(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = value
     return flat
+
+
+def identity_keys(flat: dict[str, Any]) -> dict[str, Any]:
+    """A flat config without its sweep axes and bookkeeping keys: what a config hash stands for."""
+    return {k: v for k, v in flat.items() if k not in SWEEP_KEYS + BOOKKEEPING_KEYS}
 
 
 def config_keys(config: Any, prefix: str = "") -> list[str]:

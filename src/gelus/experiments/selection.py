@@ -18,13 +18,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from gelus.experiments.config import BOOKKEEPING_KEYS, SWEEP_KEYS
+from gelus.experiments.config import flat_config, identity_keys
 from gelus.experiments.protocol import Protocol
 
 __all__ = [
     "Selection",
     "curves_by_seed",
-    "flat_config",
     "run_configs",
     "select",
     "variant_labels",
@@ -33,27 +32,15 @@ __all__ = [
 Curves = dict[tuple[str, str, str, float, int], dict[int, float]]
 
 
-def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
-    flat = {}
-    for key, value in config.items():
-        if isinstance(value, Mapping):
-            flat.update(flat_config(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def run_configs(runs: Iterable[Any]) -> dict[str, dict[str, Any]]:
     """``{config_hash: flat config}`` of the runs, without the sweep axes and bookkeeping keys
     (what a config hash stands for)."""
     configs = {}
     for run in runs:
         if run.config_hash not in configs:
-            flat = flat_config(json.loads(run.config_json or "{}"))
-            for key in SWEEP_KEYS + BOOKKEEPING_KEYS:
-                flat.pop(key, None)
-            configs[run.config_hash] = flat
+            configs[run.config_hash] = identity_keys(
+                flat_config(json.loads(run.config_json or "{}"))
+            )
     return configs
 
 

@@ -13,9 +13,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from gelus.experiments.config import flat_config
 from gelus.experiments.presets import Preset
 from gelus.experiments.protocol import FigureSpec, Protocol
-from gelus.experiments.selection import Selection, flat_config, run_configs, select
+from gelus.experiments.selection import Selection, run_configs, select
 from gelus.report.stats import Comparison, Summary, compare_paired, summarize
 
 __all__ = [
