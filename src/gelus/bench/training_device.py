@@ -68,10 +68,9 @@ def training_flops_per_image(work, device: torch.device) -> float:
     (per member-sample for a stacked ensemble), counted by ``torch.utils.flop_counter``."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from gelus.experiments.budget import _cnn_functions, _mlp_functions
+    from gelus.experiments.budget import step_functions
 
-    make = _cnn_functions if work.engine == "cnn" else _mlp_functions
-    step, _, _ = make(work, device)
+    step, _, _ = step_functions(work, device)
     with FlopCounterMode(display=False) as counter:
         step()
     samples = work.config.train.batch_size * work.members

@@ -24,7 +24,7 @@ import torch
 
 from gelus.experiments.config import ExperimentConfig, apply_overrides, is_stochastic
 
-__all__ = ["Cost", "Workload", "budget_table", "makespan", "price", "workload"]
+__all__ = ["Cost", "Workload", "budget_table", "makespan", "price", "step_functions", "workload"]
 
 # (validation, test) samples of each dataset's standard split; evaluation reads them every epoch.
 # Twitter POS: the oct27 dev and test sets (tokens); TIMIT: frames of the 400-utterance dev set and
@@ -218,12 +218,18 @@ def _cnn_functions(work: Workload, device: torch.device):
     return step, evaluate, cnn.eval_batch_size
 
 
+def step_functions(work: Workload, device: torch.device):
+    """(one training step, one evaluation batch, its size) of one of ``work``'s jobs: its network,
+    ensemble size and batch, on random data on ``device``."""
+    make = _cnn_functions if work.engine == "cnn" else _mlp_functions
+    return make(work, device)
+
+
 def price(work: Workload, device: str = "cpu", repeats: int = 3) -> Cost:
     """Time ``repeats`` training steps of one of ``work``'s jobs (its network, its ensemble size,
     its batch) and evaluation batches on ``device``, after a warm-up; medians."""
     dev = torch.device(device)
-    make = _cnn_functions if work.engine == "cnn" else _mlp_functions
-    step, evaluate, eval_batch = make(work, dev)
+    step, evaluate, eval_batch = step_functions(work, dev)
     step_seconds = _median_seconds(step, repeats, dev)
     eval_seconds = _median_seconds(evaluate, repeats, dev) / eval_batch
     return Cost(work, str(dev), step_seconds, eval_seconds)
