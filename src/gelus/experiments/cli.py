@@ -49,8 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--device",
         default="auto",
         choices=("auto", "cpu", "cuda"),
-        help="device for the CNN experiments (default auto: cuda when there is a GPU); "
-        "the MLP engine runs on the CPU",
+        help="device for both engines, the stacked MLPs and the CNNs (default auto: cuda when "
+        "there is a GPU)",
     )
     run.add_argument(
         "--amp",
