@@ -30,7 +30,12 @@ def test_matmul_rate_is_a_positive_flop_rate():
 
 def test_the_device_bench_prints_every_row_and_the_shared_ratio(capsys):
     args = argparse.Namespace(
-        device="cpu", experiments=["twitter-pos"], repeats=1, shared=2, plan=False
+        device="cpu",
+        experiments=["twitter-pos"],
+        repeats=1,
+        shared=2,
+        plan=False,
+        compile_mode="none",
     )
     assert main(args) == 0
     out = capsys.readouterr().out

@@ -115,7 +115,9 @@ def test_training_mode_with_torch_func_gradcheck_and_forward_mode():
         return stochastic_gelu(t, True, torch.Generator().manual_seed(0))
 
     xr = x.clone().requires_grad_()
-    assert torch.autograd.gradcheck(fixed_mask, (xr,), check_batched_grad=True, check_forward_ad=True)
+    assert torch.autograd.gradcheck(
+        fixed_mask, (xr,), check_batched_grad=True, check_forward_ad=True
+    )
     assert torch.autograd.gradgradcheck(fixed_mask, (xr,), check_batched_grad=True)
     mask = stochastic_gelu_mask(x, torch.Generator().manual_seed(0))
     _, tangent = jvp(fixed_mask, (x,), (torch.ones_like(x),))

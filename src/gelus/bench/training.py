@@ -28,6 +28,8 @@ import itertools
 import os
 import time
 
+from gelus.experiments.cnn_config import COMPILE_MODES
+
 __all__ = ["add_arguments", "main"]
 
 HIDDEN = (128,) * 8
@@ -98,6 +100,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     device.add_argument(
         "--plan", action="store_true", help="also price the whole paper on this device"
+    )
+    device.add_argument(
+        "--compile-mode",
+        default="reduce-overhead",
+        choices=("none", *COMPILE_MODES),
+        help="torch.compile mode of the compiled CNN rows (default reduce-overhead: CUDA graphs; "
+        "none: eager rows only)",
     )
 
 

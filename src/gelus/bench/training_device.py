@@ -5,7 +5,8 @@ In one process (and, for the shared-GPU row, N processes at once):
 * the device's own dense matmul rate, bf16 and fp32 (TF32 off), [8192, 8192]²: the ceiling;
 * per preset (default: the two CIFAR nets and the MNIST grid) the seconds per epoch of one run,
   from timed training and evaluation steps of the preset's own network (``gelus.experiments.budget``,
-  the same pricing as ``gelus reproduce --plan``), fp32 and, for the CNNs, bf16 autocast;
+  the same pricing as ``gelus reproduce --plan``), fp32 and, for the CNNs, bf16 autocast, each eager
+  and compiled (``--compile-mode``, default "reduce-overhead": inductor plus CUDA graphs);
 * the useful rate: model FLOPs per training image (``torch.utils.flop_counter``, forward and
   backward) × images per second, and its fraction of the ceiling;
 * several runs sharing the device: N processes training the same network at once, their aggregate
@@ -77,18 +78,21 @@ def training_flops_per_image(work, device: torch.device) -> float:
     return counter.get_total_flops() / samples
 
 
-def _variants(name: str, preset):
-    """(label, autocast, workload) rows of one preset: the CNNs in fp32 and bf16."""
+def _variants(name: str, preset, compile_mode: str | None):
+    """(label, autocast, workload) rows of one preset: the CNNs in fp32 and bf16, eager and, with
+    ``compile_mode``, compiled in that mode."""
     from gelus.experiments.budget import workload
 
     work = workload(preset)
     if work.engine != "cnn":
         return [(name, None, work)]
     rows = []
-    for amp in (None, "bf16"):
-        cnn = dataclasses.replace(work.config.cnn, amp_dtype=amp)
-        config = dataclasses.replace(work.config, cnn=cnn)
-        rows.append((f"{name} {amp or 'fp32'}", amp, dataclasses.replace(work, config=config)))
+    for mode in (None, compile_mode) if compile_mode else (None,):
+        for amp in (None, "bf16"):
+            cnn = dataclasses.replace(work.config.cnn, amp_dtype=amp, compile=mode)
+            config = dataclasses.replace(work.config, cnn=cnn)
+            label = f"{name} {amp or 'fp32'}" + (" compiled" if mode else "")
+            rows.append((label, amp, dataclasses.replace(work, config=config)))
     return rows
 
 
@@ -127,6 +131,7 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UserError(str(error)) from None
     names = args.experiments or list(DEFAULT_EXPERIMENTS)
+    compile_mode = None if args.compile_mode == "none" else args.compile_mode
     unknown = [n for n in names if n not in PRESETS]
     if unknown:
         raise UserError(f"unknown experiment {unknown[0]!r}; valid: {', '.join(PRESETS)}")
@@ -143,11 +148,11 @@ def main(args: argparse.Namespace) -> int:
         f"fp32 {ceilings['fp32'] / 1e12:.1f} TFLOP/s (TF32 off)"
     )
     print(
-        f"{'run':<24} {'s/epoch':>8} {'target':>7} {'img/s':>9} {'GFLOP/img':>9} "
+        f"{'run':<34} {'s/epoch':>8} {'target':>7} {'img/s':>9} {'GFLOP/img':>9} "
         f"{'TFLOP/s':>8} {'of ceiling':>10}"
     )
     for experiment in names:
-        for label, amp, work in _variants(experiment, PRESETS[experiment]):
+        for label, amp, work in _variants(experiment, PRESETS[experiment], compile_mode):
             cost = price(work, str(device), args.repeats)
             flops = training_flops_per_image(work, device)
             images = work.config.train.batch_size * work.members / cost.step_seconds
@@ -163,12 +168,12 @@ def main(args: argparse.Namespace) -> int:
             else:
                 epoch = cost.job_epoch_seconds
             print(
-                f"{label:<24} {epoch:>8.2f} {target_text:>7} {images:>9.0f} {flops / 1e9:>9.3f} "
+                f"{label:<34} {epoch:>8.2f} {target_text:>7} {images:>9.0f} {flops / 1e9:>9.3f} "
                 f"{rate / 1e12:>8.2f} {rate / ceiling:>10.1%}"
             )
     if args.shared > 1:
         experiment = names[0]
-        _, amp, work = _variants(experiment, PRESETS[experiment])[-1]
+        _, amp, work = _variants(experiment, PRESETS[experiment], None)[-1]
         speedup = shared_speedup(work, str(device), args.shared, args.repeats)
         print(
             f"{args.shared} runs of {experiment} {amp or 'fp32'} sharing the device: aggregate "

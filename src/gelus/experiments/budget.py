@@ -125,8 +125,9 @@ def workload(preset, quick: bool = False) -> Workload:
     )  # fmt: skip
 
 
-def _median_seconds(function, repeats: int, device: torch.device) -> float:
-    function()  # warm-up (allocations, cuDNN autotuning)
+def _median_seconds(function, repeats: int, device: torch.device, warmups: int = 1) -> float:
+    for _ in range(warmups):  # allocations, cuDNN autotuning, compilation, CUDA graph recording
+        function()
     times = []
     for _ in range(repeats):
         if device.type == "cuda":
@@ -182,9 +183,7 @@ def _mlp_functions(work: Workload, device: torch.device):
 
 
 def _cnn_functions(work: Workload, device: torch.device):
-    import torch.nn.functional as F
-
-    from gelus.experiments.cnn import _autocast, _optimizer, build_cnn
+    from gelus.experiments.cnn import _autocast, build_cnn, make_optimizer, make_training_step
 
     config = work.config
     cnn = config.cnn
@@ -193,7 +192,9 @@ def _cnn_functions(work: Workload, device: torch.device):
     channels_last = device.type == "cuda" if cnn.channels_last is None else cnn.channels_last
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
     model = model.to(memory_format=memory_format)
-    optimizer = _optimizer(cnn, model, config.optim.lr[0])
+    optimizer = make_optimizer(cnn, model, config.optim.lr[0])
+    scaler = torch.amp.GradScaler(device.type, enabled=cnn.amp_dtype == "fp16")
+    train_step = make_training_step(cnn, model, optimizer, scaler, device)
     batch = config.train.batch_size
     x = torch.randn(batch, 3, 32, 32, device=device).contiguous(memory_format=memory_format)
     y = torch.randint(0, classes, (batch,), device=device)
@@ -203,11 +204,7 @@ def _cnn_functions(work: Workload, device: torch.device):
 
     def step():
         model.train()
-        with _autocast(cnn, device):
-            loss = F.cross_entropy(model(x).float(), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        train_step(x, y)
 
     @torch.no_grad()
     def evaluate():
@@ -230,7 +227,9 @@ def price(work: Workload, device: str = "cpu", repeats: int = 3) -> Cost:
     its batch) and evaluation batches on ``device``, after a warm-up; medians."""
     dev = torch.device(device)
     step, evaluate, eval_batch = step_functions(work, dev)
-    step_seconds = _median_seconds(step, repeats, dev)
+    # a compiled step compiles on its first call and records its CUDA graphs on the next ones
+    compiled = work.engine == "cnn" and work.config.cnn.compile is not None
+    step_seconds = _median_seconds(step, repeats, dev, warmups=3 if compiled else 1)
     eval_seconds = _median_seconds(evaluate, repeats, dev) / eval_batch
     return Cost(work, str(dev), step_seconds, eval_seconds)
 

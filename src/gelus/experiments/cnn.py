@@ -33,7 +33,6 @@ from gelus.experiments.cnn_data import (
     fit_zca,
     load_splits,
     mean_image,
-    random_crop_flip,
 )
 from gelus.experiments.cnn_models import AllConvNet, WideResNet
 from gelus.experiments.device import local_device
@@ -47,7 +46,8 @@ __all__ = [
     "allconv_lr",
     "build_cnn",
     "cosine_lr",
-    "measure_training_step",
+    "make_optimizer",
+    "make_training_step",
     "train_cnn_run",
 ]
 
@@ -142,10 +142,16 @@ def build_cnn(
     )
 
 
-def _optimizer(cfg: CNNConfig, model: nn.Module, lr: float) -> torch.optim.Optimizer:
+def make_optimizer(cfg: CNNConfig, model: nn.Module, lr: float) -> torch.optim.Optimizer:
+    """The network's optimizer at peak learning rate ``lr``: Adam (all-conv) or Nesterov SGD with
+    the released L2 penalty as weight decay (WRN). On CUDA the fused implementation: one kernel
+    launch per step instead of several per parameter tensor."""
+    fused = True if next(model.parameters()).is_cuda else None
     if isinstance(cfg, CIFAR10AllConvConfig):
         betas = (cfg.beta1, cfg.beta2)
-        return torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=cfg.adam_eps)
+        return torch.optim.Adam(
+            model.parameters(), lr=lr, betas=betas, eps=cfg.adam_eps, fused=fused
+        )
     # The released code adds λ·Σw² over Lasagne's "regularizable" parameters (weights and BN
     # scales, not biases or BN shifts) to the loss: its gradient 2λw is SGD weight decay 2λ.
     decayed = [p for n, p in model.named_parameters() if n.endswith("weight")]
@@ -154,7 +160,40 @@ def _optimizer(cfg: CNNConfig, model: nn.Module, lr: float) -> torch.optim.Optim
         {"params": decayed, "weight_decay": 2 * cfg.weight_decay},
         {"params": others, "weight_decay": 0.0},
     ]
-    return torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, nesterov=True)
+    return torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, nesterov=True, fused=fused)
+
+
+def make_training_step(
+    cfg: CNNConfig,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    device: torch.device,
+) -> Callable[[Tensor, Tensor], None]:
+    """``step(x, y)``: one update of ``model`` (in train mode) on a batch.
+
+    loss = mean cross-entropy of model(x) against y, the forward in ``cfg.amp_dtype`` autocast;
+    backward through ``scaler`` (a no-op unless fp16); optimizer step; gradients set to None.
+    With ``cfg.compile`` the forward and loss are one ``torch.compile`` graph in that mode, its
+    backward compiled with it (AOTAutograd); "reduce-overhead" replays both as CUDA graphs, the
+    lever where a step is launch-bound. The optimizer stays eager (fused on CUDA).
+    """
+
+    def loss_of(x: Tensor, y: Tensor) -> Tensor:
+        with _autocast(cfg, device):
+            return F.cross_entropy(model(x).float(), y)
+
+    if cfg.compile is not None:
+        loss_of = torch.compile(loss_of, mode=cfg.compile, dynamic=False)
+
+    def step(x: Tensor, y: Tensor) -> None:
+        loss = loss_of(x, y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
 
 
 def _channels_last(cfg: CNNConfig, device: torch.device) -> bool:
@@ -250,8 +289,9 @@ def train_cnn_run(
     channels_last = _channels_last(cfg, dev)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
-    optimizer = _optimizer(cfg, model, lr)
+    optimizer = make_optimizer(cfg, model, lr)
     scaler = torch.amp.GradScaler(dev.type, enabled=cfg.amp_dtype == "fp16")
+    train_step = make_training_step(cfg, model, optimizer, scaler, dev)
     x_train, y_train = splits["train"]
     steps_per_epoch = len(y_train) // batch_size  # the last partial batch is dropped
     if steps_per_epoch == 0:
@@ -293,13 +333,7 @@ def train_cnn_run(
                 step = (epoch - 1) * steps_per_epoch + i
                 for group in optimizer.param_groups:
                     group["lr"] = cosine_lr(step, total_steps, lr)
-            xb = _to_device(xb, dev, channels_last)
-            with _autocast(cfg, dev):
-                loss = F.cross_entropy(model(xb).float(), yb)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
+            train_step(_to_device(xb, dev, channels_last), yb)
 
         results = {name: _evaluate(model, x, y, cfg, dev) for name, (x, y) in eval_splits.items()}
         seconds += time.perf_counter() - began
@@ -321,43 +355,3 @@ def train_cnn_run(
                 "preprocessing": stats,
             }
             save_checkpoint(checkpoint_path, state)
-
-
-def measure_training_step(
-    cfg: CNNConfig,
-    activation: str = "gelu",
-    *,
-    batch_size: int,
-    lr: float,
-    batches: int = 3,
-    device: str = "cpu",
-) -> list[float]:
-    """Wall seconds of each of ``batches`` training steps (after one warm-up step) of the full
-    network of ``cfg`` on random 32×32 inputs: forward, backward and optimizer update, as in
-    ``train_cnn_run``. For the cost table: seconds per epoch ≈ median × batches per epoch."""
-    dev = torch.device(local_device(device))
-    num_classes = 10 if isinstance(cfg, CIFAR10AllConvConfig) else 100
-    model = build_cnn(cfg, activation, num_classes).to(dev)
-    channels_last = _channels_last(cfg, dev)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    optimizer = _optimizer(cfg, model, lr)
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(batch_size, 3, 32, 32, generator=generator)
-    y = torch.randint(0, num_classes, (batch_size,), generator=generator)
-    times = []
-    for _ in range(batches + 1):
-        began = time.perf_counter()
-        xb = x
-        if isinstance(cfg, CIFAR100WRNConfig):
-            xb = random_crop_flip(x, cfg.crop_padding, cfg.flip, generator)
-        xb, yb = _to_device(xb, dev, channels_last), y.to(dev)
-        with _autocast(cfg, dev):
-            loss = F.cross_entropy(model(xb).float(), yb)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - began)
-    return times[1:]

@@ -8,9 +8,17 @@ the epochs, so a shorter run keeps the schedule's shape.
 
 from dataclasses import dataclass
 
-__all__ = ["AMP_DTYPE_NAMES", "CIFAR10AllConvConfig", "CIFAR100WRNConfig", "CNNConfig"]
+__all__ = [
+    "AMP_DTYPE_NAMES",
+    "COMPILE_MODES",
+    "CIFAR10AllConvConfig",
+    "CIFAR100WRNConfig",
+    "CNNConfig",
+]
 
 AMP_DTYPE_NAMES = ("bf16", "fp16")
+# torch.compile modes of the training step; "reduce-overhead" replays it as a CUDA graph
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
 
 @dataclass(frozen=True)
@@ -22,12 +30,16 @@ class _CNNRunOptions:
     eval_batch_size: int = 500  # images per evaluation batch
     amp_dtype: str | None = None  # None | "bf16" | "fp16" (fp16 on CUDA only, with a GradScaler)
     channels_last: bool | None = None  # NHWC; None: on CUDA only (slower on CPU oneDNN here)
+    compile: str | None = None  # None: eager; else the torch.compile mode of the loss + backward
 
     def __post_init__(self) -> None:
         if self.eval_batch_size < 1:
             raise ValueError(f"eval_batch_size={self.eval_batch_size} must be at least 1")
         if self.amp_dtype not in (None, *AMP_DTYPE_NAMES):
             raise ValueError(f"amp_dtype={self.amp_dtype!r}: use None, 'bf16' or 'fp16'")
+        if self.compile not in (None, *COMPILE_MODES):
+            modes = ", ".join(repr(m) for m in COMPILE_MODES)
+            raise ValueError(f"compile={self.compile!r}: use None (eager) or a mode: {modes}")
         if self.train_eval_size is not None and self.train_eval_size < 1:
             raise ValueError(
                 f"train_eval_size={self.train_eval_size}: give None (all) or at least 1"

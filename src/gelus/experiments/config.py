@@ -130,7 +130,7 @@ _INERT_KEYS: dict[str, dict[str, str]] = {
         "train.eval_train_subset": "use cnn.train_eval_size",
         "train.eval_batch_size": "use cnn.eval_batch_size",
         "train.checkpoint_every": "the CNN checkpoints every epoch",
-        "train.compile": _CNN_ENGINE,
+        "train.compile": "use cnn.compile (a torch.compile mode)",
         "train.dtype": "use cnn.amp_dtype",
         "noise.levels": _CNN_ENGINE,
         "noise.seed": _CNN_ENGINE,
