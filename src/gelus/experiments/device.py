@@ -4,9 +4,16 @@ The driver resolves the device once (here, or through an executor's ``resolve_de
 jobs run on a cluster) and stamps it on every job; a trainer only checks that it is there.
 """
 
-__all__ = ["DEVICES", "local_device", "set_tf32"]
+import os
+
+__all__ = ["DEVICES", "WORKERS_PER_GPU", "default_workers", "local_device", "set_tf32"]
 
 DEVICES = ("auto", "cpu", "cuda")
+# Runs sharing one GPU as worker processes when --workers is not given: one of the paper's runs
+# leaves most of an H100 idle (batch 100-128), and each process holds its own CUDA context
+# (~0.5 GB), so a few per GPU, not one per core. `gelus bench training --device cuda --shared N`
+# measures the aggregate rate of N.
+WORKERS_PER_GPU = 4
 
 
 def local_device(device: str) -> str:
@@ -38,3 +45,15 @@ def set_tf32(device: str, enabled: bool) -> None:
 
     torch.backends.cuda.matmul.allow_tf32 = enabled
     torch.backends.cudnn.allow_tf32 = enabled
+
+
+def default_workers(device: str) -> int:
+    """Worker processes when none are asked for: one per available core on the CPU; on CUDA
+    ``WORKERS_PER_GPU`` per visible GPU (each worker takes the GPUs in turn), at most one per core."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+    if device != "cuda":
+        return cores
+    import torch
+
+    return max(1, min(cores, WORKERS_PER_GPU * torch.cuda.device_count()))

@@ -19,7 +19,7 @@ from gelus.experiments.config import (
     check_batch_fits,
     validate,
 )
-from gelus.experiments.device import DEVICES, local_device
+from gelus.experiments.device import DEVICES, default_workers, local_device
 from gelus.experiments.plan import plan_jobs
 from gelus.experiments.presets import PRESETS, Preset
 from gelus.experiments.records import (
@@ -169,7 +169,8 @@ def run_experiment(
     """Run (or resume) the preset ``name`` into ``out_dir/records.sqlite``; returns ``out_dir``.
 
     Runs already done are skipped; interrupted ones resume from their checkpoints. ``workers``
-    processes (default: one per available core; 0 = in this process) with ``threads`` torch threads
+    processes (default: one per available core, on CUDA ``WORKERS_PER_GPU`` per GPU; 0 = in this
+    process) with ``threads`` torch threads
     each, or ``executor`` (e.g. ``RayExecutor``; ``workers`` then defaults to its own). ``device``:
     "auto", "cpu" or "cuda", for both engines. With ``progress``, shows
     a bar per worker and prints a summary table at the end.
@@ -225,11 +226,7 @@ def run_experiment(
     if workers is None and executor is not None:
         workers = getattr(executor, "workers", None)
     if workers is None:
-        workers = (
-            len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity")
-            else os.cpu_count() or 1
-        )
+        workers = default_workers(device)
     plans = [
         plan_jobs(
             name,

@@ -20,7 +20,15 @@ from typing import Protocol
 from gelus.experiments.plan import Job
 from gelus.experiments.records import RecordStore
 
-__all__ = ["Executor", "LocalExecutor", "Report", "WorkerReport", "load_dataset", "run_job"]
+__all__ = [
+    "Executor",
+    "LocalExecutor",
+    "Report",
+    "WorkerReport",
+    "claim_gpu",
+    "load_dataset",
+    "run_job",
+]
 
 Report = Callable[[str, int, int], None]  # (job label, epochs done, epochs total)
 WorkerReport = Callable[[int, str, int, int], None]  # (worker id, job label, done, total)
@@ -130,13 +138,26 @@ def _die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watchdog, daemon=True).start()
 
 
-def _init_worker(threads: int, report_queue, parent_pid: int) -> None:
+def _init_worker(threads: int, report_queue, parent_pid: int, gpu_turn=None) -> None:
     global _report_queue
     _die_with_parent(parent_pid)
     import torch
 
     torch.set_num_threads(threads)
     _report_queue = report_queue
+    if gpu_turn is not None:
+        torch.cuda.set_device(claim_gpu(gpu_turn, torch.cuda.device_count()))
+
+
+def claim_gpu(turn, gpus: int) -> int:
+    """The GPU of the next worker to start: workers take the ``gpus`` visible GPUs in turn.
+
+    ``turn`` is a shared ``multiprocessing.Value("i")``, the count of workers started so far.
+    """
+    with turn.get_lock():
+        index = turn.value
+        turn.value += 1
+    return index % max(1, gpus)
 
 
 def _worker_run(job: Job) -> None:
@@ -182,11 +203,13 @@ class LocalExecutor:
         forwarder = threading.Thread(target=forward_reports, daemon=True)
         forwarder.start()
         workers = min(self.workers, len(jobs))
+        # on a machine with several GPUs, workers spread over them ("cuda" is each one's own)
+        gpu_turn = context.Value("i", 0) if any(job.device == "cuda" for job in jobs) else None
         pool = ProcessPoolExecutor(
             workers,
             mp_context=context,
             initializer=_init_worker,
-            initargs=(self.threads, report_queue, os.getpid()),
+            initargs=(self.threads, report_queue, os.getpid(), gpu_turn),
         )
         try:
             futures = [pool.submit(_worker_run, job) for job in jobs]
