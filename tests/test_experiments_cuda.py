@@ -124,3 +124,18 @@ def test_the_compiled_cnn_step_on_cuda_equals_the_eager_one(mode):
     eager, compiled = trained
     for name in eager:
         torch.testing.assert_close(compiled[name], eager[name], rtol=1e-3, atol=1e-4, msg=name)
+
+
+def test_zca_fitted_on_cuda_equals_the_cpu_fit():
+    from gelus.experiments.cnn_data import apply_zca, fit_zca
+
+    x = torch.rand(3000, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    mean_cpu, w_cpu = fit_zca(x, 1e-2)
+    mean_gpu, w_gpu = fit_zca(x.cuda(), 1e-2)
+    assert mean_gpu.is_cuda and w_gpu.is_cuda
+    torch.testing.assert_close(mean_gpu.cpu(), mean_cpu)
+    torch.testing.assert_close(w_gpu.cpu(), w_cpu, rtol=1e-4, atol=1e-5)
+    whitened = apply_zca(x.cuda(), mean_cpu, w_cpu)  # saved statistics come back on the CPU
+    torch.testing.assert_close(
+        whitened.cpu(), apply_zca(x.clone(), mean_cpu, w_cpu), rtol=1e-4, atol=1e-4
+    )

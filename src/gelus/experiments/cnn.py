@@ -5,9 +5,10 @@ trains one model by the protocol in ``cfg``, reports every epoch through ``log(e
 value)`` and, given a checkpoint path, saves its whole state after each epoch and resumes from it:
 an interrupted run continues exactly as if it had not stopped.
 
-Data live on the training device as float32 tensors, uploaded once (on a GPU no batch crosses the
-bus); each epoch's batch order, crops and flips are drawn at its start and each batch is one gather
-(:mod:`gelus.experiments.device_batches`), so no step waits on the host. Randomness comes from two
+Data live on the training device as float32 tensors, uploaded once and normalised (and
+ZCA-whitened) there, so on a GPU no batch crosses the bus; each epoch's batch order, crops and
+flips are drawn at its start and each batch is one gather (:mod:`gelus.experiments.device_batches`),
+so no step waits on the host. Randomness comes from two
 seeded sources: torch's global generator (init, dropout, input noise) and a CPU
 ``torch.Generator`` for the batch order and the crops and flips, so the batches do not depend on
 the device.
@@ -94,7 +95,8 @@ def _preprocess(
     """Normalise every split in place with statistics of the training split (or the saved ones).
 
     All-conv: x ← (255x − 127.5) / 128 ≈ [−1, 1], then ZCA. WRN: x ← x − per-pixel train mean.
-    Returns the statistics, which the checkpoint keeps so a resumed run needs no refit.
+    Runs on the splits' device; returns the statistics (on the CPU), which the checkpoint keeps so
+    a resumed run needs no refit.
     """
     x_train = splits["train"][0]
     if isinstance(cfg, CIFAR10AllConvConfig):
@@ -102,14 +104,14 @@ def _preprocess(
             x.mul_(255).sub_(127.5).div_(128)
         if saved is None:
             mean, whitening = fit_zca(x_train, cfg.zca_epsilon)
-            saved = {"mean": mean, "whitening": whitening}
+            saved = {"mean": mean.cpu(), "whitening": whitening.cpu()}
         for x, _ in splits.values():
             apply_zca(x, saved["mean"], saved["whitening"])
     else:
         if saved is None:
-            saved = {"pixel_mean": mean_image(x_train)}
+            saved = {"pixel_mean": mean_image(x_train).cpu()}
         for x, _ in splits.values():
-            x.sub_(saved["pixel_mean"])
+            x.sub_(saved["pixel_mean"].to(x.device))
     return saved
 
 
@@ -283,7 +285,10 @@ def train_cnn_run(
 
     torch.manual_seed(seed)  # init, dropout and input noise
     order_generator = torch.Generator().manual_seed(seed)  # batch order, crops, flips
-    splits = load_splits(data, cfg.retrain_full)
+    # uploaded once, then normalised and whitened where they train: no batch crosses the bus
+    splits = {
+        name: (x.to(dev), y.to(dev)) for name, (x, y) in load_splits(data, cfg.retrain_full).items()
+    }
     stats = _preprocess(cfg, splits, None if state is None else state["preprocessing"])
     model = build_cnn(cfg, activation, data.num_classes, approximate).to(dev)
     channels_last = _channels_last(cfg, dev)
@@ -299,11 +304,10 @@ def train_cnn_run(
     n_eval = len(y_train) if cfg.train_eval_size is None else min(cfg.train_eval_size, len(y_train))
     eval_splits = {"train": (x_train[:n_eval], y_train[:n_eval])}
     eval_splits |= {name: splits[name] for name in ("val", "test") if name in splits}
-    eval_splits = {name: (x.to(dev), y.to(dev)) for name, (x, y) in eval_splits.items()}
     crops = isinstance(cfg, CIFAR100WRNConfig)
     padding = cfg.crop_padding if crops else None
-    # uploaded once, zero-padded once for the crops: a batch is one gather on the device
-    x_train, y_train = pad_once(x_train.to(dev), padding or 0), y_train.to(dev)
+    # zero-padded once for the crops: a batch is one gather on the device
+    x_train = pad_once(x_train, padding or 0)
 
     start_epoch, seconds = 0, 0.0
     if state is not None:

@@ -14,8 +14,9 @@ __all__ = ["apply_zca", "fit_zca", "load_splits", "mean_image", "random_crop_fli
 
 
 def mean_image(x: Tensor, chunk_size: int = 4096) -> Tensor:
-    """The mean of ``x`` [N, *shape] over N, summed in float64 chunk by chunk; float32 [*shape]."""
-    total = torch.zeros(x.shape[1:], dtype=torch.float64)
+    """The mean of ``x`` [N, *shape] over N, summed in float64 chunk by chunk; float32 [*shape],
+    on ``x``'s device."""
+    total = torch.zeros(x.shape[1:], dtype=torch.float64, device=x.device)
     for start in range(0, x.shape[0], chunk_size):
         total += x[start : start + chunk_size].double().sum(0)
     return (total / x.shape[0]).float()
@@ -31,7 +32,7 @@ def fit_zca(x: Tensor, epsilon: float, chunk_size: int = 4096) -> tuple[Tensor, 
     x = x.flatten(1)
     n, d = x.shape
     mean = mean_image(x, chunk_size).double()
-    covariance = torch.zeros(d, d, dtype=torch.float64)
+    covariance = torch.zeros(d, d, dtype=torch.float64, device=x.device)
     for start in range(0, n, chunk_size):
         centred = x[start : start + chunk_size].double() - mean
         covariance.addmm_(centred.T, centred)
@@ -44,6 +45,7 @@ def fit_zca(x: Tensor, epsilon: float, chunk_size: int = 4096) -> tuple[Tensor, 
 
 def apply_zca(x: Tensor, mean: Tensor, whitening: Tensor, chunk_size: int = 4096) -> Tensor:
     """(x − mean) W for ``x`` [N, *shape], in place chunk by chunk (W is symmetric); returns ``x``."""
+    mean, whitening = mean.to(x.device), whitening.to(x.device)
     flat = x.view(x.shape[0], -1)
     for start in range(0, flat.shape[0], chunk_size):
         rows = flat[start : start + chunk_size]
