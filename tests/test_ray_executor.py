@@ -4,6 +4,7 @@ The sweep test SIGKILLs the Ray worker running one job mid-way: Ray retries the 
 resumes from its checkpoint, and the records equal those of an uninterrupted local run.
 """
 
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -13,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import ray
 import torch
 
 from _data_fixtures import cifar100_binary_members, write_mnist, write_tar
@@ -21,14 +21,20 @@ from gelus.cli import UserError
 from gelus.cli import main as gelus_main
 from gelus.data import DatasetNotFoundError
 from gelus.experiments import cnn, plan, read_records, read_runs, run_experiment
+from gelus.experiments.device import WORKERS_PER_GPU
 from gelus.experiments.ray_executor import (
     INSTALL_HINT,
     RayExecutor,
     RecordSink,
     RemoteRecordStore,
+    task_resources,
 )
 from gelus.experiments.records import RunKey
 from gelus.experiments.runner import resolve_config, resolve_device
+
+ray = pytest.importorskip(
+    "ray", reason="the Ray executor's tests need Ray: pip install 'gelus[ray]'"
+)
 
 EPOCHS = 16  # a wide window (epochs 4-15) to catch a job mid-way on a fast machine
 SWEEP = {
@@ -284,3 +290,15 @@ def test_device_resolution(monkeypatch):
     assert resolve_device("auto", cnn) == "cuda"
     assert resolve_device("auto", mlp) == "cuda"
     assert resolve_device("auto", fp16) == "cuda"
+
+
+@pytest.mark.parametrize("experiment", ["mnist-classification", "cifar100-wrn"])
+def test_tasks_on_cuda_share_a_gpu_and_tasks_on_cpu_take_their_threads(experiment, tmp_path):
+    _, config = resolve_config(experiment, quick=True)
+    jobs = plan.plan_jobs(
+        experiment, config, out_dir=tmp_path, data_dir=None, verify=False, metadata={},
+        done=set(), device="cuda",
+    )  # fmt: skip
+    assert task_resources(jobs[0], threads=3) == {"num_cpus": 1, "num_gpus": 1 / WORKERS_PER_GPU}
+    on_cpu = dataclasses.replace(jobs[0], device="cpu")
+    assert task_resources(on_cpu, threads=3) == {"num_cpus": 3, "num_gpus": 0}

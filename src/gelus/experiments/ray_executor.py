@@ -4,7 +4,7 @@
 >>> run_experiment("cifar100-wrn", out_dir="/shared/runs", device="cuda", executor=executor)  # doctest: +SKIP
 
 Each job (one stacked MLP ensemble, or one CNN run) is one Ray task asking for ``threads`` CPUs, or
-for one GPU when it is a CNN on CUDA. Ray retries a task whose worker process or node dies
+on CUDA for one CPU and a quarter of a GPU (``task_resources``: runs share a GPU). Ray retries a task whose worker process or node dies
 (``max_retries``); the job resumes from its last checkpoint, as a second local ``gelus run`` would.
 An exception raised by the job itself is a bug, not a lost machine: it is not retried but raised on
 the driver, and the other tasks are cancelled.
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gelus.cli import UserError
+from gelus.experiments.device import WORKERS_PER_GPU
 from gelus.experiments.plan import Job
 from gelus.experiments.records import RecordStore, RunKey
 from gelus.experiments.sweep import WorkerReport, run_job
@@ -149,13 +150,23 @@ def _absolute(job: Job) -> Job:
     )
 
 
+def task_resources(job: Job, threads: int) -> dict[str, float]:
+    """The Ray resources of one job's task: ``threads`` CPUs on the CPU; on CUDA one CPU and
+    1 / ``WORKERS_PER_GPU`` of a GPU, so that as many runs share a GPU as the local executor puts
+    on one (either engine: one of the paper's runs leaves most of a GPU idle). Ray gives each task
+    its GPU through ``CUDA_VISIBLE_DEVICES``."""
+    if job.device == "cuda":
+        return {"num_cpus": 1, "num_gpus": 1 / WORKERS_PER_GPU}
+    return {"num_cpus": threads, "num_gpus": 0}
+
+
 class RayExecutor:
     """Runs jobs as Ray tasks: on a local Ray runtime (``address=None``) or a running cluster.
 
     ``address``: None starts a Ray runtime on this machine with ``num_cpus`` CPUs (default: all
     cores) and stops it after the run; "auto" joins the cluster that ``ray start`` set up on this
-    machine; "HOST:PORT" another one. ``threads``: torch threads, and Ray CPUs, per task (a CNN on
-    CUDA asks for one CPU and one GPU). ``max_retries``: new attempts of a task whose worker or
+    machine; "HOST:PORT" another one. ``threads``: torch threads, and Ray CPUs, per task (a task on
+    CUDA asks for one CPU and a share of a GPU, ``task_resources``). ``max_retries``: new attempts of a task whose worker or
     node died. Ray is imported here: without it, ``UserError`` with the install command.
     """
 
@@ -222,7 +233,7 @@ class RayExecutor:
         return max(1, int(cpus) // self.threads)
 
     def resolve_device(self, device: str) -> str:
-        """``device`` for the CNN tasks: "auto" is "cuda" when the cluster has GPUs, else "cpu"."""
+        """``device`` for the tasks: "auto" is "cuda" when the cluster has GPUs, else "cpu"."""
         gpus = self.connect().cluster_resources().get("GPU", 0)
         if device == "auto":
             return "cuda" if gpus else "cpu"
@@ -255,10 +266,7 @@ class RayExecutor:
         task = ray.remote(run_gelus_job)
         pending = {}
         for job in jobs:
-            gpu = job.kind == "cnn" and job.device == "cuda"
-            options = {
-                "num_cpus": 1 if gpu else self.threads,
-                "num_gpus": 1 if gpu else 0,
+            options = task_resources(job, self.threads) | {
                 "max_retries": self.max_retries,
                 "retry_exceptions": False,  # an exception in the job is a bug: surface it
                 "name": f"gelus {job.experiment} {job.label}",
