@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Everything this project measures on a GPU, for one call of the GPU machine (torch preinstalled,
+# no network: nothing is installed, the checkout runs from src/). Logs go to $OUT (default
+# ./gpu-session); each step's failure is recorded and the next step still runs.
+#
+#   tools/gpu_session.sh tests      # the CUDA tests: kernels, wiring, the harness on CUDA (~3 min)
+#   tools/gpu_session.sh kernels    # gelus bench kernels --device cuda, gpt2_step (~3 min)
+#   tools/gpu_session.sh training   # gelus bench training --device cuda --plan (~6 min)
+#   tools/gpu_session.sh all        # the three, one after another
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=src
+OUT=${OUT:-gpu-session}
+mkdir -p "$OUT"
+status=0
+
+step() {  # step NAME COMMAND...: run, tee to $OUT/NAME.log, remember a failure
+    local name=$1
+    shift
+    echo "== $name: $*" | tee "$OUT/$name.log"
+    "$@" 2>&1 | tee -a "$OUT/$name.log"
+    local rc=${PIPESTATUS[0]}
+    echo "== $name: exit $rc" | tee -a "$OUT/$name.log"
+    [ "$rc" -eq 0 ] || status=1
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$OUT/gpu.txt" 2>&1
+
+case "${1:-all}" in
+tests | all)
+    step tests python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_triton_cuda.py \
+        tests/test_cuda_wiring.py tests/test_bench_cuda.py tests/test_experiments_cuda.py \
+        tests/test_device_batches.py tests/test_budget.py tests/test_experiments_device.py ;;&
+kernels | all)
+    step bench-kernels python3 -m gelus bench kernels --device cuda
+    step gpt2-step python3 -m gelus.bench.gpt2_step ;;&
+training | all)
+    step bench-training python3 -m gelus bench training --device cuda --plan ;;
+tests | kernels) ;;
+*)
+    echo "usage: tools/gpu_session.sh [tests|kernels|training|all]" >&2
+    exit 2 ;;
+esac
+exit $status
