@@ -93,7 +93,7 @@ def test_mnist_classification_on_cuda_end_to_end(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
-def test_the_compiled_cnn_step_on_cuda_equals_the_eager_one(mode):
+def test_the_compiled_cnn_step_on_cuda_equals_the_eager_one(mode, monkeypatch):
     # "reduce-overhead" replays the step as CUDA graphs; the batch norm statistics it updates and
     # the fused Nesterov SGD must end where eager fp32 ends (no dropout: inductor draws its own).
     import dataclasses
@@ -103,7 +103,7 @@ def test_the_compiled_cnn_step_on_cuda_equals_the_eager_one(mode):
 
     cfg = CIFAR100WRNConfig(blocks_per_stage=1, widths=(8, 16, 16, 32), dropout=0.0)
     device = torch.device("cuda")
-    torch.backends.cudnn.allow_tf32 = False
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     gen = torch.Generator().manual_seed(0)
     batches = [
         (torch.randn(32, 3, 32, 32, generator=gen), torch.randint(0, 100, (32,), generator=gen))
