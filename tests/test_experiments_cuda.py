@@ -139,3 +139,42 @@ def test_zca_fitted_on_cuda_equals_the_cpu_fit():
     torch.testing.assert_close(
         whitened.cpu(), apply_zca(x.clone(), mean_cpu, w_cpu), rtol=1e-4, atol=1e-4
     )
+
+
+def test_a_cnn_training_batch_never_waits_on_the_host():
+    # The run's per-batch work (the planned gather of crops and flips, the labels, forward,
+    # backward, fused SGD with the lr set from Python) must not synchronise with the host:
+    # CUDA's sync debug mode turns any synchronising call into an error.
+    from gelus.experiments.cnn import build_cnn, cosine_lr, make_optimizer, make_training_step
+    from gelus.experiments.cnn_config import CIFAR100WRNConfig
+    from gelus.experiments.device_batches import draw_epoch, pad_once
+
+    cfg = CIFAR100WRNConfig(blocks_per_stage=1, widths=(8, 16, 16, 32))
+    device = torch.device("cuda")
+    gen = torch.Generator().manual_seed(0)
+    x = pad_once(torch.rand(256, 3, 32, 32, generator=gen).to(device), cfg.crop_padding)
+    y = torch.randint(0, 100, (256,), generator=gen).to(device)
+    model = build_cnn(cfg, "gelu", 100).to(device).to(memory_format=torch.channels_last)
+    optimizer = make_optimizer(cfg, model, lr=0.1)
+    step = make_training_step(
+        cfg, model, optimizer, torch.amp.GradScaler("cuda", enabled=False), device
+    )
+    plan = draw_epoch(256, 32, gen, cfg.crop_padding, device)
+    model.train()
+    step(*_planned_batch(plan, x, y, 0))  # first use: handles and workspaces are created
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for i in range(1, plan.steps):
+            for group in optimizer.param_groups:
+                group["lr"] = cosine_lr(i, plan.steps, 0.1)
+            step(*_planned_batch(plan, x, y, i))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def _planned_batch(plan, padded, labels, step):
+    index, inputs = plan.batch(padded, step, flip=True)
+    return inputs.contiguous(memory_format=torch.channels_last), labels[index]
