@@ -157,3 +157,19 @@ def test_a_paper_number_is_not_attached_to_a_setting_the_paper_did_not_run(tmp_p
     md = _report(tmp_path, pos, pos_runs)
     rows = {line.split(" | ")[1]: line for line in md.splitlines() if line.startswith("| relu | keep=") and "test error" in line}  # fmt: skip
     assert rows["keep=0.8"].endswith("| 12.67 % |") and rows["keep=1.0"].endswith("| — |")
+
+
+def test_unfinished_runs_are_named_and_left_out_of_the_statistics(tmp_path):
+    # ReLU's runs stopped at epoch 1 of 3 (still training): compared at their last epoch they would
+    # look far worse than GELU's finished epoch 3. They must be named, and not counted.
+    done, done_runs = make_records(activations=("gelu",), settings=("keep=1.0",), epochs=3)
+    running, running_runs = make_records(activations=("relu",), settings=("keep=1.0",), epochs=1)
+    running_runs = [r._replace(status="running") for r in running_runs]
+    md = _report(tmp_path, done + running, done_runs + running_runs)
+    assert "6 of 12 runs have not finished" in md
+    assert "(6 of 12 runs unfinished, not counted)" in md
+    table = md[md.index("Test results: paper vs ours") :]
+    gelu = statistics.median(value_of("gelu", s, 1e-3, "keep=1.0", 3, "test", "loss") for s in SEEDS)  # fmt: skip
+    assert f"| gelu | keep=1.0 | 0.001 | test loss | 3 | {gelu:.4g} |" in table
+    assert "| relu |" not in table
+    assert "gelu < relu" not in md  # no comparison against runs that have not finished

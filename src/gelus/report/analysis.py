@@ -75,6 +75,7 @@ class ExperimentResult(NamedTuple):
     notes: str
     wall_seconds: float
     n_runs: int
+    n_unfinished: int = 0  # runs still training (or interrupted): left out of rows and comparisons
 
 
 def _pairs(selections: Sequence[Selection]) -> list[tuple[Selection, Selection]]:
@@ -183,7 +184,11 @@ def analyse(
         preset = presets.get(name)
         mine_runs = [r for r in runs if r.experiment == name]
         protocol = preset.protocol if preset else Protocol()
-        selections = select(by_experiment[name], protocol, run_configs(mine_runs))
+        # A run still training stops at another epoch than the finished ones: comparing it at its
+        # last epoch would mix epochs, so only finished runs enter the statistics.
+        unfinished = {r.run_id for r in mine_runs if r.status != "done"}
+        finished = [r for r in by_experiment[name] if r.run_id not in unfinished]
+        selections = select(finished, protocol, run_configs(mine_runs)) if finished else []
         rows = [
             ResultRow(s, summarize(list(s.values.values()), rng=rng), _paper_number(preset, s))
             for s in selections
@@ -210,6 +215,7 @@ def analyse(
                 notes=" ".join(preset.fidelity) if preset else "",
                 wall_seconds=_wall_seconds(by_experiment[name]),
                 n_runs=len(mine_runs),
+                n_unfinished=len(unfinished),
             )
         )
     return results

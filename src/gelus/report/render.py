@@ -131,6 +131,14 @@ def _found(result: ExperimentResult, variant: str) -> str:
     return f"test {metric}: " + "; ".join(parts) if parts else "—"
 
 
+def _unfinished_text(result: ExperimentResult) -> str:
+    return (
+        f"{result.n_unfinished} of {result.n_runs} runs have not finished: the tables and paired "
+        "differences count only the finished ones (the curves show every run so far). Run the "
+        "same command again to resume them."
+    )
+
+
 def _verdicts(result: ExperimentResult, variant: str) -> str:
     settings = {c.setting for c, _ in result.comparisons if c.variant == variant}
     verdicts = []
@@ -152,16 +160,11 @@ def summary_block(results: Sequence[ExperimentResult]) -> Block:
     for result in results:
         variants = dict.fromkeys(row.selection.variant for row in result.rows) or {"": None}
         paper = f" (Figure {result.figure.number})" if result.figure.number else ""
+        unfinished = f" ({result.n_unfinished} of {result.n_runs} runs unfinished, not counted)"
         for variant in variants:
             name = result.name + paper + (f" [{variant}]" if variant else "")
-            rows.append(
-                (
-                    name,
-                    result.paper_summary or "—",
-                    _found(result, variant),
-                    _verdicts(result, variant),
-                )
-            )
+            found = _found(result, variant) + (unfinished if result.n_unfinished else "")
+            rows.append((name, result.paper_summary or "—", found, _verdicts(result, variant)))
     headers = (
         "experiment",
         "the paper reports",
@@ -222,6 +225,8 @@ def report_blocks(
         if result.paper_summary:
             blocks.append(Block("p", "The paper reports: " + result.paper_summary))
         blocks += [Block("p", "Protocol: " + rule + ".") for rule in result.rules]
+        if result.n_unfinished:
+            blocks.append(Block("banner", _unfinished_text(result)))
         blocks += [Block("h3", "Test results: paper vs ours"), _result_table(result)]
         if result.comparisons:
             blocks += [Block("h3", "Paired differences (same seeds)"), _comparison_table(result)]
