@@ -349,14 +349,21 @@ def swish_backward(
     return dx, _reduce_to(sums[0], beta, x, dim) if isinstance(beta, Tensor) else None
 
 
-def bias_gelu_forward(x: Tensor, bias: Tensor, approximate: str = "none") -> Tensor:
-    """gelu(x + bias), the bias read once per program (a scalar or per-channel tensor)."""
+def _bias_setup(x: Tensor, bias: Tensor, approximate: str):
+    """(form, dense x, bias as a channel vector, channel dim, wide) for the bias-GELU kernels; the
+    exact form computes in float64 where the input's precision asks for it (``_wide``)."""
     form = _form(approximate)
     x = _dense(x)
     _precision(x)
     dim = _parameter_dim(x, (bias,))
     wide = _wide(x, form == _FORMS["none"])
     b = _channel_vector(bias, x, dim, torch.float64 if wide else torch.float32)
+    return form, x, b, dim, wide
+
+
+def bias_gelu_forward(x: Tensor, bias: Tensor, approximate: str = "none") -> Tensor:
+    """gelu(x + bias), the bias read once per program (a scalar or per-channel tensor)."""
+    form, x, b, dim, wide = _bias_setup(x, bias, approximate)
     return _run_parametric(int(kernels.BIAS), form, x, None, b, b, dim, wide)[0]
 
 
@@ -364,12 +371,7 @@ def bias_gelu_backward(
     grad: Tensor, x: Tensor, bias: Tensor, approximate: str = "none"
 ) -> tuple[Tensor, Tensor]:
     """(dx, dbias): dx = grad·gelu'(x + bias), dbias = dx summed to the bias's shape."""
-    form = _form(approximate)
-    x = _dense(x)
-    _precision(x)
-    dim = _parameter_dim(x, (bias,))
-    wide = _wide(x, form == _FORMS["none"])
-    b = _channel_vector(bias, x, dim, torch.float64 if wide else torch.float32)
+    form, x, b, dim, wide = _bias_setup(x, bias, approximate)
     dx, sums = _run_parametric(int(kernels.BIAS), form, x, _as_layout_of(grad, x), b, b, dim, wide)
     return dx, _reduce_to(sums[0], bias, x, dim)
 

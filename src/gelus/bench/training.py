@@ -29,6 +29,7 @@ import os
 import time
 
 from gelus.experiments.cnn_config import COMPILE_MODES
+from gelus.experiments.device import default_workers
 
 __all__ = ["add_arguments", "main"]
 
@@ -241,9 +242,7 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"bench training needs {args.dataset}: {error}") from None
     samples = min(args.samples, len(data.train))
     default_threads = torch.get_num_threads()
-    workers = args.workers or (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    )
+    workers = args.workers or default_workers("cpu")
     seed_threads = {"seed-004 loop, 1 thread": 1}
     if args.seed_default_threads and default_threads > 1:
         seed_threads[f"seed-004 loop, {default_threads} threads"] = default_threads

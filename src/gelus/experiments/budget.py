@@ -183,14 +183,19 @@ def _mlp_functions(work: Workload, device: torch.device):
 
 
 def _cnn_functions(work: Workload, device: torch.device):
-    from gelus.experiments.cnn import _autocast, build_cnn, make_optimizer, make_training_step
+    from gelus.experiments.cnn import (
+        _autocast,
+        _channels_last,
+        build_cnn,
+        make_optimizer,
+        make_training_step,
+    )
 
     config = work.config
     cnn = config.cnn
     classes = 100 if config.dataset == "cifar100" else 10
     model = build_cnn(cnn, config.activations[0], classes, config.model.approximate).to(device)
-    channels_last = device.type == "cuda" if cnn.channels_last is None else cnn.channels_last
-    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    memory_format = torch.channels_last if _channels_last(cnn, device) else torch.contiguous_format
     model = model.to(memory_format=memory_format)
     optimizer = make_optimizer(cnn, model, config.optim.lr[0])
     scaler = torch.amp.GradScaler(device.type, enabled=cnn.amp_dtype == "fp16")
