@@ -11,7 +11,7 @@ See docs/DATA.md for the formats, splits and locations.
 from gelus.data.catalog import DATASETS, get_spec, how_to_get, load
 from gelus.data.dataset import Dataset, Split, TensorSplit, WindowSplit
 from gelus.data.errors import ChecksumError, DataError, DatasetNotFoundError, UnsafeArchiveError
-from gelus.data.sources import DatasetSpec, Location, RemoteFile, fetch, find
+from gelus.data.sources import DatasetSpec, Location, RemoteFile, SplitSizes, fetch, find
 
 __all__ = [
     "DATASETS",
@@ -23,6 +23,7 @@ __all__ = [
     "Location",
     "RemoteFile",
     "Split",
+    "SplitSizes",
     "TensorSplit",
     "UnsafeArchiveError",
     "WindowSplit",

@@ -11,13 +11,21 @@ SHA-256 of all four files.
 import os
 from dataclasses import replace
 
-from gelus.data.cifar import CIFAR10_CLASSES, load_cifar
+from gelus.data.cifar import CIFAR10_CLASSES, CIFAR_VALIDATION_SIZE, load_cifar
 from gelus.data.dataset import Dataset
 from gelus.data.errors import DataError, DatasetNotFoundError
-from gelus.data.idx import load_mnist_like
-from gelus.data.pos import load_twitter_pos
-from gelus.data.sources import DatasetSpec, RemoteFile, data_root, fetch, find, search_dirs
-from gelus.data.timit import load_timit
+from gelus.data.idx import MNIST_VALIDATION_SIZE, load_mnist_like
+from gelus.data.pos import TAGS, load_twitter_pos
+from gelus.data.sources import (
+    DatasetSpec,
+    RemoteFile,
+    SplitSizes,
+    data_root,
+    fetch,
+    find,
+    search_dirs,
+)
+from gelus.data.timit import CONTEXT, NUM_COEFFICIENTS, NUM_PHONES, load_timit
 
 __all__ = ["DATASETS", "get_spec", "how_to_get", "load"]
 
@@ -82,7 +90,11 @@ _MNIST = DatasetSpec(
     ),
     downloads=tuple(f"{name}.gz" for name in _IDX_FILES),
     citation="LeCun, Bottou, Bengio, Haffner (1998)",
-    extra={"class_names": tuple(str(digit) for digit in range(10))},
+    sample_shape=(1, 28, 28),
+    num_classes=10,
+    # 60,000 training images, the last 5,000 held out; 10,000 test images
+    split_sizes=SplitSizes(60_000 - MNIST_VALIDATION_SIZE, MNIST_VALIDATION_SIZE, 10_000),
+    class_names=tuple(str(digit) for digit in range(10)),
 )
 
 _FASHION_MNIST = replace(
@@ -118,7 +130,7 @@ _FASHION_MNIST = replace(
     apt_package="dataset-fashion-mnist",
     instructions="",
     citation="Xiao, Rasul, Vollgraf (2017), arXiv:1708.07747",
-    extra={"class_names": _FASHION_CLASSES},
+    class_names=_FASHION_CLASSES,  # the shape, classes and split sizes are MNIST's
 )
 
 
@@ -151,12 +163,13 @@ def _cifar(
         ),
         downloads=(binary_tar,),
         citation="Krizhevsky (2009), Learning Multiple Layers of Features from Tiny Images",
-        extra={
-            "num_classes": num_classes,
-            "class_names": class_names,
-            "layout_kinds": ("binary", "archive", "python", "archive"),
-            "extracted_layout": {binary_tar: 0, python_tar: 2},
-        },
+        sample_shape=(3, 32, 32),
+        num_classes=num_classes,
+        # 50,000 training images, the last 5,000 held out; 10,000 test images
+        split_sizes=SplitSizes(50_000 - CIFAR_VALIDATION_SIZE, CIFAR_VALIDATION_SIZE, 10_000),
+        class_names=class_names,
+        layout_kinds=("binary", "archive", "python", "archive"),
+        extracted_layout=(None, 0, None, 2),  # each tarball extracts into the layout before it
     )
 
 
@@ -224,7 +237,15 @@ _TWITTER_POS = DatasetSpec(
         "embeddings-twitter.txt"
     ),
     citation="Gimpel et al. (2011), ACL; Owoputi et al. (2013), NAACL",
-    extra={"lowercase": False},
+    # a window of 3 words, each a 50-d embedding as in the paper's embeddings-twitter.txt (an
+    # embedding file of another dimension D gives samples of 3 * D)
+    sample_shape=(3 * 50,),
+    num_classes=len(TAGS),
+    # tokens of ark-tweet-nlp's twpos-data-v0.3 oct27.train / .dev / .test (1,000 / 327 / 500
+    # tweets), counted in those files
+    split_sizes=SplitSizes(14_619, 4_823, 7_152),
+    class_names=TAGS,
+    lowercase=False,
 )
 
 _TIMIT = DatasetSpec(
@@ -238,6 +259,11 @@ _TIMIT = DatasetSpec(
         "(gelus.data.timit.write_feature_file)"
     ),
     citation="Garofolo et al. (1993), LDC93S1",
+    sample_shape=((2 * CONTEXT + 1) * NUM_COEFFICIENTS,),  # 11 frames of 26 features
+    num_classes=NUM_PHONES,
+    # frames, approximate (the user's feature files decide): the 3,696 training utterances, the
+    # 400-utterance dev set and the 192-utterance core test set at 10 ms per frame
+    split_sizes=SplitSizes(1_124_800, 122_000, 57_900),
 )
 
 DATASETS: dict[str, DatasetSpec] = {

@@ -133,24 +133,24 @@ def _read_files(
 def load_cifar(
     location: Location, spec: DatasetSpec, *, validation: bool = True, verify: bool = True
 ) -> Dataset:
-    """CIFAR-10 or CIFAR-100 (``spec.extra["num_classes"]``) from the files at ``location``.
+    """CIFAR-10 or CIFAR-100 (``spec.num_classes``) from the files at ``location``.
 
     A tarball is verified (when ``verify``), extracted safely next to itself, then read. Images are
     uint8 ``[N, 3, 32, 32]``; the last file of each layout is the test batch.
     """
-    num_classes = spec.extra["num_classes"]
+    num_classes = spec.num_classes
     layout = location.layout
-    if spec.extra["layout_kinds"][layout] == "archive":
+    if spec.layout_kinds[layout] == "archive":
         (archive,) = location.files
         if verify:
             verify_file(archive, spec.remote_file(archive.name))
-        layout = spec.extra["extracted_layout"][archive.name]
+        layout = spec.extracted_layout[layout]
         members = tuple(alternatives[0] for alternatives in spec.layouts[layout])
         extract_archive(archive, location.directory, expected=members)
         location = Location(
             location.directory, layout, tuple(location.directory / name for name in members)
         )
-    python = spec.extra["layout_kinds"][layout] == "python"
+    python = spec.layout_kinds[layout] == "python"
     train_x, train_y = _read_files(location.files[:-1], python, num_classes)
     test_x, test_y = _read_files(location.files[-1:], python, num_classes)
     val = None
@@ -169,5 +169,5 @@ def load_cifar(
         test=TensorSplit(test_x, test_y),
         num_classes=num_classes,
         source=str(location.directory),
-        class_names=tuple(spec.extra.get("class_names", ())),
+        class_names=spec.class_names,
     )

@@ -187,11 +187,13 @@ def load_mnist_like(
     """MNIST or Fashion-MNIST from the four IDX files at ``location``.
 
     ``validation=True``: train = first 55,000, val = last 5,000 of the training file; otherwise
-    train = all 60,000 and ``val`` is None. Images are uint8 ``[N, 1, 28, 28]``.
+    train = all 60,000 and ``val`` is None. Images are uint8 ``[N, 1, 28, 28]``; labels lie in
+    0..``spec.num_classes`` - 1.
     """
     train_images, train_labels, test_images, test_labels = location.files
-    images, labels = _read_pair(train_images, train_labels, spec, verify, num_classes=10)
-    test_x, test_y = _read_pair(test_images, test_labels, spec, verify, num_classes=10)
+    num_classes = spec.num_classes
+    images, labels = _read_pair(train_images, train_labels, spec, verify, num_classes)
+    test_x, test_y = _read_pair(test_images, test_labels, spec, verify, num_classes)
     images = torch.from_numpy(images).unsqueeze(1)  # [N, 1, 28, 28]
     labels = torch.from_numpy(labels).long()
     val = None
@@ -209,7 +211,7 @@ def load_mnist_like(
         train=TensorSplit(images, labels),
         val=val,
         test=TensorSplit(torch.from_numpy(test_x).unsqueeze(1), torch.from_numpy(test_y).long()),
-        num_classes=10,
+        num_classes=num_classes,
         source=str(location.directory),
-        class_names=tuple(spec.extra.get("class_names", ())),
+        class_names=spec.class_names,
     )

@@ -7,10 +7,11 @@ between tweets; plus a word-embedding text file, one ``word v1 v2 ... vD`` per l
 
 Inputs follow the paper's code: a window of 3 words (previous, current, next); ``</s>`` pads both
 edges of a tweet; a word without an embedding becomes the one unknown token ``UUUNKKK``; words are
-looked up exactly as written (no lowercasing, as in the paper; ``lowercase=True`` lowercases tweets
-for embedding files built from lowercased text). A missing ``</s>`` or ``UUUNKKK`` row in the
-embedding file is added as a zero vector. Files larger than ``MAX_TEXT_BYTES`` are refused unread,
-and an embedding that is NaN or infinite (also once rounded to float32) is refused.
+looked up exactly as written (no lowercasing, as in the paper; a spec with ``lowercase=True``
+lowercases tweets for embedding files built from lowercased text). A missing ``</s>`` or
+``UUUNKKK`` row in the embedding file is added as a zero vector. Files larger than
+``MAX_TEXT_BYTES`` are refused unread, and an embedding that is NaN or infinite (also once rounded
+to float32) is refused.
 """
 
 from pathlib import Path
@@ -196,7 +197,7 @@ def load_twitter_pos(
             vectors = np.concatenate([vectors, np.zeros((1, vectors.shape[1]), np.float32)])
     vocabulary = {word: index for index, word in enumerate(words)}
     table = torch.from_numpy(vectors)
-    lowercase = spec.extra.get("lowercase", False)
+    lowercase = spec.lowercase
 
     def split(*paths: Path) -> WindowSplit:
         tweets = [tweet for path in paths for tweet in read_tagged_tweets(path)]

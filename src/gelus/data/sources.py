@@ -23,8 +23,9 @@ import urllib.error
 import urllib.request
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from gelus.data.archive import directory_lock, extract_archive, glob_escape
 from gelus.data.errors import ChecksumError, DataError, DatasetNotFoundError
@@ -33,6 +34,7 @@ __all__ = [
     "DatasetSpec",
     "Location",
     "RemoteFile",
+    "SplitSizes",
     "content_sha256",
     "data_root",
     "download_file",
@@ -82,9 +84,37 @@ class Location:
         return sum(path.stat().st_size for path in self.files)
 
 
+class SplitSizes(NamedTuple):
+    """Samples in each split of a dataset's standard split (tokens for Twitter POS, frames for TIMIT).
+
+    ``val`` is 0 when there is none (``load(..., validation=False)``, see ``DatasetSpec.sizes``).
+    """
+
+    train: int
+    val: int
+    test: int
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
-    """Everything known about a dataset: how to recognise, verify, fetch and read it."""
+    """Everything known about a dataset: how to recognise, verify, fetch and read it, and its size.
+
+    The fields after ``citation`` describe the data without loading them, for planning work:
+
+    - ``sample_shape``: the shape of one sample as the loader gives it (``split.sample_shape``);
+    - ``num_classes``: the number of label classes (0 when the dataset has no labels);
+    - ``split_sizes``: the sample counts of ``load(..., validation=True)``'s train / val / test
+      (None when unknown); ``sizes(validation)`` gives those of either split;
+    - ``class_names``: the classes' names, in label order (empty when unnamed).
+
+    and read options of the loaders:
+
+    - ``lowercase``: Twitter POS looks words up lowercased (for embeddings of lowercased text);
+    - ``layout_kinds``: per entry of ``layouts``, the kind of files it holds (CIFAR: ``"binary"``,
+      ``"python"`` or ``"archive"``); empty when the loader needs no such hint;
+    - ``extracted_layout``: per entry of ``layouts``, for an archive the index of the layout its
+      extraction gives, else None; empty when there are no archives.
+    """
 
     name: str
     title: str
@@ -98,7 +128,33 @@ class DatasetSpec:
     apt_package: str | None = None
     instructions: str = ""  # how to get the files when there is no download
     citation: str = ""
-    extra: dict = field(default_factory=dict, hash=False, compare=False)  # reader options
+    sample_shape: tuple[int, ...] = ()
+    num_classes: int = 0
+    split_sizes: SplitSizes | None = None
+    class_names: tuple[str, ...] = ()
+    lowercase: bool = False
+    layout_kinds: tuple[str, ...] = ()
+    extracted_layout: tuple[int | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("layout_kinds", "extracted_layout"):
+            value = getattr(self, name)
+            if value and len(value) != len(self.layouts):
+                raise ValueError(
+                    f"{self.name}: {name} has {len(value)} entries for {len(self.layouts)} layouts"
+                )
+        if self.class_names and len(self.class_names) != self.num_classes:
+            raise ValueError(
+                f"{self.name}: {len(self.class_names)} class names for {self.num_classes} classes"
+            )
+
+    def sizes(self, validation: bool = True) -> SplitSizes | None:
+        """The split sizes of ``load(..., validation=validation)``: with ``validation=False`` the
+        validation samples are trained on (train + val) and ``val`` is 0. None when unknown."""
+        if self.split_sizes is None or validation:
+            return self.split_sizes
+        train, val, test = self.split_sizes
+        return SplitSizes(train + val, 0, test)
 
     def remote_file(self, name: str) -> RemoteFile | None:
         """The recorded ``RemoteFile`` for a local file name (``x.gz`` or its gunzipped ``x``)."""
