@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 
-__all__ = ["COMMANDS", "DEBUG_ENV", "UserError", "build_parser", "explain", "main"]
+__all__ = ["COMMANDS", "DEBUG_ENV", "FLAGS", "build_parser", "explain", "main"]
 
 # subcommand -> module providing register(subparsers)
 COMMANDS = {
@@ -28,11 +28,24 @@ COMMANDS = {
     "reproduce": "gelus.report.cli",
 }
 DEBUG_ENV = "GELUS_DEBUG"
+# a parameter the harness's errors name (gelus.experiments.errors.PARAMETERS) -> its flag here
+FLAGS = {
+    "activations": "--activations",
+    "address": "--address",
+    "amp": "--amp",
+    "data_dir": "--data-dir",
+    "dataset": "--dataset",
+    "device": "--device",
+    "epochs": "--epochs",
+    "experiment": "experiment",
+    "max_retries": "--max-retries",
+    "out_dir": "--out",
+    "seeds": "--seeds",
+    "set": "--set",
+    "threads": "--threads",
+    "workers": "--workers",
+}
 _RERUN = "finished runs are kept: run the same command again to resume"
-
-
-class UserError(Exception):
-    """Bad input from the user: printed as one line, exit status 2, no traceback."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,8 +104,9 @@ def explain(error: BaseException, args: argparse.Namespace | None = None) -> tup
 
     error = _unwrap(error)
     out = getattr(args, "out", None)
-    if isinstance(error, UserError):
-        return str(error), 2
+    harness_error = _harness_error(error)
+    if harness_error is not None:
+        return harness_error
     data_error = _data_error(error)
     if data_error is not None:
         return data_error, 2
@@ -128,6 +142,16 @@ def _unwrap(error: BaseException) -> BaseException:
     return error
 
 
+def _harness_error(error: BaseException) -> tuple[str, int] | None:
+    if "gelus.experiments.errors" not in sys.modules:
+        return None  # no harness code ran, so none of its errors was raised
+    from gelus.experiments.errors import HarnessError
+
+    if not isinstance(error, HarnessError):
+        return None
+    return error.render(FLAGS), error.status
+
+
 def _data_error(error: BaseException) -> str | None:
     if "gelus.data.errors" not in sys.modules:
         return None  # no data code ran, so no DataError was raised
@@ -135,12 +159,13 @@ def _data_error(error: BaseException) -> str | None:
         ChecksumError,
         DataError,
         DatasetNotFoundError,
+        FetchError,
         UnsafeArchiveError,
     )
 
     if not isinstance(error, DataError):
         return None
-    if isinstance(error, DatasetNotFoundError | ChecksumError):
+    if isinstance(error, DatasetNotFoundError | ChecksumError | FetchError):
         return str(error)  # these already give the steps to take
     if isinstance(error, UnsafeArchiveError):
         return (

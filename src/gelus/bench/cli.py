@@ -76,15 +76,15 @@ def register(subparsers) -> None:
 
 
 def _training_main(args: argparse.Namespace) -> int:
-    from gelus.cli import UserError
+    from gelus.experiments.errors import CommandError
 
     if args.training_error:
-        raise UserError(f"{args.training_error}; `gelus bench kernels` still works")
+        raise CommandError(f"{args.training_error}; `gelus bench kernels` still works")
     return importlib.import_module("gelus.bench.training").main(args)
 
 
 def _select(members: str | None, candidates):
-    from gelus.cli import UserError
+    from gelus.experiments.errors import CommandError
 
     by_key = {c.key: c for c in candidates}
     if members is None:
@@ -92,7 +92,7 @@ def _select(members: str | None, candidates):
     wanted = [m.strip() for m in members.split(",") if m.strip()]
     unknown = [m for m in wanted if m not in by_key]
     if unknown or not wanted:
-        raise UserError(
+        raise CommandError(
             f"unknown --members {', '.join(unknown) or '(none given)'}; "
             f"choose from {', '.join(by_key)}"
         )
@@ -106,7 +106,7 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
     import torch
 
     from gelus.bench import kernels
-    from gelus.cli import UserError
+    from gelus.experiments.errors import CommandError
 
     out = out or sys.stdout
     if args.device == "cuda":
@@ -121,9 +121,9 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
     sizes = parse_sizes(args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES))
     rounds = args.rounds if args.rounds is not None else (5 if args.quick else 7)
     if rounds < 1:
-        raise UserError(f"--rounds {rounds} must be at least 1 (medians want 5 or more)")
+        raise CommandError(f"--rounds {rounds} must be at least 1 (medians want 5 or more)")
     if args.threads < 1:
-        raise UserError(f"--threads {args.threads} must be at least 1")
+        raise CommandError(f"--threads {args.threads} must be at least 1")
     selected = _select(args.members, candidates)
     compile = not (args.no_compile or args.quick)
 

@@ -277,15 +277,15 @@ def format_rows(rows: list[Row]) -> str:
 def main(args, out) -> int:
     """``gelus bench kernels --device cuda|cpu-interpreter``: print the tables to ``out``."""
     from gelus.bench.timing import parse_sizes
-    from gelus.cli import UserError
+    from gelus.experiments.errors import CommandError
 
     device = args.device
     if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA device is visible to torch; use --device cpu")
+        raise CommandError("--device cuda: no CUDA device is visible to torch; use --device cpu")
     from gelus._triton import available, interpreting
 
     if not (available(torch.empty(0, device=device)) or (device == "cpu" and interpreting())):
-        raise UserError(
+        raise CommandError(
             f"the Triton kernels cannot run on {device}: install triton (pip install triton); "
             "on CPU they run only in Triton's interpreter (TRITON_INTERPRET=1)"
         )
@@ -295,7 +295,7 @@ def main(args, out) -> int:
     members = [m for m in MEMBERS if wanted is None or m.key in wanted]
     if wanted is not None and len(members) != len(wanted):
         known = ", ".join(m.key for m in MEMBERS)
-        raise UserError(f"unknown --members in {args.members!r}; choose from {known}")
+        raise CommandError(f"unknown --members in {args.members!r}; choose from {known}")
     rows = run(sizes, ("float32", "bfloat16"), members=members, rounds=rounds, device=device,
                log=lambda message: None)  # fmt: skip
     header = f"gelus Triton kernels vs torch, {device}"

@@ -98,18 +98,18 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
 
 
 def parse_sizes(text: str) -> list[int]:
-    """'2^16,2^20,1000' -> [65536, 1048576, 1000]; raises UserError on anything else."""
-    from gelus.cli import UserError
+    """'2^16,2^20,1000' -> [65536, 1048576, 1000]; raises CommandError on anything else."""
+    from gelus.experiments.errors import CommandError
 
     sizes = []
     for token in filter(None, (t.strip() for t in text.split(","))):
         match = re.fullmatch(r"2\s*(?:\^|\*\*)\s*(\d+)|(\d+)", token)
         if not match:
-            raise UserError(f"size {token!r} is not an element count; write e.g. 2^20 or 1048576")
+            raise CommandError(f"size {token!r} is not an element count; write e.g. 2^20 or 1048576")
         size = 2 ** int(match[1]) if match[1] else int(match[2])
         if not 2 <= size <= 2**28:
-            raise UserError(f"size {token} is out of range; use 2 to 2^28 elements")
+            raise CommandError(f"size {token} is out of range; use 2 to 2^28 elements")
         sizes.append(size)
     if not sizes:
-        raise UserError("--sizes is empty; write e.g. --sizes 2^16,2^20")
+        raise CommandError("--sizes is empty; write e.g. --sizes 2^16,2^20")
     return sizes

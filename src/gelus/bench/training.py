@@ -229,17 +229,17 @@ def main(args: argparse.Namespace) -> int:
     import torch
 
     from gelus.bench.timing import format_table, interleaved_rounds, median
-    from gelus.cli import UserError
     from gelus.data import load
+    from gelus.experiments.errors import CommandError
 
     if args.models < 1 or args.samples < 128 or args.rounds < 1 or args.epochs < 1:
-        raise UserError(
+        raise CommandError(
             "--models, --epochs and --rounds must be at least 1 and --samples at least 128"
         )
     try:
         data = load(args.dataset, args.data_dir)
     except Exception as error:
-        raise UserError(f"bench training needs {args.dataset}: {error}") from None
+        raise CommandError(f"bench training needs {args.dataset}: {error}") from None
     samples = min(args.samples, len(data.train))
     default_threads = torch.get_num_threads()
     workers = args.workers or default_workers("cpu")

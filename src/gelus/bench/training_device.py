@@ -121,20 +121,20 @@ def shared_speedup(work, device: str, processes: int, repeats: int) -> float:
 
 def main(args: argparse.Namespace) -> int:
     """Print the device bench (see the module docstring); returns 0."""
-    from gelus.cli import UserError
     from gelus.experiments.budget import budget_table, price, workload
     from gelus.experiments.device import local_device
+    from gelus.experiments.errors import CommandError
     from gelus.experiments.presets import PRESETS
 
     try:
         device = torch.device(local_device(args.device))
     except ValueError as error:
-        raise UserError(str(error)) from None
+        raise CommandError(str(error)) from None
     names = args.experiments or list(DEFAULT_EXPERIMENTS)
     compile_mode = None if args.compile_mode == "none" else args.compile_mode
     unknown = [n for n in names if n not in PRESETS]
     if unknown:
-        raise UserError(f"unknown experiment {unknown[0]!r}; valid: {', '.join(PRESETS)}")
+        raise CommandError(f"unknown experiment {unknown[0]!r}; valid: {', '.join(PRESETS)}")
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"gelus bench training on {name} ({device}), torch {torch.__version__}")

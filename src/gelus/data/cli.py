@@ -75,15 +75,14 @@ def _list(args) -> int:
 
 
 def _fetch(args) -> int:
-    from gelus.cli import UserError
     from gelus.data.catalog import get_spec
-    from gelus.data.errors import DataError
+    from gelus.data.errors import DataError, FetchError
     from gelus.data.sources import fetch
 
     data_dir = args.fetch_data_dir or args.data_dir
     try:
         directory = fetch(get_spec(args.name), data_dir, progress=not args.quiet)
     except DataError as error:
-        raise UserError(str(error)) from None
+        raise FetchError(str(error)) from None
     print(f"{args.name}: downloaded and verified into {directory}")
     return 0

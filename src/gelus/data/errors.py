@@ -4,7 +4,13 @@ Every error names the file and what was expected, so that the message alone tell
 to fix. All derive from ``DataError`` (a ``ValueError``), so callers can catch one type.
 """
 
-__all__ = ["ChecksumError", "DataError", "DatasetNotFoundError", "UnsafeArchiveError"]
+__all__ = [
+    "ChecksumError",
+    "DataError",
+    "DatasetNotFoundError",
+    "FetchError",
+    "UnsafeArchiveError",
+]
 
 
 class DataError(ValueError):
@@ -22,3 +28,7 @@ class ChecksumError(DataError):
 class UnsafeArchiveError(DataError):
     """An archive member would land outside the target directory, or an archive/pickle holds
     something other than the expected data."""
+
+
+class FetchError(DataError):
+    """A download failed or was refused (network, checksum); the message says what to do."""

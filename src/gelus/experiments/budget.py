@@ -9,8 +9,11 @@ worker processes), from a few timed training and evaluation steps of the preset'
     costs = [price(w, device="cuda") for w in work]
     print(budget_table(costs, devices=(1, 8)))
 
-A job's epoch is priced as ``steps × t_step + eval_samples × t_eval`` (``t_eval`` per sample, from
-timed forward passes). Jobs are independent, so N devices finish in the makespan of the jobs
+The work is what ``plan_jobs`` plans for the preset, with the split sizes, sample shape and classes
+of its dataset's ``DatasetSpec``; it is priced by the job's own engine (the engine protocol),
+prepared on random data of those shapes: ``train_epoch`` over one batch is one step, ``evaluate``
+over a known number of samples gives the cost of one. A job's epoch is priced as
+``steps × t_step + eval_samples × t_eval``. Jobs are independent, so N devices finish in the makespan of the jobs
 dealt largest-first to the least loaded device. What the estimate leaves out: data loading and
 process start (seconds per job), ``torch.compile`` warm-up, and slowdown from sharing a device.
 """
@@ -22,41 +25,48 @@ from dataclasses import dataclass
 
 import torch
 
-from gelus.experiments.config import ExperimentConfig, apply_overrides, is_stochastic
+from gelus.experiments.activation_spec import resolve_activations
+from gelus.experiments.config import ExperimentConfig, apply_overrides
+from gelus.experiments.driver import ENGINES
+from gelus.experiments.plan import Job, holds_out_validation, makespan, plan_jobs, train_size
 
 __all__ = ["Cost", "Workload", "budget_table", "makespan", "price", "step_functions", "workload"]
 
-# (validation, test) samples of each dataset's standard split; evaluation reads them every epoch.
-# Twitter POS: the oct27 dev and test sets (tokens); TIMIT: frames of the 400-utterance dev set and
-# the 192-utterance core test set, at 10 ms per frame (approximate: the data decide).
-EVAL_SPLITS = {
-    "mnist": (5_000, 10_000),
-    "fashion-mnist": (5_000, 10_000),
-    "cifar10": (5_000, 10_000),
-    "cifar100": (5_000, 10_000),
-    "twitter-pos": (4_823, 7_152),
-    "timit": (122_000, 57_900),
-}
-TIMIT_TRAIN_FRAMES = 1_124_800  # 3,696 utterances; the preset states utterances, not frames
+_EVAL_SAMPLES = 500  # random test samples the evaluation is timed on
 
 
 @dataclass(frozen=True)
 class Workload:
-    """A preset's runs as the harness plans them: ``jobs`` jobs of ``members`` runs each, every
-    job ``epochs`` epochs of ``steps`` training steps and ``eval_samples`` evaluated samples."""
+    """A preset's runs as the planner plans them: ``planned`` jobs (``members`` runs each at most),
+    every job ``epochs`` epochs of ``steps`` training steps and ``eval_samples`` evaluated samples."""
 
     experiment: str
     config: ExperimentConfig
-    engine: str  # "mlp" (stacked ensembles) | "cnn" (one run per job)
-    jobs: int
-    members: int
-    epochs: int
+    planned: tuple[Job, ...]
     steps: int
     eval_samples: int
+    sample_shape: tuple[int, ...]
+    num_classes: int
+
+    @property
+    def engine(self) -> str:
+        return self.config.engine
+
+    @property
+    def jobs(self) -> int:
+        return len(self.planned)
+
+    @property
+    def members(self) -> int:
+        return max(len(job.members) for job in self.planned)
 
     @property
     def runs(self) -> int:
-        return self.jobs * self.members
+        return sum(len(job.members) for job in self.planned)
+
+    @property
+    def epochs(self) -> int:
+        return self.config.train.epochs
 
 
 @dataclass(frozen=True)
@@ -83,45 +93,25 @@ class Cost:
         return makespan([self.job_seconds] * self.work.jobs, devices)
 
 
-def makespan(job_seconds: list[float], devices: int) -> float:
-    """Longest device load when jobs go largest first to the least loaded of ``devices``."""
-    loads = [0.0] * max(1, devices)
-    for seconds in sorted(job_seconds, reverse=True):
-        loads[loads.index(min(loads))] += seconds
-    return max(loads)
-
-
 def workload(preset, quick: bool = False) -> Workload:
-    """The jobs of ``preset`` (with its ``--quick`` overrides if asked) as ``plan_jobs`` makes them
-    (one ensemble per activation and dropout setting; the CNNs one job per run)."""
+    """The jobs ``plan_jobs`` makes of ``preset`` (with its ``--quick`` overrides if asked) for one
+    worker, sized by its dataset's spec."""
+    from gelus.data import get_spec
+
     config = apply_overrides(preset.config, preset.quick if quick else ())
-    train = config.train
-    n_train = TIMIT_TRAIN_FRAMES if config.dataset == "timit" else preset.train_size or 0
-    if train.train_subset:
-        n_train = min(n_train, train.train_subset)
-    val, test = EVAL_SPLITS.get(config.dataset, (0, 0))
-    runs_per_setting = len(config.optim.lr) * train.seeds
-    settings = 0
-    for activation in config.activations:
-        if is_stochastic(activation) or config.task in ("autoencode", "cnn"):
-            settings += 1
-        else:
-            settings += len(dict.fromkeys(train.keep))
-    if config.task == "cnn":
-        cnn = config.cnn
-        if cnn.retrain_full:
-            val = 0  # train_size already counts the validation images it trains on
-        eval_train = n_train if cnn.train_eval_size is None else min(cnn.train_eval_size, n_train)
-        return Workload(
-            preset.name, config, "cnn", settings * runs_per_setting, 1, train.epochs,
-            n_train // train.batch_size, eval_train + val + test,
-        )  # fmt: skip
-    eval_train = min(train.eval_train_subset or n_train, n_train)
-    if config.train_on != "train":
-        val = 0  # trains on train + val: no validation pass
+    spec = get_spec(config.dataset)
+    sizes = spec.split_sizes
+    kept_apart = holds_out_validation(config)
+    n_train = train_size(config, sizes.train, sizes.val)
+    activations = resolve_activations(config.activations, config.model.approximate)
+    planned = plan_jobs(preset.name, config, activations, train_size=n_train, out_dir="budget")
+    train_split = sizes.train if kept_apart else sizes.train + sizes.val
+    eval_samples = ENGINES[config.engine].evaluated_samples(
+        config, train_split, sizes.val if kept_apart else 0, sizes.test
+    )
     return Workload(
-        preset.name, config, "mlp", settings, runs_per_setting, train.epochs,
-        n_train // train.batch_size, eval_train + val + test,
+        preset.name, config, tuple(planned), n_train // config.train.batch_size, eval_samples,
+        tuple(spec.sample_shape), spec.num_classes or 0,
     )  # fmt: skip
 
 
@@ -140,102 +130,44 @@ def _median_seconds(function, repeats: int, device: torch.device, warmups: int =
     return statistics.median(times)
 
 
-def _mlp_functions(work: Workload, device: torch.device):
-    from gelus.experiments.train_mlp import build_ensemble, train_step
+def _random_data(work: Workload, train: int, test: int):
+    """A dataset of random samples with the shapes and classes of ``work``'s."""
+    from gelus.data import Dataset, TensorSplit
 
-    config = work.config
-    features = {"twitter-pos": 150, "timit": 286}.get(config.dataset, 784)
-    outputs = (
-        features
-        if config.task == "autoencode"
-        else {"twitter-pos": 25, "timit": 39}.get(config.dataset, 10)
-    )
-    activation = config.activations[0]
-    keep = min(config.train.keep) if not is_stochastic(activation) else 1.0
-    seeds = list(range(work.members))
-    lrs = [config.optim.lr[0]] * work.members
-    model, optimizer, randomness = build_ensemble(
-        config, activation, keep, seeds, lrs, features, outputs, str(device)
-    )
-    dtype, batch = model.weights[0].dtype, config.train.batch_size
-    x = torch.rand(work.members, batch, features, dtype=dtype, device=device)
-    target = (
-        x
-        if config.task == "autoencode"
-        else torch.randint(0, outputs, (work.members, batch), device=device)
-    )
-    noise = None
-    if model.needs_noise:
-        bits = torch.empty(work.members, model.noise_words(batch), dtype=torch.int64, device=device)
-        noise = model.noise(randomness.fill_bits(bits), batch)
-    eval_x = torch.rand(config.train.eval_batch_size, features, dtype=dtype, device=device)
+    generator = torch.Generator().manual_seed(0)
 
-    def step():
-        train_step(model, optimizer, config.task, x, target, noise)
+    def split(n: int) -> TensorSplit:
+        images = torch.randint(0, 256, (n, *work.sample_shape), generator=generator)
+        labels = torch.randint(0, max(1, work.num_classes), (n,), generator=generator)
+        return TensorSplit(images.to(torch.uint8), labels)
 
-    @torch.no_grad()
-    def evaluate():
-        model.eval()
-        model(eval_x)
-        model.train()
-
-    return step, evaluate, config.train.eval_batch_size
-
-
-def _cnn_functions(work: Workload, device: torch.device):
-    from gelus.experiments.cnn import (
-        _autocast,
-        _channels_last,
-        build_cnn,
-        make_optimizer,
-        make_training_step,
-    )
-
-    config = work.config
-    cnn = config.cnn
-    classes = 100 if config.dataset == "cifar100" else 10
-    model = build_cnn(cnn, config.activations[0], classes, config.model.approximate).to(device)
-    memory_format = torch.channels_last if _channels_last(cnn, device) else torch.contiguous_format
-    model = model.to(memory_format=memory_format)
-    optimizer = make_optimizer(cnn, model, config.optim.lr[0])
-    scaler = torch.amp.GradScaler(device.type, enabled=cnn.amp_dtype == "fp16")
-    train_step = make_training_step(cnn, model, optimizer, scaler, device)
-    batch = config.train.batch_size
-    x = torch.randn(batch, 3, 32, 32, device=device).contiguous(memory_format=memory_format)
-    y = torch.randint(0, classes, (batch,), device=device)
-    eval_x = torch.randn(cnn.eval_batch_size, 3, 32, 32, device=device).contiguous(
-        memory_format=memory_format
-    )
-
-    def step():
-        model.train()
-        train_step(x, y)
-
-    @torch.no_grad()
-    def evaluate():
-        model.eval()
-        with _autocast(cnn, device):
-            model(eval_x)
-
-    return step, evaluate, cnn.eval_batch_size
+    return Dataset(work.config.dataset, split(train), None, split(test), work.num_classes, "random")
 
 
 def step_functions(work: Workload, device: torch.device):
-    """(one training step, one evaluation batch, its size) of one of ``work``'s jobs: its network,
-    ensemble size and batch, on random data on ``device``."""
-    make = _cnn_functions if work.engine == "cnn" else _mlp_functions
-    return make(work, device)
+    """(one training step, one evaluation, the samples it reads) of ``work``'s largest job: its
+    engine prepared on random data with one batch of training samples."""
+    job = max(work.planned, key=lambda j: len(j.members))
+    batch = work.config.train.batch_size
+    engine_class = ENGINES[job.engine]
+    engine = engine_class(job, _random_data(work, batch, _EVAL_SAMPLES), device)
+    evaluated = engine_class.evaluated_samples(job.config, batch, 0, _EVAL_SAMPLES)
+    return (
+        lambda: engine.train_epoch(1),  # one batch: one step
+        lambda: engine.evaluate(0, lambda *record: None),
+        evaluated,
+    )
 
 
 def price(work: Workload, device: str = "cpu", repeats: int = 3) -> Cost:
     """Time ``repeats`` training steps of one of ``work``'s jobs (its network, its ensemble size,
-    its batch) and evaluation batches on ``device``, after a warm-up; medians."""
+    its batch) and evaluations on ``device``, after a warm-up; medians."""
     dev = torch.device(device)
-    step, evaluate, eval_batch = step_functions(work, dev)
+    step, evaluate, evaluated = step_functions(work, dev)
     # a compiled step compiles on its first call and records its CUDA graphs on the next ones
     compiled = work.engine == "cnn" and work.config.cnn.compile is not None
     step_seconds = _median_seconds(step, repeats, dev, warmups=3 if compiled else 1)
-    eval_seconds = _median_seconds(evaluate, repeats, dev) / eval_batch
+    eval_seconds = _median_seconds(evaluate, repeats, dev) / evaluated
     return Cost(work, str(dev), step_seconds, eval_seconds)
 
 

@@ -69,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _list(args: argparse.Namespace) -> int:
     import gelus
-    from gelus.experiments.config import STOCHASTIC_ACTIVATIONS
+    from gelus.experiments.activation_spec import STOCHASTIC_ACTIVATIONS
     from gelus.experiments.presets import PRESETS
 
     print("experiments:")
@@ -94,7 +94,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gelus.cli import UserError
+    from gelus.experiments.errors import CommandError
     from gelus.experiments.presets import PRESETS
     from gelus.experiments.runner import run_experiment
 
@@ -103,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
         preset = PRESETS.get(args.experiment)
         if preset is not None and preset.config.task != "cnn":
             cnns = ", ".join(name for name, p in PRESETS.items() if p.config.task == "cnn")
-            raise UserError(f"--amp applies to the CNN experiments ({cnns}) only")
+            raise CommandError(f"--amp applies to the CNN experiments ({cnns}) only")
         overrides.append(f"cnn.amp_dtype={args.amp}")
     executor = make_executor(args)
     try:
@@ -156,11 +156,11 @@ def make_executor(args: argparse.Namespace):
 
     Needs ``args.workers`` and ``args.threads``; a Ray executor must be ``shutdown()`` after use.
     """
-    from gelus.cli import UserError
+    from gelus.experiments.errors import CommandError
 
     if args.executor != "ray":
         if args.address is not None:
-            raise UserError("--address needs --executor ray")
+            raise CommandError("--address needs --executor ray")
         return None
     from gelus.experiments.ray_executor import RayExecutor
 

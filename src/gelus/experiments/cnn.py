@@ -1,9 +1,9 @@
-"""The paper's CIFAR experiments: one training run of the all-conv net (CIFAR-10) or WRN-40-4 (CIFAR-100).
+"""The CNN engine: one training run of the all-conv net (CIFAR-10) or WRN-40-4 (CIFAR-100).
 
-``train_cnn_run(cfg, data, activation=..., seed=..., lr=..., device=..., log=..., checkpoint_path=...)``
-trains one model by the protocol in ``cfg``, reports every epoch through ``log(epoch, split, metric,
-value)`` and, given a checkpoint path, saves its whole state after each epoch and resumes from it:
-an interrupted run continues exactly as if it had not stopped.
+:class:`CNNEngine` trains one model of a job by the recipe of its network config behind the engine
+protocol (:mod:`gelus.experiments.engine`): the all-conv recipe sets lr and Adam's β₁ per epoch,
+the WRN recipe a cosine lr per step and draws crops and flips. Its state (model, optimizer, scaler,
+random streams, preprocessing statistics) lets an interrupted run continue exactly.
 
 Data live on the training device as float32 tensors, uploaded once and normalised (and
 ZCA-whitened) there, so on a GPU no batch crosses the bus; each epoch's batch order, crops and
@@ -14,11 +14,8 @@ seeded sources: torch's global generator (init, dropout, input noise) and a CPU
 the device.
 """
 
-import dataclasses
 import math
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,8 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import gelus
-from gelus.experiments.activations import activation_factory
-from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint
+from gelus.experiments.activation_spec import ActivationSpec
 from gelus.experiments.cnn_config import CIFAR10AllConvConfig, CIFAR100WRNConfig, CNNConfig
 from gelus.experiments.cnn_data import (
     apply_zca,
@@ -36,20 +32,23 @@ from gelus.experiments.cnn_data import (
     mean_image,
 )
 from gelus.experiments.cnn_models import AllConvNet, WideResNet
-from gelus.experiments.device import local_device
 from gelus.experiments.device_batches import draw_epoch, pad_once
+from gelus.experiments.engine import Log, check_optimizer_state
+from gelus.experiments.errors import ConfigError
+from gelus.experiments.plan import Job
 
 __all__ = [
     "CIFAR10AllConvConfig",
     "CIFAR100WRNConfig",
     "CNNConfig",
+    "CNNEngine",
     "allconv_beta1",
     "allconv_lr",
     "build_cnn",
+    "channels_last",
     "cosine_lr",
     "make_optimizer",
     "make_training_step",
-    "train_cnn_run",
 ]
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -118,11 +117,15 @@ def _preprocess(
 # ---------------------------------------------------------------- model and optimizer
 
 
-def build_cnn(
-    cfg: CNNConfig, activation: str, num_classes: int, approximate: str = "tanh"
-) -> nn.Module:
-    """The network of ``cfg`` with ``activation`` (gelu meaning GELU(approximate=approximate))."""
-    act = activation_factory(activation, approximate)
+def build_cnn(cfg: CNNConfig, activation: ActivationSpec, num_classes: int) -> nn.Module:
+    """The network of ``cfg`` with ``activation`` (one fresh module per place it is used)."""
+    if activation.stochastic or activation.gated:
+        what = "stochastic" if activation.stochastic else "gated"
+        raise ConfigError(
+            f"activation {activation.label!r} is {what}, which the CNNs do not support",
+            "activations",
+        )
+    act = activation.build
     if isinstance(cfg, CIFAR10AllConvConfig):
         return AllConvNet(
             num_classes,
@@ -198,7 +201,8 @@ def make_training_step(
     return step
 
 
-def _channels_last(cfg: CNNConfig, device: torch.device) -> bool:
+def channels_last(cfg: CNNConfig, device: torch.device) -> bool:
+    """Whether the network runs NHWC on ``device`` (``cfg.channels_last``; None: on CUDA only)."""
     return device.type == "cuda" if cfg.channels_last is None else cfg.channels_last
 
 
@@ -220,7 +224,7 @@ def _evaluate(
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     wrong = torch.zeros((), dtype=torch.int64, device=device)
     for start in range(0, len(y), cfg.eval_batch_size):
-        xb = _to_device(x[start : start + cfg.eval_batch_size], device, _channels_last(cfg, device))
+        xb = _to_device(x[start : start + cfg.eval_batch_size], device, channels_last(cfg, device))
         yb = y[start : start + cfg.eval_batch_size].to(device)
         with _autocast(cfg, device):
             logits = model(xb)
@@ -234,128 +238,139 @@ def _autocast(cfg: CNNConfig, device: torch.device) -> torch.autocast:
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
 
-# ---------------------------------------------------------------- the run
+# ---------------------------------------------------------------- the recipes
 
 
-def _run_identity(cfg: CNNConfig, **run: Any) -> dict[str, Any]:
-    return {"experiment": type(cfg).__name__, "config": dataclasses.asdict(cfg), **run}
+class _AllConvRecipe:
+    """All-conv: lr constant then linear decay, β₁ switched, set once per epoch; no augmentation."""
+
+    padding, flip = None, False
+
+    def __init__(self, cfg: CIFAR10AllConvConfig, lr: float, epochs: int, steps: int) -> None:
+        self.cfg, self.lr, self.epochs = cfg, lr, epochs
+
+    def start_epoch(self, optimizer: torch.optim.Optimizer, epoch: int) -> None:
+        for group in optimizer.param_groups:
+            group["lr"] = allconv_lr(epoch, self.epochs, self.cfg, self.lr)
+            group["betas"] = (allconv_beta1(epoch, self.epochs, self.cfg), self.cfg.beta2)
+
+    def start_step(self, optimizer: torch.optim.Optimizer, step: int) -> None:
+        pass
 
 
-def train_cnn_run(
-    cfg: CNNConfig,
-    data: Any,
-    *,
-    epochs: int,
-    batch_size: int,
-    activation: str,
-    approximate: str = "tanh",
-    seed: int,
-    lr: float,
-    device: str,
-    log: Callable[[int, str, str, float], None],
-    checkpoint_path: Path | None,
-) -> None:
-    """Train one CIFAR model by the protocol of ``cfg`` on ``data`` (a ``gelus.data.Dataset``) for
-    ``epochs`` passes of ``batch_size`` images at peak learning rate ``lr``.
+class _WRNRecipe:
+    """WRN: cosine lr set per step (SGDR without restarts); random crops and flips."""
 
-    After each 1-based epoch calls ``log(epoch, split, metric, value)`` for split in train / val /
-    test (val absent with ``cfg.retrain_full``) and metric in loss (mean cross-entropy, nats) /
-    error (fraction), with the model in eval mode (no dropout or noise; "train" is measured on the
-    first ``cfg.train_eval_size`` training images, unaugmented), then ("train", "seconds", wall
-    time since the run began, summed over resumptions). Then, given ``checkpoint_path``, saves the
-    model, optimizer, epoch, random states and preprocessing statistics atomically; a run started
-    with an existing checkpoint resumes after its epoch and ends with the same result as a run that
-    was never interrupted. A checkpoint of another run (config, activation, seed or lr) is an error.
+    def __init__(self, cfg: CIFAR100WRNConfig, lr: float, epochs: int, steps: int) -> None:
+        self.lr, self.total = lr, epochs * steps
+        self.padding, self.flip = cfg.crop_padding, cfg.flip
+
+    def start_epoch(self, optimizer: torch.optim.Optimizer, epoch: int) -> None:
+        pass
+
+    def start_step(self, optimizer: torch.optim.Optimizer, step: int) -> None:
+        for group in optimizer.param_groups:
+            group["lr"] = cosine_lr(step, self.total, self.lr)
+
+
+# ---------------------------------------------------------------- the engine
+
+
+class CNNEngine:
+    """The engine protocol for one CNN run (a job of one member).
+
+    Two seeded random sources: torch's global generator (init, dropout, input noise) and a CPU
+    generator for the batch order, crops and flips, so the batches do not depend on the device.
     """
-    dev = torch.device(local_device(device))
-    if cfg.amp_dtype == "fp16" and dev.type != "cuda":
-        raise ValueError("amp_dtype='fp16' needs CUDA; use amp_dtype='bf16' on the CPU")
-    identity = _run_identity(
-        cfg, epochs=epochs, batch_size=batch_size, activation=activation,
-        approximate=approximate, seed=seed, lr=lr,
-    )  # fmt: skip
-    state = load_checkpoint(checkpoint_path) if checkpoint_path is not None else None
-    if state is not None and state.get("run") != identity:
-        raise ValueError(
-            f"checkpoint {checkpoint_path} belongs to another run ({state.get('run')}); "
-            "delete it or give this run its own checkpoint path"
-        )
-    if state is not None and state["epoch"] >= epochs:
-        return
 
-    torch.manual_seed(seed)  # init, dropout and input noise
-    order_generator = torch.Generator().manual_seed(seed)  # batch order, crops, flips
-    # uploaded once, then normalised and whitened where they train: no batch crosses the bus
-    splits = {
-        name: (x.to(dev), y.to(dev)) for name, (x, y) in load_splits(data, cfg.retrain_full).items()
-    }
-    stats = _preprocess(cfg, splits, None if state is None else state["preprocessing"])
-    model = build_cnn(cfg, activation, data.num_classes, approximate).to(dev)
-    channels_last = _channels_last(cfg, dev)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    optimizer = make_optimizer(cfg, model, lr)
-    scaler = torch.amp.GradScaler(dev.type, enabled=cfg.amp_dtype == "fp16")
-    train_step = make_training_step(cfg, model, optimizer, scaler, dev)
-    x_train, y_train = splits["train"]
-    steps_per_epoch = len(y_train) // batch_size  # the last partial batch is dropped
-    if steps_per_epoch == 0:
-        raise ValueError(f"{len(y_train)} training images is less than one batch of {batch_size}")
-    n_eval = len(y_train) if cfg.train_eval_size is None else min(cfg.train_eval_size, len(y_train))
-    eval_splits = {"train": (x_train[:n_eval], y_train[:n_eval])}
-    eval_splits |= {name: splits[name] for name in ("val", "test") if name in splits}
-    crops = isinstance(cfg, CIFAR100WRNConfig)
-    padding = cfg.crop_padding if crops else None
-    # zero-padded once for the crops: a batch is one gather on the device
-    x_train = pad_once(x_train, padding or 0)
+    evaluates_before_training = False
 
-    start_epoch, seconds = 0, 0.0
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scaler.load_state_dict(state["scaler"])
-        torch.set_rng_state(state["torch_rng"])
-        if dev.type == "cuda":
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
-        order_generator.set_state(state["order_rng"])
-        start_epoch, seconds = state["epoch"], state["seconds"]
+    def __init__(self, job: Job, data: Any, device: torch.device) -> None:
+        cfg = self.cfg = job.config.cnn
+        (self.key,) = job.members
+        if cfg.amp_dtype == "fp16" and device.type != "cuda":
+            raise ConfigError("amp_dtype='fp16' needs CUDA; use amp_dtype='bf16' on the CPU", "amp")
+        self.device, self.batch_size = device, job.config.train.batch_size
+        torch.manual_seed(self.key.seed)  # init, dropout and input noise
+        self.order = torch.Generator().manual_seed(self.key.seed)  # batch order, crops, flips
+        self.data = data
+        self._upload(None)
+        self.model = build_cnn(cfg, job.activation, data.num_classes).to(device)
+        self.channels_last = channels_last(cfg, device)
+        if self.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.optimizer = make_optimizer(cfg, self.model, self.key.lr)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=cfg.amp_dtype == "fp16")
+        self.step = make_training_step(cfg, self.model, self.optimizer, self.scaler, device)
+        self.steps = len(self.y_train) // self.batch_size  # the last partial batch is dropped
+        if self.steps == 0:
+            raise ConfigError(
+                f"{len(self.y_train)} training images is less than one batch of {self.batch_size}"
+            )
+        recipe = _AllConvRecipe if isinstance(cfg, CIFAR10AllConvConfig) else _WRNRecipe
+        self.recipe = recipe(cfg, self.key.lr, job.epochs, self.steps)
+        self.x_train = pad_once(self.x_train, self.recipe.padding or 0)  # crops: one gather
 
-    total_steps = epochs * steps_per_epoch
-    for epoch in range(start_epoch + 1, epochs + 1):
-        began = time.perf_counter()
-        model.train()
-        if isinstance(cfg, CIFAR10AllConvConfig):
-            for group in optimizer.param_groups:
-                group["lr"] = allconv_lr(epoch, epochs, cfg, lr)
-                group["betas"] = (allconv_beta1(epoch, epochs, cfg), cfg.beta2)
+    def _upload(self, saved: dict[str, Tensor] | None) -> None:
+        """The splits on the device, normalised and whitened there (with ``saved`` statistics or
+        fitted on train): uploaded once, so no batch crosses the bus."""
+        cfg = self.cfg
+        splits = {
+            name: (x.to(self.device), y.to(self.device))
+            for name, (x, y) in load_splits(self.data, cfg.retrain_full).items()
+        }
+        self.preprocessing = _preprocess(cfg, splits, saved)
+        self.x_train, self.y_train = splits["train"]
+        n_eval = len(self.y_train) if cfg.train_eval_size is None else cfg.train_eval_size
+        self.eval_splits = {"train": (self.x_train[:n_eval], self.y_train[:n_eval])}
+        self.eval_splits |= {n: splits[n] for n in ("val", "test") if n in splits}
+
+    def train_epoch(self, epoch: int) -> None:
+        self.model.train()
+        self.recipe.start_epoch(self.optimizer, epoch)
         # the draws of a per-batch loop (order, then each batch's crops and flips), made up front
-        plan = draw_epoch(len(y_train), batch_size, order_generator, padding, dev)
-        for i in range(steps_per_epoch):
-            index, xb = plan.batch(x_train, i, flip=crops and cfg.flip)
-            yb = y_train[index]
-            if crops:
-                step = (epoch - 1) * steps_per_epoch + i
-                for group in optimizer.param_groups:
-                    group["lr"] = cosine_lr(step, total_steps, lr)
-            train_step(_to_device(xb, dev, channels_last), yb)
+        plan = draw_epoch(len(self.y_train), self.batch_size, self.order, self.recipe.padding,
+                          self.device)  # fmt: skip
+        for i in range(self.steps):
+            index, xb = plan.batch(self.x_train, i, flip=self.recipe.flip)
+            self.recipe.start_step(self.optimizer, (epoch - 1) * self.steps + i)
+            self.step(_to_device(xb, self.device, self.channels_last), self.y_train[index])
 
-        results = {name: _evaluate(model, x, y, cfg, dev) for name, (x, y) in eval_splits.items()}
-        seconds += time.perf_counter() - began
-        for name, (loss_value, error) in results.items():
-            log(epoch, name, "loss", loss_value)
-            log(epoch, name, "error", error)
-        log(epoch, "train", "seconds", seconds)
-        if checkpoint_path is not None:
-            state = {
-                "run": identity,
-                "epoch": epoch,
-                "seconds": seconds,
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scaler": scaler.state_dict(),
-                "torch_rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state_all() if dev.type == "cuda" else [],
-                "order_rng": order_generator.get_state(),
-                "preprocessing": stats,
-            }
-            save_checkpoint(checkpoint_path, state)
+    def evaluate(self, epoch: int, log: Log) -> None:
+        for name, (x, y) in self.eval_splits.items():
+            loss, error = _evaluate(self.model, x, y, self.cfg, self.device)
+            log(self.key, epoch, name, "loss", loss)
+            log(self.key, epoch, name, "error", error)
+
+    def state(self) -> dict[str, Any]:
+        cuda = self.device.type == "cuda"
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if cuda else [],
+            "order_rng": self.order.get_state(),
+            "preprocessing": self.preprocessing,
+        }
+
+    @classmethod
+    def evaluated_samples(cls, config, train: int, val: int, test: int) -> int:
+        cnn = config.cnn
+        if cnn.retrain_full:
+            train, val = train + val, 0
+        return min(cnn.train_eval_size or train, train) + val + test
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        check_optimizer_state(self.optimizer)
+        self.scaler.load_state_dict(state["scaler"])
+        torch.set_rng_state(state["torch_rng"])
+        if self.device.type == "cuda":
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        self.order.set_state(state["order_rng"])
+        saved = state["preprocessing"]
+        if any(not torch.equal(saved[k], v) for k, v in self.preprocessing.items()):
+            self._upload(saved)  # preprocess as the run began, not with a refit
+            self.x_train = pad_once(self.x_train, self.recipe.padding or 0)

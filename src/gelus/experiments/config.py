@@ -1,12 +1,17 @@
-"""Experiment configs: frozen dataclasses with one commented default per line, and overrides.
+"""Experiment configs, one per engine: frozen dataclasses with one commented default per line.
 
-An override is ``key=value`` with a dotted key into the config (``optim.lr=1e-3``,
-``train.epochs=10``, ``activations=gelu,relu``). Tuple fields take comma-separated values, so
-``optim.lr=1e-3`` sets a one-point learning-rate grid. An unknown key or a value of the wrong type
-is an error that lists the valid keys; :func:`validate` then checks ranges and names.
+A task config is a tagged union: :class:`MLPExperimentConfig` (tasks ``classify`` and
+``autoencode``, the stacked-MLP engine) or :class:`CNNExperimentConfig` (task ``cnn``), each
+holding only what its engine reads, so a key an engine does not read does not exist for its
+presets. An override is ``key=value`` with a dotted key into the config (``optim.lr=1e-3``,
+``train.epochs=10``, ``activations=gelu,relu``); tuple fields take comma-separated values. An
+unknown key or a value of the wrong type is a :class:`ConfigError` that lists the valid keys;
+:func:`validate` then checks ranges. Activation names are resolved elsewhere
+(:mod:`gelus.experiments.activation_spec`): here they are strings.
 """
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import math
@@ -16,41 +21,40 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gelus.experiments.cnn_config import CNNConfig
+from gelus._common import APPROXIMATIONS
+from gelus.experiments.cnn_config import CIFAR10AllConvConfig, CNNConfig
+from gelus.experiments.errors import ConfigError
 
 __all__ = [
     "BOOKKEEPING_KEYS",
-    "RENAMED_KEYS",
-    "STOCHASTIC_ACTIVATIONS",
+    "LIMITS",
     "SWEEP_KEYS",
     "TASKS",
+    "CNNExperimentConfig",
+    "CNNModelConfig",
+    "CNNOptimConfig",
+    "CNNTrainConfig",
     "ConfigError",
     "ExperimentConfig",
+    "MLPExperimentConfig",
     "ModelConfig",
     "NoiseConfig",
     "OptimConfig",
     "TrainConfig",
     "apply_overrides",
-    "canonical_activation",
     "check_batch_fits",
     "config_hash",
     "config_keys",
     "config_to_dict",
     "flat_config",
     "identity_keys",
-    "inert_keys",
-    "is_stochastic",
     "validate",
 ]
 
 TASKS = ("classify", "autoencode", "cnn")
 INITS = ("unit_norm", "torch")
-# Activations whose forward pass draws its own mask (the SOI map); the engine feeds them uniforms.
-STOCHASTIC_ACTIVATIONS = ("stochastic_gelu",)
-
-
-class ConfigError(ValueError):
-    """An override or a config value is invalid; the message names the key and the valid choices."""
+# Upper bounds on counts: beyond these a value is a typo, and planning it would exhaust memory.
+LIMITS = {"seeds": 10_000, "epochs": 100_000, "runs": 1_000_000}
 
 
 @dataclass(frozen=True)
@@ -97,8 +101,11 @@ class NoiseConfig:
 
 
 @dataclass(frozen=True)
-class ExperimentConfig:
-    task: str = "classify"  # "classify" (softmax cross-entropy), "autoencode" (MSE), "cnn"
+class MLPExperimentConfig:
+    """The stacked-MLP engine's config: classifiers and the autoencoder of the MNIST, Twitter POS
+    and TIMIT experiments."""
+
+    task: str = "classify"  # "classify" (softmax cross-entropy) or "autoencode" (MSE)
     dataset: str = "mnist"  # gelus.data name; a preset may allow a substitute when it is absent
     activations: tuple[str, ...] = ("gelu", "relu", "elu")  # one stacked ensemble per activation
     train_on: str = "train"  # "train", or "train+val" (the autoencoder trains on all 60k)
@@ -106,48 +113,86 @@ class ExperimentConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     noise: NoiseConfig = field(default_factory=NoiseConfig)
-    cnn: CNNConfig | None = None  # task "cnn": the network's own typed config, keys cnn.KEY
 
+    engine: typing.ClassVar[str] = "mlp"
+
+
+@dataclass(frozen=True)
+class CNNModelConfig:
+    approximate: str = "tanh"  # "gelu" means gelu(x, approximate=...); the paper used "tanh"
+
+
+@dataclass(frozen=True)
+class CNNOptimConfig:
+    lr: tuple[float, ...] = (1e-3, 1e-4, 1e-5)  # peak learning-rate grid, every point a run
+
+
+@dataclass(frozen=True)
+class CNNTrainConfig:
+    epochs: int = 50  # passes over the training set
+    batch_size: int = 128  # images per step; the last partial batch of an epoch is dropped
+    seeds: int = 5  # runs per (activation, lr), seeds 0 .. seeds-1
+    tf32: bool = False  # CUDA only: allow TF32 matmuls/convs (faster, 10-bit mantissa)
+
+
+@dataclass(frozen=True)
+class CNNExperimentConfig:
+    """The CNN engine's config: one network of the CIFAR experiments per run (``cnn``: its typed
+    network config, schedule and augmentation included, keys ``cnn.KEY``)."""
+
+    task: str = "cnn"
+    dataset: str = "cifar10"  # gelus.data name
+    activations: tuple[str, ...] = ("gelu", "relu", "elu")  # one run per activation, lr and seed
+    model: CNNModelConfig = field(default_factory=CNNModelConfig)
+    optim: CNNOptimConfig = field(default_factory=CNNOptimConfig)
+    train: CNNTrainConfig = field(default_factory=CNNTrainConfig)
+    cnn: CNNConfig = field(default_factory=CIFAR10AllConvConfig)
+
+    engine: typing.ClassVar[str] = "cnn"
+
+
+ExperimentConfig = MLPExperimentConfig | CNNExperimentConfig
 
 # Sweep axes: each value is its own run, so they are not part of a run's identity hash.
 SWEEP_KEYS = ("activations", "optim.lr", "train.seeds", "train.keep")
 # Keys that do not change a run's results.
 BOOKKEEPING_KEYS = ("train.checkpoint_every", "train.eval_batch_size")
-
-# Keys a task never reads: setting one would change nothing, so it is refused (key -> the reason).
-_CNN_ENGINE = "the CNN engine does not read it"
-_INERT_KEYS: dict[str, dict[str, str]] = {
-    "cnn": {
-        "train_on": "the CNN trains on train, or train + val with cnn.retrain_full",
-        "model.hidden": "the network is cnn.widths",
-        "model.init": "the CNNs have their own init",
-        "optim.name": "the network's optimizer is fixed by its config",
-        "optim.beta1": "the all-conv net's β₁ is cnn.beta1 / cnn.beta1_late",
-        "optim.beta2": "use cnn.beta2",
-        "optim.eps": "use cnn.adam_eps",
-        "train.keep": "the CNN's dropout is cnn.dropout",
-        "train.train_subset": _CNN_ENGINE,
-        "train.eval_train_subset": "use cnn.train_eval_size",
-        "train.eval_batch_size": "use cnn.eval_batch_size",
-        "train.checkpoint_every": "the CNN checkpoints every epoch",
-        "train.compile": "use cnn.compile (a torch.compile mode)",
-        "train.dtype": "use cnn.amp_dtype",
-        "noise.levels": _CNN_ENGINE,
-        "noise.seed": _CNN_ENGINE,
-    },
-    "autoencode": {
-        "train.keep": "the autoencoder trains without dropout",
-        "noise.levels": "noise evaluation applies to classifiers only",
-        "noise.seed": "noise evaluation applies to classifiers only",
-    },
+# Keys users reach for that live elsewhere, for the "did you mean" of an unknown key.
+_SEE_ALSO = {
+    "optim.eps": "cnn.adam_eps",
+    "optim.beta1": "cnn.beta1",
+    "optim.beta2": "cnn.beta2",
+    "train.keep": "cnn.dropout",
+    "train.compile": "cnn.compile",
+    "train.dtype": "cnn.amp_dtype",
+    "train.eval_batch_size": "cnn.eval_batch_size",
+    "train.eval_train_subset": "cnn.train_eval_size",
+    "model.gelu_form": "model.approximate",
+    "cnn.gelu_form": "model.approximate",
 }
-# Keys that were renamed: the old name is refused with the new one.
-RENAMED_KEYS = {"model.gelu_form": "model.approximate", "cnn.gelu_form": "model.approximate"}
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
-    """The config as nested plain dicts and lists (JSON-ready)."""
-    return json.loads(json.dumps(dataclasses.asdict(config)))
+    """The config as nested plain dicts and lists (JSON-ready).
+
+    A task config gives the one shape every version of the harness has stored and hashed: the MLP
+    keys, ``cnn`` (None for an MLP), and for a CNN the MLP keys it does not read at their defaults,
+    so that run folders made before the configs were split keep their hashes and resume.
+    """
+    if isinstance(config, CNNExperimentConfig):
+        shared = MLPExperimentConfig(
+            task=config.task,
+            dataset=config.dataset,
+            activations=config.activations,
+            model=ModelConfig(approximate=config.model.approximate),
+            optim=OptimConfig(lr=config.optim.lr),
+            train=TrainConfig(**dataclasses.asdict(config.train)),
+        )
+        return config_to_dict(shared) | {"cnn": config_to_dict(config.cnn)}
+    tree = json.loads(json.dumps(dataclasses.asdict(config)))
+    if isinstance(config, MLPExperimentConfig):
+        tree["cnn"] = None
+    return tree
 
 
 # Bump when the training arithmetic or random streams change (e.g. how dropout masks are drawn):
@@ -184,24 +229,20 @@ def identity_keys(flat: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_keys(config: Any, prefix: str = "") -> list[str]:
-    """Every overridable dotted key of a config dataclass (nested dataclasses expanded); for an
-    :class:`ExperimentConfig`, only the keys its task reads."""
+    """Every overridable dotted key of a config dataclass (nested dataclasses expanded)."""
     keys = []
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if dataclasses.is_dataclass(value):
             keys.extend(config_keys(value, f"{prefix}{f.name}."))
-        elif f.name != "cnn":
+        else:
             keys.append(f"{prefix}{f.name}")
-    if isinstance(config, ExperimentConfig) and not prefix:
-        inert = _INERT_KEYS.get(config.task, {})
-        keys = [key for key in keys if key not in inert]
     return keys
 
 
-def inert_keys(config: ExperimentConfig) -> dict[str, str]:
-    """The keys ``config``'s task never reads, each with why (setting one is refused)."""
-    return dict(_INERT_KEYS.get(config.task, {}))
+def _quote(text: str) -> str:
+    """``text`` for a message: at most its first 60 characters."""
+    return repr(text) if len(text) <= 60 else f"{text[:60]!r}… ({len(text)} characters)"
 
 
 def _parse_scalar(text: str, kind: type, key: str) -> Any:
@@ -212,12 +253,15 @@ def _parse_scalar(text: str, kind: type, key: str) -> Any:
             return True
         if lowered in ("0", "false", "no", "off"):
             return False
-        raise ConfigError(f"{key}: expected true or false, got {text!r}")
+        raise ConfigError(f"{key}: expected true or false, got {_quote(text)}")
     if kind in (int, float):
         try:
-            return kind(text)
+            value = kind(text)
         except ValueError:
-            raise ConfigError(f"{key}: expected {kind.__name__}, got {text!r}") from None
+            raise ConfigError(f"{key}: expected {kind.__name__}, got {_quote(text)}") from None
+        if kind is float and not math.isfinite(value):
+            raise ConfigError(f"{key}: expected a finite number, got {_quote(text)}")
+        return value
     if kind is str:
         return text
     raise ConfigError(f"{key}: cannot be set from the command line")
@@ -238,31 +282,45 @@ def _parse_value(text: str, annotation: Any, key: str) -> Any:
         if len(args) == 2 and args[1] is Ellipsis:
             return values
         if len(values) != len(args):
-            raise ConfigError(f"{key}: expected {len(args)} comma-separated values, got {text!r}")
+            raise ConfigError(
+                f"{key}: expected {len(args)} comma-separated values, got {_quote(text)}"
+            )
         return values
     return _parse_scalar(text, annotation, key)
+
+
+def _unknown_key(key: str, all_keys: list[str]) -> ConfigError:
+    close = [_SEE_ALSO[key]] if _SEE_ALSO.get(key) in all_keys else []
+    close = close or difflib.get_close_matches(key, all_keys, n=2)
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return ConfigError(f"unknown config key {_quote(key)}{hint}; valid keys: {', '.join(all_keys)}")
 
 
 def _set(config: Any, path: list[str], text: str, full_key: str, all_keys: list[str]) -> Any:
     names = {f.name: f for f in dataclasses.fields(config)}
     name = path[0]
     if name not in names or (len(path) == 1 and dataclasses.is_dataclass(getattr(config, name))):
-        raise ConfigError(f"unknown config key {full_key!r}; valid keys: {', '.join(all_keys)}")
+        raise _unknown_key(full_key, all_keys)
     value = getattr(config, name)
     if len(path) > 1:
         if not dataclasses.is_dataclass(value):
-            raise ConfigError(f"unknown config key {full_key!r}; valid keys: {', '.join(all_keys)}")
+            raise _unknown_key(full_key, all_keys)
         return dataclasses.replace(
             config, **{name: _set(value, path[1:], text, full_key, all_keys)}
         )
     hints = typing.get_type_hints(type(config))
-    return dataclasses.replace(config, **{name: _parse_value(text, hints[name], full_key)})
+    try:
+        return dataclasses.replace(config, **{name: _parse_value(text, hints[name], full_key)})
+    except ConfigError:
+        raise
+    except ValueError as error:  # a network config's own range check
+        raise ConfigError(f"{full_key}: {error}") from None
 
 
 def apply_overrides(config: Any, overrides: typing.Iterable[str]) -> Any:
     """``config`` with each ``key=value`` override applied (dotted keys, tuples comma-separated).
 
-    >>> apply_overrides(ExperimentConfig(), ["optim.lr=1e-3"]).optim.lr
+    >>> apply_overrides(MLPExperimentConfig(), ["optim.lr=1e-3"]).optim.lr
     (0.001,)
     """
     for override in overrides:
@@ -271,121 +329,94 @@ def apply_overrides(config: Any, overrides: typing.Iterable[str]) -> Any:
         all_keys = config_keys(config)
         if not sep or not key:
             raise ConfigError(
-                f"override {override!r} is not key=value; valid keys: {', '.join(all_keys)}"
-            )
-        if key in RENAMED_KEYS:
-            raise ConfigError(
-                f"{key} is now {RENAMED_KEYS[key]}: use --set {RENAMED_KEYS[key]}={text}"
-            )
-        inert = inert_keys(config) if isinstance(config, ExperimentConfig) else {}
-        if key in inert:
-            raise ConfigError(
-                f"{key} has no effect on a {config.task} experiment ({inert[key]}); "
-                f"valid keys: {', '.join(all_keys)}"
+                f"override {_quote(override)} is not key=value; valid keys: {', '.join(all_keys)}"
             )
         config = _set(config, key.split("."), text, key, all_keys)
     return config
 
 
-def canonical_activation(name: str) -> str:
-    """The registry's canonical name for ``name`` (an alias such as ``soi_map`` resolves); a
-    ``module:attribute`` activation is imported and checked, and goes by its label."""
-    from gelus.experiments.custom_activations import (
-        CustomActivationError,
-        is_custom_spec,
-        resolve_activation_spec,
-    )
-    from gelus.registry import resolve_activation
-
-    if is_custom_spec(name):
-        try:
-            return resolve_activation_spec(name).label
-        except CustomActivationError as error:
-            raise ConfigError(str(error)) from None
-
-    try:
-        return resolve_activation(name)[0]
-    except (KeyError, ValueError) as error:
-        raise ConfigError(str(error)) from None
+def _positive_finite(values) -> bool:
+    return all(math.isfinite(v) and v > 0 for v in values)
 
 
-def is_stochastic(name: str) -> bool:
-    """Whether ``name`` is an activation that draws its own mask (the SOI map); a user's
-    ``module:attribute`` activation never is (its module draws whatever it draws itself)."""
-    from gelus.experiments.custom_activations import is_custom_spec
-
-    return not is_custom_spec(name) and canonical_activation(name) in STOCHASTIC_ACTIVATIONS
-
-
-def validate(config: ExperimentConfig) -> None:
-    """Check ranges and names; raise ConfigError naming the key and the valid values."""
-    from gelus.functional import APPROXIMATIONS
-
-    checks = [
+def _shared_checks(config: ExperimentConfig) -> list[tuple[bool, str, str]]:
+    seeds, epochs = LIMITS["seeds"], LIMITS["epochs"]
+    return [
         (config.task in TASKS, "task", f"one of {', '.join(TASKS)}"),
-        (config.train_on in ("train", "train+val"), "train_on", "train or train+val"),
         (len(config.activations) > 0, "activations", "at least one name"),
-        (config.model.init in INITS, "model.init", f"one of {', '.join(INITS)}"),
         (
             config.model.approximate in APPROXIMATIONS,
             "model.approximate",
             f"one of {', '.join(APPROXIMATIONS)}",
         ),
-        (all(h > 0 for h in config.model.hidden), "model.hidden", "positive widths"),
-        (config.optim.name == "adam", "optim.name", "adam"),
         (
-            len(config.optim.lr) > 0
-            and all(math.isfinite(lr) and lr > 0 for lr in config.optim.lr),
+            len(config.optim.lr) > 0 and _positive_finite(config.optim.lr),
             "optim.lr",
             "finite positive learning rates",
         ),
-        (
-            0 <= config.optim.beta1 < 1 and 0 <= config.optim.beta2 < 1,
-            "optim.beta1/beta2",
-            "in [0, 1)",
-        ),
-        (config.optim.eps > 0, "optim.eps", "positive"),
-        (config.train.epochs >= 1, "train.epochs", "at least 1"),
+        (1 <= config.train.epochs <= epochs, "train.epochs", f"from 1 to {epochs:,}"),
         (config.train.batch_size >= 1, "train.batch_size", "at least 1"),
-        (config.train.seeds >= 1, "train.seeds", "at least 1"),
+        (1 <= config.train.seeds <= seeds, "train.seeds", f"from 1 to {seeds:,}"),
+    ]
+
+
+def _mlp_checks(config: MLPExperimentConfig) -> list[tuple[bool, str, str]]:
+    train, optim = config.train, config.optim
+    return [
+        (config.task in ("classify", "autoencode"), "task", "classify or autoencode"),
+        (config.train_on in ("train", "train+val"), "train_on", "train or train+val"),
+        (config.model.init in INITS, "model.init", f"one of {', '.join(INITS)}"),
+        (all(h > 0 for h in config.model.hidden), "model.hidden", "positive widths"),
+        (optim.name == "adam", "optim.name", "adam"),
+        (0 <= optim.beta1 < 1 and 0 <= optim.beta2 < 1, "optim.beta1/beta2", "in [0, 1)"),
+        (_positive_finite([optim.eps]), "optim.eps", "finite and positive"),
         (
-            len(config.train.keep) > 0 and all(0 < k <= 1 for k in config.train.keep),
+            len(train.keep) > 0 and all(0 < k <= 1 for k in train.keep),
             "train.keep",
             "in (0, 1]",
         ),
-        (config.train.train_subset >= 0, "train.train_subset", "0 (all) or a positive count"),
+        (train.train_subset >= 0, "train.train_subset", "0 (all) or a positive count"),
+        (train.eval_train_subset >= 0, "train.eval_train_subset", "0 (all) or a positive count"),
+        (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
+        (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
+        (train.dtype in ("float32", "float64"), "train.dtype", "float32 or float64"),
         (
-            config.train.eval_train_subset >= 0,
-            "train.eval_train_subset",
-            "0 (all) or a positive count",
+            all(math.isfinite(a) and a >= 0 for a in config.noise.levels),
+            "noise.levels",
+            "finite non-negative half-widths",
         ),
-        (config.train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
-        (config.train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
-        (config.train.dtype in ("float32", "float64"), "train.dtype", "float32 or float64"),
-        (all(a >= 0 for a in config.noise.levels), "noise.levels", "non-negative half-widths"),
+        (
+            config.task != "autoencode" or not config.noise.levels,
+            "noise.levels",
+            "empty: noise evaluation applies to classifiers only",
+        ),
     ]
-    for ok, key, expected in checks:
+
+
+def _cnn_checks(config: CNNExperimentConfig) -> list[tuple[bool, str, str]]:
+    cnn = config.cnn
+    checks = [(config.task == "cnn", "task", "cnn")]
+    if isinstance(cnn, CIFAR10AllConvConfig):
+        betas = (cnn.beta1, cnn.beta1_late, cnn.beta2)
+        checks += [
+            (all(0 <= b < 1 for b in betas), "cnn.beta1/beta1_late/beta2", "in [0, 1)"),
+            (_positive_finite([cnn.adam_eps]), "cnn.adam_eps", "finite and positive"),
+        ]
+    else:
+        checks += [
+            (math.isfinite(cnn.weight_decay) and cnn.weight_decay >= 0, "cnn.weight_decay",
+             "finite and non-negative"),
+            (0 <= cnn.momentum < 1, "cnn.momentum", "in [0, 1)"),
+        ]  # fmt: skip
+    return checks
+
+
+def validate(config: ExperimentConfig) -> None:
+    """Check ranges; raise ConfigError naming the key and the valid values."""
+    engine_checks = _cnn_checks if isinstance(config, CNNExperimentConfig) else _mlp_checks
+    for ok, key, expected in _shared_checks(config) + engine_checks(config):
         if not ok:
             raise ConfigError(f"{key}: invalid value; expected {expected}")
-    for name in config.activations:
-        canonical_activation(name)
-    from gelus.experiments.custom_activations import activation_label
-
-    labels = [activation_label(name) for name in config.activations]
-    repeated = sorted({label for label in labels if labels.count(label) > 1})
-    if repeated:
-        raise ConfigError(
-            f"activations: {', '.join(repeated)} named twice; give a module:attribute activation "
-            "its own label as label=module:attribute"
-        )
-    if config.task == "autoencode" and config.noise.levels:
-        raise ConfigError("noise.levels: noise evaluation applies to classifiers only")
-    if (config.task == "cnn") != (config.cnn is not None):
-        raise ConfigError("cnn: a cnn task needs its network's config, and only a cnn task has one")
-    if config.task == "cnn":
-        stochastic = [a for a in config.activations if is_stochastic(a)]
-        if stochastic:
-            raise ConfigError(f"activation {stochastic[0]!r} is not available in the CNNs")
 
 
 def check_batch_fits(config: ExperimentConfig, train_size: int) -> None:

@@ -1,34 +1,44 @@
-"""Plan an experiment as independent jobs: one stacked ensemble, or one CNN run, per job.
+"""The one planner: which runs an experiment has, how many samples they train on, and the jobs.
 
-A ``Job`` is one stacked ensemble (one activation and setting; members = seeds × learning rates)
-or one CNN run, with everything a worker needs to run it anywhere. Runs already ``done`` are never
-planned.
+A run is one (activation, setting, lr, seed). A ``Job`` is one unit of work with everything a
+worker needs to run it anywhere: a stacked ensemble of the MLP engine (one activation and
+setting; members = seeds × learning rates) or one run of the CNN engine. Runs already ``done`` are
+never planned. ``budget`` prices what this module plans; ``runner`` executes it.
 """
 
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gelus.experiments.config import ExperimentConfig, config_hash, config_to_dict, is_stochastic
-from gelus.experiments.custom_activations import activation_label
+from gelus.experiments.activation_spec import ActivationSpec
+from gelus.experiments.config import (
+    LIMITS,
+    CNNExperimentConfig,
+    ConfigError,
+    ExperimentConfig,
+    config_hash,
+    config_to_dict,
+)
 from gelus.experiments.records import RunKey
 
-__all__ = ["Job", "plan_jobs", "run_id"]
+__all__ = ["Job", "holds_out_validation", "makespan", "plan_jobs", "run_id", "settings", "train_size"]
 
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work: a stacked ensemble ("mlp") or one CNN training ("cnn")."""
+    """One unit of work for ``engine`` ("mlp": a stacked ensemble, "cnn": one network)."""
 
-    kind: str
+    engine: str
     experiment: str
     config: ExperimentConfig
-    activation: str  # as the config names it: a registry name or a user's [label=]module:attr
+    activation: ActivationSpec
     setting: str
     keep: float
     members: tuple[RunKey, ...]
+    train_size: int  # samples each member trains on
     dataset: str
     data_dir: str | None
     verify: bool
@@ -41,12 +51,17 @@ class Job:
     @property
     def label(self) -> str:
         setting = f" {self.setting}" if self.setting else ""
-        lr = f" lr={self.members[0].lr:g} seed={self.members[0].seed}" if self.kind == "cnn" else ""
-        return f"{activation_label(self.activation)}{setting}{lr} ×{len(self.members)}"
+        first = self.members[0]
+        lr = f" lr={first.lr:g} seed={first.seed}" if self.engine == "cnn" else ""
+        return f"{self.activation.label}{setting}{lr} ×{len(self.members)}"
 
     @property
     def epochs(self) -> int:
         return self.config.train.epochs
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [key.run_id for key in self.members]
 
 
 def run_id(experiment: str, chash: str, activation: str, setting: str, lr: float, seed: int) -> str:
@@ -54,75 +69,128 @@ def run_id(experiment: str, chash: str, activation: str, setting: str, lr: float
     return f"{experiment}/{chash}/{activation}/{setting or '-'}/lr={lr:g}/seed={seed}"
 
 
+def settings(config: ExperimentConfig, activation: ActivationSpec) -> list[tuple[str, float]]:
+    """``(setting, dropout keep)`` of each setting ``activation`` runs in: one per keep
+    probability for a classifier with a deterministic activation, else one (no dropout)."""
+    if isinstance(config, CNNExperimentConfig):
+        return [("", 1.0)]
+    if activation.stochastic or config.task == "autoencode":
+        return [("keep=1.0", 1.0)] if config.task == "classify" else [("", 1.0)]
+    return [(f"keep={float(keep)!r}", keep) for keep in dict.fromkeys(config.train.keep)]
+
+
+def train_size(config: ExperimentConfig, train: int, val: int) -> int:
+    """Samples one run trains on, given the sizes of the train and validation splits."""
+    if isinstance(config, CNNExperimentConfig):
+        return train + (val if config.cnn.retrain_full else 0)
+    n = train + (val if config.train_on == "train+val" else 0)
+    return min(n, config.train.train_subset) if config.train.train_subset else n
+
+
+def holds_out_validation(config: ExperimentConfig) -> bool:
+    """Whether the run's data keep a validation split apart (not trained on)."""
+    return isinstance(config, CNNExperimentConfig) or config.train_on == "train"
+
+
+def makespan(loads: Iterable[float], workers: int) -> float:
+    """Longest worker load when jobs go largest first to the least loaded of ``workers``."""
+    totals = [0.0] * max(1, workers)
+    for load in sorted(loads, reverse=True):
+        totals[totals.index(min(totals))] += load
+    return max(totals)
+
+
 def plan_jobs(
     experiment: str,
     config: ExperimentConfig,
+    activations: Sequence[ActivationSpec],
     *,
-    out_dir: Path,
-    data_dir: str | None,
-    verify: bool,
-    metadata: dict,
-    done: set[str],
+    train_size: int,
+    out_dir: str | Path,
+    data_dir: str | None = None,
+    verify: bool = True,
+    metadata: dict | None = None,
+    done: Iterable[str] = (),
     device: str = "cpu",
-    split_by_lr: bool = False,
+    workers: int = 1,
 ) -> list[Job]:
     """The jobs of ``experiment`` whose runs are not all ``done`` (their done members left out).
 
-    One ensemble per activation and setting; ``split_by_lr`` makes one per learning rate too (more,
-    smaller jobs to balance the workers; a member's arithmetic does not depend on its ensemble).
+    The MLP engine trains one ensemble per activation and setting, split into one per learning
+    rate when that balances ``workers`` (a member's arithmetic does not depend on its ensemble);
+    the CNN engine one job per run. Raises ConfigError beyond ``LIMITS["runs"]`` runs.
     """
+    runs = sum(len(settings(config, a)) for a in activations)
+    runs *= len(config.optim.lr) * config.train.seeds
+    if runs > LIMITS["runs"]:
+        raise ConfigError(
+            f"{runs:,} runs planned, more than {LIMITS['runs']:,}; use fewer seeds, learning "
+            "rates or activations"
+        )
+    done = set(done)
+    members = {
+        (spec, setting, keep): _members(experiment, config, spec, setting, done)
+        for spec in activations
+        for setting, keep in settings(config, spec)
+    }
+    common = _Common(experiment, config, train_size, out_dir, data_dir, verify, metadata, device)
+    if isinstance(config, CNNExperimentConfig):
+        return [common.job(*k, (m,)) for k, group in members.items() for m in group]
+    whole = [common.job(*k, group) for k, group in members.items() if group]
+    by_lr = [
+        common.job(*k, tuple(m for m in group if m.lr == lr))
+        for k, group in members.items()
+        for lr in dict.fromkeys(m.lr for m in group)
+    ]
+    # fewer, larger ensembles cost less per model; split by lr only when that balances the workers
+    work = lambda jobs: makespan((len(j.members) for j in jobs), workers)  # noqa: E731
+    return by_lr if work(by_lr) < 0.9 * work(whole) else whole
+
+
+def _members(experiment, config, spec, setting, done) -> tuple[RunKey, ...]:
     chash = config_hash(config)
-    config_json = json.dumps(config_to_dict(config), sort_keys=True)
-    metadata_json = json.dumps(metadata, sort_keys=True)
-    jobs = []
-    for activation in config.activations:
-        label = activation_label(activation)  # what records and reports call it
-        stochastic = is_stochastic(activation)
-        keeps = (1.0,) if stochastic or config.task == "autoencode" else config.train.keep
-        for keep in dict.fromkeys(keeps):
-            setting = "" if config.task in ("autoencode", "cnn") else f"keep={float(keep)!r}"
-            members = tuple(
-                RunKey(
-                    run_id(experiment, chash, label, setting, lr, seed),
-                    experiment,
-                    chash,
-                    label,
-                    seed,
-                    lr,
-                    setting,
-                )
-                for lr in config.optim.lr
-                for seed in range(config.train.seeds)
-            )
-            members = tuple(key for key in members if key.run_id not in done)
-            if config.task == "cnn":
-                groups = [(m,) for m in members]
-            elif split_by_lr:
-                lrs = dict.fromkeys(m.lr for m in members)
-                groups = [tuple(m for m in members if m.lr == lr) for lr in lrs]
-            else:
-                groups = [members] if members else []
-            for group in groups:
-                run_ids = "\n".join(k.run_id for k in group)
-                digest = hashlib.sha256(run_ids.encode()).hexdigest()[:12]
-                stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{experiment}-{label}-{setting}")
-                jobs.append(
-                    Job(
-                        kind="cnn" if config.task == "cnn" else "mlp",
-                        experiment=experiment,
-                        config=config,
-                        activation=activation,
-                        setting=setting,
-                        keep=keep,
-                        members=group,
-                        dataset=config.dataset,
-                        data_dir=data_dir,
-                        verify=verify,
-                        out_dir=str(out_dir),
-                        checkpoint_path=str(out_dir / "checkpoints" / f"{stem}-{digest}.pt"),
-                        config_json=config_json,
-                        metadata_json=metadata_json,
-                        device=device,
-                    )
-                )
-    return jobs
+    keys = (
+        RunKey(run_id(experiment, chash, spec.label, setting, lr, seed),
+               experiment, chash, spec.label, seed, lr, setting)
+        for lr in config.optim.lr
+        for seed in range(config.train.seeds)
+    )  # fmt: skip
+    return tuple(key for key in keys if key.run_id not in done)
+
+
+@dataclass(frozen=True)
+class _Common:
+    """What every job of one plan shares."""
+
+    experiment: str
+    config: ExperimentConfig
+    train_size: int
+    out_dir: str | Path
+    data_dir: str | None
+    verify: bool
+    metadata: dict | None
+    device: str
+
+    def job(self, spec: ActivationSpec, setting: str, keep: float, group) -> Job:
+        run_ids = "\n".join(k.run_id for k in group)
+        digest = hashlib.sha256(run_ids.encode()).hexdigest()[:12]
+        stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{self.experiment}-{spec.label}-{setting}")
+        out_dir = Path(self.out_dir)
+        return Job(
+            engine=self.config.engine,
+            experiment=self.experiment,
+            config=self.config,
+            activation=spec,
+            setting=setting,
+            keep=keep,
+            members=tuple(group),
+            train_size=self.train_size,
+            dataset=self.config.dataset,
+            data_dir=self.data_dir,
+            verify=self.verify,
+            out_dir=str(out_dir),
+            checkpoint_path=str(out_dir / "checkpoints" / f"{stem}-{digest}.pt"),
+            config_json=json.dumps(config_to_dict(self.config), sort_keys=True),
+            metadata_json=json.dumps(self.metadata or {}, sort_keys=True),
+            device=self.device,
+        )

@@ -19,7 +19,11 @@ from dataclasses import dataclass, field
 
 from gelus.experiments.cnn_config import CIFAR10AllConvConfig, CIFAR100WRNConfig
 from gelus.experiments.config import (
+    CNNExperimentConfig,
+    CNNOptimConfig,
+    CNNTrainConfig,
     ExperimentConfig,
+    MLPExperimentConfig,
     ModelConfig,
     NoiseConfig,
     OptimConfig,
@@ -40,7 +44,7 @@ class Preset:
     name: str
     title: str
     citation: str
-    config: ExperimentConfig  # the full config; task "cnn" carries its typed network config
+    config: ExperimentConfig  # the engine's config: MLPExperimentConfig or CNNExperimentConfig
     paper_results: Mapping[
         str, float
     ]  # activation -> the paper's test error fraction (may be empty)
@@ -108,7 +112,7 @@ _add(
         name="mnist-classification",
         title="MNIST classification, 8 × 128 MLP, with and without dropout",
         citation=f"{PAPER}, §3.1, Fig. 2",
-        config=ExperimentConfig(
+        config=MLPExperimentConfig(
             task="classify",
             dataset="mnist",
             model=ModelConfig(hidden=(128,) * 8),
@@ -141,7 +145,7 @@ _add(
         name="mnist-noise",
         title="MNIST robustness to uniform input noise",
         citation=f"{PAPER} (v3+), §3.1, Fig. 3",
-        config=ExperimentConfig(
+        config=MLPExperimentConfig(
             task="classify",
             dataset="mnist",
             model=ModelConfig(hidden=(128,) * 8),
@@ -174,7 +178,7 @@ _add(
         name="mnist-autoencoder",
         title="MNIST autoencoder 784-1000-500-250-30-250-500-1000-784",
         citation=f"{PAPER}, §3.2, Fig. 4",
-        config=ExperimentConfig(
+        config=MLPExperimentConfig(
             task="autoencode",
             dataset="mnist",
             train_on="train+val",  # all 60k images
@@ -222,7 +226,7 @@ _add(
         name="twitter-pos",
         title="Twitter part-of-speech tagging",
         citation=f"{PAPER}, §3.3 (Twitter POS tagging)",
-        config=ExperimentConfig(
+        config=MLPExperimentConfig(
             task="classify",
             dataset="twitter-pos",
             model=ModelConfig(hidden=(256, 256)),
@@ -259,7 +263,7 @@ _add(
         name="timit",
         title="TIMIT frame classification",
         citation=f"{PAPER}, §3.4, Fig. 5",
-        config=ExperimentConfig(
+        config=MLPExperimentConfig(
             task="classify",
             dataset="timit",
             model=ModelConfig(hidden=(2048,) * 5),
@@ -299,11 +303,10 @@ _add(
         name="cifar10-allconv",
         title="CIFAR-10, the Salimans & Kingma all-convolutional net",
         citation=f"{PAPER}, §3.5, Fig. 6",
-        config=ExperimentConfig(
-            task="cnn",
+        config=CNNExperimentConfig(
             dataset="cifar10",
-            optim=OptimConfig(lr=LR_GRID),
-            train=TrainConfig(epochs=200, batch_size=100, seeds=3),
+            optim=CNNOptimConfig(lr=LR_GRID),
+            train=CNNTrainConfig(epochs=200, batch_size=100, seeds=3),
             cnn=CIFAR10AllConvConfig(),
         ),
         paper_results={"gelu": 0.0789, "relu": 0.0816, "elu": 0.0841},
@@ -338,11 +341,10 @@ _add(
         name="cifar100-wrn",
         title="CIFAR-100, wide residual network WRN-40-4",
         citation=f"{PAPER}, §3.5, Fig. 7",
-        config=ExperimentConfig(
-            task="cnn",
+        config=CNNExperimentConfig(
             dataset="cifar100",
-            optim=OptimConfig(lr=(0.1,)),
-            train=TrainConfig(epochs=50, batch_size=128, seeds=3),
+            optim=CNNOptimConfig(lr=(0.1,)),
+            train=CNNTrainConfig(epochs=50, batch_size=128, seeds=3),
             cnn=CIFAR100WRNConfig(),
         ),
         paper_results={"gelu": 0.2074, "relu": 0.2177, "elu": 0.2298},
@@ -377,7 +379,7 @@ _add(
         name="stochastic-gelu",
         title="The stochastic 0-1 mask (SOI map) vs ReLU with tuned dropout, MNIST",
         citation=f"{PAPER} (v1, 2016), §4",
-        config=ExperimentConfig(
+        config=MLPExperimentConfig(
             task="classify",
             dataset="mnist",
             activations=("stochastic_gelu", "relu"),

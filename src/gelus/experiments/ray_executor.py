@@ -26,8 +26,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gelus.cli import UserError
 from gelus.experiments.device import WORKERS_PER_GPU
+from gelus.experiments.errors import SettingError
 from gelus.experiments.plan import Job
 from gelus.experiments.records import RecordStore, RunKey
 from gelus.experiments.sweep import WorkerReport, run_job
@@ -46,11 +46,11 @@ _LOCAL_OBJECT_STORE_BYTES = 2**27  # tasks exchange configs and record rows only
 
 
 def import_ray() -> Any:
-    """The ``ray`` module, or ``UserError`` with the command that installs it."""
+    """The ``ray`` module, or ``SettingError`` with the command that installs it."""
     try:
         import ray
     except ImportError:
-        raise UserError(INSTALL_HINT) from None
+        raise SettingError("", INSTALL_HINT) from None
     return ray
 
 
@@ -167,7 +167,7 @@ class RayExecutor:
     cores) and stops it after the run; "auto" joins the cluster that ``ray start`` set up on this
     machine; "HOST:PORT" another one. ``threads``: torch threads, and Ray CPUs, per task (a task on
     CUDA asks for one CPU and a share of a GPU, ``task_resources``). ``max_retries``: new attempts of a task whose worker or
-    node died. Ray is imported here: without it, ``UserError`` with the install command.
+    node died. Ray is imported here: without it, ``SettingError`` with the install command.
     """
 
     def __init__(
@@ -181,16 +181,17 @@ class RayExecutor:
     ) -> None:
         self.ray = import_ray()
         if num_cpus is not None and address is not None:
-            raise UserError(
-                "--workers sets the CPUs of a local Ray runtime; with --address the cluster's "
+            raise SettingError(
+                "workers",
+                "{workers} sets the CPUs of a local Ray runtime; with {address} the cluster's "
                 "resources decide (size it with `ray start --num-cpus N`)"
             )
         if num_cpus is not None and num_cpus < 1:
-            raise UserError(f"--workers {num_cpus}: the Ray executor needs at least 1")
+            raise SettingError("workers", f"{{workers}} {num_cpus}: the Ray executor needs at least 1")
         if threads < 1:
-            raise UserError(f"--threads must be at least 1, got {threads}")
+            raise SettingError("threads", f"{{threads}} must be at least 1, got {threads}")
         if max_retries < 0:
-            raise UserError(f"--max-retries must be 0 or more, got {max_retries}")
+            raise SettingError("max_retries", f"{{max_retries}} must be 0 or more, got {max_retries}")
         self.address = address
         self.num_cpus = num_cpus
         self.threads = threads
@@ -213,8 +214,9 @@ class RayExecutor:
             else:
                 ray.init(address=self.address)
         except ConnectionError as error:
-            raise UserError(
-                f"cannot reach a Ray cluster at --address {self.address}: {error}; start one with "
+            raise SettingError(
+                "address",
+                f"cannot reach a Ray cluster at {{address}} {self.address}: {error}; start one with "
                 "`ray start --head` (docs/CLUSTER.md)"
             ) from None
         self._started = True
@@ -238,9 +240,10 @@ class RayExecutor:
         if device == "auto":
             return "cuda" if gpus else "cpu"
         if device == "cuda" and not gpus:
-            raise UserError(
-                "--device cuda: the Ray cluster has no GPUs; start GPU nodes with "
-                "`ray start --num-gpus N`, or use --device auto or cpu"
+            raise SettingError(
+                "device",
+                "{device} cuda: the Ray cluster has no GPUs; start GPU nodes with "
+                "`ray start --num-gpus N`, or use {device} auto or cpu",
             )
         return device
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gelus.cli import UserError
+from gelus.experiments.errors import MachineError, SettingError
 
 __all__ = [
     "DB_NAME",
@@ -103,11 +103,14 @@ class RunInfo(NamedTuple):
         return json.loads(self.metadata_json)
 
 
-class RecordsError(UserError):
-    """``records.sqlite`` cannot be used: damaged, or in a folder that cannot be written.
+class RecordsError(SettingError):
+    """``records.sqlite`` cannot be used: damaged, or in a folder that cannot be written."""
 
-    A ``gelus.cli.UserError``: the command line prints it as one message, no traceback.
-    """
+    def __init__(self, message: str, parameter: str = "out_dir") -> None:
+        super().__init__(parameter, message)
+
+    def __reduce__(self):
+        return type(self), (self.template, self.parameter)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -140,13 +143,13 @@ def _records_error(path: Path, error: sqlite3.Error) -> RecordsError:
     text = str(error)
     if any(word in text for word in ("readonly", "unable to open", "read-only", "permission")):
         return RecordsError(
-            f"{path}: cannot open the records database for writing ({text}); give --out a "
+            f"{path}: cannot open the records database for writing ({text}); give {{out_dir}} a "
             "folder you can write to"
         )
     if "locked" in text or "busy" in text:
         return RecordsError(
             f"{path}: the records database stayed locked by another process ({text}); wait for "
-            "the other gelus command to finish, or give --out another folder"
+            "the other gelus command to finish, or give {out_dir} another folder"
         )
     return RecordsError(
         f"{path}: the records database is damaged ({text}). It was left untouched. To keep what "
@@ -188,9 +191,24 @@ class RecordStore:
             )
         self._pending.clear()
 
-    def finish_runs(self, run_ids: Iterable[str]) -> None:
-        """Mark runs ``done`` (after their last records are committed)."""
+    def finish_runs(self, run_ids: Iterable[str], epochs: Iterable[int] | None = None) -> None:
+        """Mark runs ``done`` after their last records are committed; with ``epochs``, only if
+        every run has records of each of them (else MachineError: nothing is marked)."""
         self.commit()
+        run_ids = list(run_ids)
+        if epochs is not None:
+            expected = set(epochs)
+            for run_id in run_ids:
+                rows = self.connection.execute(
+                    "SELECT DISTINCT epoch FROM records WHERE run_id = ?", (run_id,)
+                )
+                missing = sorted(expected - {row[0] for row in rows})
+                if missing:
+                    raise MachineError(
+                        "",
+                        f"run {run_id} lacks the records of epochs {missing[:5]}; it was not "
+                        "marked done: run the same command again to redo it",
+                    )
         with self.connection:
             self.connection.executemany(
                 "UPDATE runs SET status = 'done' WHERE run_id = ?", [(r,) for r in run_ids]

@@ -1,7 +1,9 @@
-"""``run_experiment``: resolve a preset into a validated config, plan its jobs, run them, summarise.
+"""``run_experiment``: resolve, plan, execute, summarise.
 
-Everything the user can get wrong (experiment, activation, dataset, config keys and values) is
-checked here, before any job starts, and reported as one ``gelus.cli.UserError``.
+Everything the user can get wrong (experiment, activation, dataset, config keys and values, counts)
+is checked here, before any job starts, and raised as a :class:`~gelus.experiments.errors.
+SettingError` naming the parameter; the jobs come from the one planner (:mod:`.plan`) and run on
+an executor (:mod:`.sweep`, :mod:`.ray_executor`) through the driver (:mod:`.driver`).
 """
 
 import dataclasses
@@ -11,8 +13,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gelus.cli import UserError
+from gelus.experiments.activation_spec import (
+    ActivationSpec,
+    activation_texts,
+    resolve_activations,
+)
 from gelus.experiments.config import (
+    LIMITS,
     ConfigError,
     ExperimentConfig,
     apply_overrides,
@@ -20,7 +27,8 @@ from gelus.experiments.config import (
     validate,
 )
 from gelus.experiments.device import DEVICES, default_workers, local_device
-from gelus.experiments.plan import plan_jobs
+from gelus.experiments.errors import SettingError
+from gelus.experiments.plan import holds_out_validation, plan_jobs, settings, train_size
 from gelus.experiments.presets import PRESETS, Preset
 from gelus.experiments.records import (
     Record,
@@ -35,22 +43,32 @@ from gelus.experiments.sweep import Executor, LocalExecutor, load_dataset
 
 __all__ = [
     "ProgressBars",
+    "find_preset",
     "resolve_config",
     "resolve_dataset",
     "resolve_device",
     "run_experiment",
     "summary_table",
-    "train_size",
 ]
 
 
-def _preset(name: str) -> Preset:
+def find_preset(name: str) -> Preset:
+    """The preset called ``name``; SettingError listing the valid ones otherwise."""
     try:
         return PRESETS[name]
     except KeyError:
-        raise UserError(
-            f"unknown experiment {name!r}; valid experiments: {', '.join(PRESETS)}"
+        raise SettingError(
+            "experiment", f"unknown experiment {name[:60]!r}; valid experiments: {', '.join(PRESETS)}"
         ) from None
+
+
+def _check_count(parameter: str, value: int | None, low: int, high: int) -> None:
+    if value is not None and value < low:
+        raise SettingError(parameter, f"{{{parameter}}} must be at least {low}, got {value}")
+    if value is not None and value > high:
+        raise SettingError(
+            parameter, f"{{{parameter}}} must be at most {high:,}, got {str(value)[:60]}"
+        )
 
 
 def resolve_config(
@@ -63,12 +81,10 @@ def resolve_config(
     quick: bool = False,
 ) -> tuple[Preset, ExperimentConfig]:
     """The preset and its config after quick overrides, the explicit arguments and ``--set``
-    overrides, validated (activations built once here, so a bad one fails before any job)."""
-    preset = _preset(name)
-    if seeds is not None and seeds < 1:
-        raise UserError(f"--seeds must be at least 1, got {seeds}")
-    if epochs is not None and epochs < 1:
-        raise UserError(f"--epochs must be at least 1, got {epochs}")
+    overrides, validated. Activation names stay names here (``resolve_activations`` builds them)."""
+    preset = find_preset(name)
+    _check_count("seeds", seeds, 1, LIMITS["seeds"])
+    _check_count("epochs", epochs, 1, LIMITS["epochs"])
     explicit = []
     if activations:
         explicit.append("activations=" + ",".join(activations))
@@ -81,30 +97,30 @@ def resolve_config(
             preset.config, [*(preset.quick if quick else ()), *explicit, *overrides]
         )
         validate(config)
-        if config.task == "cnn":
-            from gelus.experiments.activations import activation_factory
-
-            for activation in config.activations:
-                activation_factory(activation, config.model.approximate)
-        else:
-            from gelus.experiments.train_mlp import mlp_activation
-
-            for activation in config.activations:
-                mlp_activation(activation, config.model.approximate)
-    except (ConfigError, ValueError) as error:
-        raise UserError(f"{name}: {error}") from None
+    except ConfigError as error:
+        raise ConfigError(f"{name}: {error.template}", error.parameter) from None
     return preset, config
+
+
+def run_activations(name: str, config: ExperimentConfig) -> tuple[ActivationSpec, ...]:
+    """The config's activations resolved once (imported, built and probed)."""
+    try:
+        return resolve_activations(config.activations, config.model.approximate)
+    except SettingError as error:
+        raise type(error)(f"{name}: {error.template}") from None
 
 
 def resolve_dataset(
     preset: Preset, config: ExperimentConfig, data_dir: str | None, dataset: str | None
 ) -> tuple[str, str]:
     """The dataset to use and the directory it was found in: ``dataset`` if given, else the preset's
-    dataset, else its substitute. Raises UserError with the ways to get the files."""
+    dataset, else its substitute. Raises SettingError with the ways to get the files."""
     from gelus.data import DATASETS, find, get_spec, how_to_get
 
     if dataset is not None and dataset not in DATASETS:
-        raise UserError(f"unknown dataset {dataset!r}; valid datasets: {', '.join(DATASETS)}")
+        raise SettingError(
+            "dataset", f"unknown dataset {dataset[:60]!r}; valid datasets: {', '.join(DATASETS)}"
+        )
     candidates = (
         [dataset]
         if dataset
@@ -116,36 +132,40 @@ def resolve_dataset(
             return name, str(location.directory)
     spec = get_spec(candidates[0])
     tried = " or ".join(candidates)
-    raise UserError(
-        f"{preset.name}: no {tried} data found; to get them:\n{how_to_get(spec, data_dir)}"
+    raise SettingError(
+        "dataset",
+        f"{preset.name}: no {tried} data found; to get them:\n{how_to_get(spec, data_dir)}",
     )
 
 
 def resolve_device(device: str, config: ExperimentConfig, executor: Executor | None = None) -> str:
     """The device the jobs run on, "cpu" or "cuda", with "auto" meaning "cuda" when there is a GPU
     (on this machine, or in the executor's cluster when it has a ``resolve_device`` method), for
-    both engines. Raises UserError for a device that is not there."""
+    both engines. Raises SettingError for a device that is not there."""
     if device not in DEVICES:
-        raise UserError(f"unknown device {device!r}; valid devices: {', '.join(DEVICES)}")
+        raise SettingError(
+            "device", f"unknown device {device[:60]!r}; valid devices: {', '.join(DEVICES)}"
+        )
     if hasattr(executor, "resolve_device"):
         resolved = executor.resolve_device(device)
     else:
         try:
             resolved = local_device(device)
         except ValueError as error:
-            raise UserError(str(error)) from None
+            raise SettingError("device", str(error)) from None
     if config.task == "cnn" and config.cnn.amp_dtype == "fp16" and resolved != "cuda":
-        raise UserError("fp16 autocast (--amp fp16) needs CUDA; use --amp bf16 on the CPU")
+        raise SettingError("amp", "fp16 autocast ({amp} fp16) needs CUDA; use {amp} bf16 on the CPU")
     return resolved
 
 
-def train_size(config: ExperimentConfig, data: Any) -> int:
-    """How many training samples one run of ``config`` trains on, given its loaded dataset."""
-    if config.task == "cnn":
-        extra = len(data.val) if config.cnn.retrain_full and data.val is not None else 0
-        return len(data.train) + extra
-    n = len(data.train)
-    return min(n, config.train.train_subset) if config.train.train_subset else n
+def _check_workers(workers: int | None, threads: int, runs: int) -> None:
+    cores = os.cpu_count() or 1
+    if workers is not None and workers < 0:
+        raise SettingError(
+            "workers", f"{{workers}} must be 0 (in this process) or more, got {workers}"
+        )
+    _check_count("workers", workers, 0, max(cores, runs))
+    _check_count("threads", threads, 1, cores)
 
 
 def run_experiment(
@@ -170,44 +190,36 @@ def run_experiment(
 
     Runs already done are skipped; interrupted ones resume from their checkpoints. ``workers``
     processes (default: one per available core, on CUDA ``WORKERS_PER_GPU`` per GPU; 0 = in this
-    process) with ``threads`` torch threads
-    each, or ``executor`` (e.g. ``RayExecutor``; ``workers`` then defaults to its own). ``device``:
-    "auto", "cpu" or "cuda", for both engines. With ``progress``, shows
-    a bar per worker and prints a summary table at the end.
+    process) with ``threads`` torch threads each, or ``executor`` (e.g. ``RayExecutor``;
+    ``workers`` then defaults to its own). ``device``: "auto", "cpu" or "cuda", for both engines.
+    With ``progress``, shows a bar per worker and prints a summary table at the end.
 
     ``activations`` (default: the preset's) are registry names, ``module:attribute`` strings
     (``label=module:attribute`` to name one), or a mapping ``{label: class | factory | function}``
     of importable objects; each user activation's source file is hashed into the runs' metadata,
     and adding runs of edited code beside the old records is refused.
     """
-    from gelus.experiments.custom_activations import CustomActivationError, activation_specs
-
-    try:
-        activations = activation_specs(activations)
-    except CustomActivationError as error:
-        raise UserError(f"{name}: {error}") from None
     preset, config = resolve_config(
-        name, activations=activations, seeds=seeds, epochs=epochs, overrides=overrides, quick=quick
-    )
-    if workers is not None and workers < 0:
-        raise UserError(f"--workers must be 0 (in this process) or more, got {workers}")
-    if threads < 1:
-        raise UserError(f"--threads must be at least 1, got {threads}")
+        name, activations=activation_texts(activations), seeds=seeds, epochs=epochs,
+        overrides=overrides, quick=quick,
+    )  # fmt: skip
+    specs = run_activations(name, config)
+    runs = sum(len(settings(config, spec)) for spec in specs)
+    _check_workers(workers, threads, runs * len(config.optim.lr) * config.train.seeds)
     data_dir = None if data_dir is None else str(data_dir)
     used, source = resolve_dataset(preset, config, data_dir, dataset)
     config = dataclasses.replace(config, dataset=used)
-    data = load_dataset(used, data_dir, validation=config.train_on == "train", verify=verify)
-    n_train = train_size(config, data)
+    data = load_dataset(used, data_dir, validation=holds_out_validation(config), verify=verify)
+    n_train = train_size(config, len(data.train), len(data.val) if data.val is not None else 0)
     try:
         check_batch_fits(config, n_train)
     except ConfigError as error:
-        raise UserError(f"{name}: {error}") from None
+        raise ConfigError(f"{name}: {error.template}", error.parameter) from None
     device = resolve_device(device, config, executor)
     out_dir = Path(out_dir)
-    steps = n_train // config.train.batch_size * config.train.epochs
     metadata = environment_metadata(device, threads) | {
         "train_size": n_train,
-        "steps": steps,
+        "steps": n_train // config.train.batch_size * config.train.epochs,
         "experiment": name,
         "citation": preset.citation,
         "dataset": used,
@@ -216,7 +228,7 @@ def run_experiment(
         "quick": quick,
         "checksums_verified": verify,
     }
-    sources = custom_activation_sources(config)
+    sources = {spec.label: spec.source() for spec in specs if spec.is_custom}
     if sources:
         metadata["activation_sources"] = sources
         check_activation_code(name, out_dir, sources)
@@ -227,24 +239,10 @@ def run_experiment(
         workers = getattr(executor, "workers", None)
     if workers is None:
         workers = default_workers(device)
-    plans = [
-        plan_jobs(
-            name,
-            config,
-            out_dir=out_dir,
-            data_dir=data_dir,
-            verify=verify,
-            metadata=metadata,
-            done=done,
-            device=device,
-            split_by_lr=split,
-        )
-        for split in (False, True)
-    ]
-    # fewer, larger ensembles cost less per model; split by lr only when that balances the workers
-    jobs = (
-        plans[1] if _makespan(plans[1], workers) < 0.9 * _makespan(plans[0], workers) else plans[0]
-    )
+    jobs = plan_jobs(
+        name, config, specs, train_size=n_train, out_dir=out_dir, data_dir=data_dir,
+        verify=verify, metadata=metadata, done=done, device=device, workers=workers,
+    )  # fmt: skip
     executor = executor or LocalExecutor(workers, threads)
     with ProgressBars(enabled=progress, total=sum(job.epochs for job in jobs), title=name) as bars:
         executor.run(jobs, bars)
@@ -253,29 +251,11 @@ def run_experiment(
     return out_dir
 
 
-def custom_activation_sources(config: ExperimentConfig) -> dict[str, dict[str, str]]:
-    """``{label: {spec, kind, path, sha256}}`` for the config's ``module:attribute`` activations,
-    stored in every run's metadata: which code produced the records."""
-    from gelus.experiments.custom_activations import is_custom_spec, resolve_activation_spec
-
-    sources = {}
-    for name in config.activations:
-        if is_custom_spec(name):
-            source = resolve_activation_spec(name)
-            sources[source.label] = {
-                "spec": source.spec,
-                "kind": source.kind,
-                "path": source.path,
-                "sha256": source.code_hash,
-            }
-    return sources
-
-
 def check_activation_code(
     experiment: str, out_dir: Path, sources: dict[str, dict[str, str]]
 ) -> None:
     """Refuse to add runs of an edited activation beside the records of its earlier code: the
-    report would pool the two versions as seeds of one activation. Raises UserError saying so."""
+    report would pool the two versions as seeds of one activation. Raises SettingError."""
     if not (out_dir / "records.sqlite").exists():
         return
     for run in read_runs(out_dir):
@@ -285,21 +265,14 @@ def check_activation_code(
         current = sources[run.activation]
         if recorded.get("sha256") != current["sha256"]:
             was = recorded.get("spec", "a registry activation")
-            raise UserError(
+            raise SettingError(
+                "activations",
                 f"{experiment}: {out_dir} holds runs of activation {run.activation!r} made by other "
                 f"code ({was}, sha256 {str(recorded.get('sha256'))[:12]}) than "
                 f"{current['spec']} now (sha256 {current['sha256'][:12]}); "
                 f"give the new version its own label ({run.activation}2={current['spec']}) "
-                "or another --out"
+                "or another {out_dir}",
             )
-
-
-def _makespan(jobs: Sequence, workers: int) -> float:
-    """Longest worker load (member-epochs) when jobs go largest first to the least loaded worker."""
-    loads = [0.0] * max(1, workers)
-    for size in sorted((len(job.members) * job.epochs for job in jobs), reverse=True):
-        loads[loads.index(min(loads))] += size
-    return max(loads)
 
 
 class ProgressBars:

@@ -1,6 +1,6 @@
 """Run planned jobs (:mod:`gelus.experiments.plan`): ``run_job`` and the local worker processes.
 
-``run_job`` hands a job to its trainer and is idempotent given the output directory: runs already
+``run_job`` hands a job to the driver (:mod:`gelus.experiments.driver`) and is idempotent given the output directory: runs already
 ``done`` are never planned, and an interrupted job resumes from its checkpoint. An executor is anything with
 ``run(jobs, progress) -> None``; ``LocalExecutor`` uses spawned processes with one torch thread
 each (on a shared CPU, 1-thread workers beat one multi-thread process, see docs/PERFORMANCE.md).
@@ -14,10 +14,9 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-from pathlib import Path
 from typing import Protocol
 
-from gelus.experiments.plan import Job
+from gelus.experiments.plan import Job, holds_out_validation
 from gelus.experiments.records import RecordStore
 
 __all__ = [
@@ -49,58 +48,20 @@ def run_job(job: Job, report: Report, store: RecordStore | None = None) -> None:
     ``finish_runs``), by default ``RecordStore(job.out_dir)``, opened and closed here.
     """
     from gelus.experiments.device import set_tf32
+    from gelus.experiments.driver import train_job
 
     set_tf32(job.device, job.config.train.tf32)
+    data = load_dataset(
+        job.dataset, job.data_dir, validation=holds_out_validation(job.config), verify=job.verify
+    )
     owned = store is None
     if owned:
         store = RecordStore(job.out_dir)
     try:
-        if job.kind == "mlp":
-            from gelus.experiments.train_mlp import run_mlp_job
-
-            data = load_dataset(
-                job.dataset,
-                job.data_dir,
-                validation=job.config.train_on == "train",
-                verify=job.verify,
-            )
-            run_mlp_job(job, data, store, lambda epoch: report(job.label, epoch, job.epochs))
-        else:
-            _run_cnn_job(job, store, report)
+        train_job(job, data, store, lambda epoch: report(job.label, epoch, job.epochs))
     finally:
         if owned:
             store.close()
-
-
-def _run_cnn_job(job: Job, store: RecordStore, report: Report) -> None:
-    from gelus.experiments.cnn import train_cnn_run
-
-    (key,) = job.members
-    data = load_dataset(job.dataset, job.data_dir, validation=True, verify=job.verify)
-    store.start_run(key, job.config_json, job.metadata_json)
-
-    def log(epoch: int, split: str, metric: str, value: float) -> None:
-        store.add(key, epoch, split, metric, value)
-        store.commit()  # the CNN checkpoints after its logs: commit each one before that
-        if split == "train" and metric == "seconds":
-            report(job.label, epoch, job.epochs)
-
-    report(job.label, 0, job.epochs)
-    train_cnn_run(
-        job.config.cnn,
-        data,
-        epochs=job.config.train.epochs,
-        batch_size=job.config.train.batch_size,
-        activation=job.activation,
-        approximate=job.config.model.approximate,
-        seed=key.seed,
-        lr=key.lr,
-        device=job.device,
-        log=log,
-        checkpoint_path=Path(job.checkpoint_path),
-    )
-    store.finish_runs([key.run_id])
-    Path(job.checkpoint_path).unlink(missing_ok=True)
 
 
 class Executor(Protocol):

@@ -1,28 +1,26 @@
-"""Train one stacked ensemble (one activation, one setting; members = seeds × learning rates).
+"""The MLP engine: one stacked ensemble (one activation, one setting; members = seeds × lrs).
 
 The loop, per epoch: every member draws its own permutation of the training set; each step gathers
 ``[K, B, in]`` inputs by index, draws the members' random bits (dropout / SOI masks), and takes one
 Adam step; nothing synchronises with Python inside the epoch. After the epoch every member is
-evaluated (dropout off) on train, val and test, the records are committed, then a checkpoint saved.
-A job started again resumes after its checkpoint's epoch; epochs between the checkpoint and the
-kill are recomputed bit-identically and their records are ignored as duplicates.
+evaluated (dropout off) on train, val and test. :class:`MLPEngine` is this loop behind the engine
+protocol (:mod:`gelus.experiments.engine`); the driver commits the records and checkpoints.
 """
 
 import functools
-import time
+import math
 import weakref
 from collections.abc import Callable
-from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from gelus.experiments.activations import activation_factory
-from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint
-from gelus.experiments.config import ConfigError, ExperimentConfig, is_stochastic
+from gelus.experiments.activation_spec import ActivationSpec
+from gelus.experiments.config import ConfigError, MLPExperimentConfig
+from gelus.experiments.engine import Log
 from gelus.experiments.plan import Job
-from gelus.experiments.records import RecordStore
 from gelus.experiments.stacked import (
     MemberRandomness,
     StackedAdam,
@@ -32,11 +30,11 @@ from gelus.experiments.stacked import (
 )
 
 __all__ = [
+    "MLPEngine",
     "build_ensemble",
     "compiled_train_step",
     "evaluate",
     "mlp_activation",
-    "run_mlp_job",
     "train_epoch",
     "train_step",
 ]
@@ -44,29 +42,25 @@ __all__ = [
 Metrics = dict[tuple[str, str], Tensor]  # (split, metric) -> per-member values [K]
 
 
-def mlp_activation(name: str, approximate: str) -> torch.nn.Module | None:
+def mlp_activation(activation: ActivationSpec) -> torch.nn.Module | None:
     """The one activation module every member of an ensemble shares (None for a stochastic one:
     the stacked model applies its mask itself). Raises ConfigError unless the module is
     elementwise and parameter-free, as one module serving K members must be."""
-    if is_stochastic(name):
+    if activation.stochastic:
         return None
-    module = activation_factory(name, approximate)()
-    if any(True for _ in module.parameters()):
+    if activation.parameters or activation.gated:
+        what = "has learnable parameters" if activation.parameters else "is gated"
         raise ConfigError(
-            f"activation {name!r} has learnable parameters, which one stacked ensemble would share "
-            "between its members; the MLP engine takes parameter-free elementwise activations"
+            f"activation {activation.label!r} {what}; the stacked MLP engine shares one module "
+            "between its members and takes parameter-free elementwise activations",
+            "activations",
         )
-    probe = torch.linspace(-3, 3, 24).view(2, 3, 4)
-    if module(probe).shape != probe.shape:
-        raise ConfigError(
-            f"activation {name!r} changes the tensor shape; the MLP engine needs an elementwise one"
-        )
-    return module
+    return activation.build()
 
 
 def build_ensemble(
-    config: ExperimentConfig,
-    activation: str,
+    config: MLPExperimentConfig,
+    activation: ActivationSpec,
     keep: float,
     seeds: list[int],
     lrs: list[float],
@@ -81,9 +75,9 @@ def build_ensemble(
     model = StackedMLP(
         len(seeds),
         sizes,
-        mlp_activation(activation, config.model.approximate),
+        mlp_activation(activation),
         keep=keep,
-        stochastic=is_stochastic(activation),
+        stochastic=activation.stochastic,
         dtype=dtype,
     )
     randomness = MemberRandomness(seeds, device)
@@ -281,7 +275,7 @@ def evaluate(
 
 
 def _evaluate_all(
-    model: StackedMLP, config: ExperimentConfig, data, train_index: Tensor, final: bool
+    model: StackedMLP, config: MLPExperimentConfig, data, train_index: Tensor, final: bool
 ) -> Metrics:
     task, batch = config.task, config.train.eval_batch_size
     eval_train = train_index
@@ -309,82 +303,61 @@ def _evaluate_all(
     return metrics
 
 
-def run_mlp_job(job: Job, data, store: RecordStore, progress: Callable[[int], None]) -> None:
-    """Train ``job``'s ensemble to ``config.train.epochs``, resuming from its checkpoint."""
-    config = job.config
-    keys = job.members
-    seeds = [key.seed for key in keys]
-    lrs = [key.lr for key in keys]
-    in_features = 1
-    for size in data.train.sample_shape:
-        in_features *= size
-    out_features = data.num_classes if config.task == "classify" else in_features
-    model, optimizer, randomness = build_ensemble(
-        config, job.activation, job.keep, seeds, lrs, in_features, out_features, job.device
-    )
-    train_index = torch.arange(len(data.train))
-    if config.train.train_subset:
-        train_index = train_index[: config.train.train_subset]
-    if len(train_index) < config.train.batch_size:
-        raise ValueError(
-            f"{len(train_index)} training samples: fewer than one batch of {config.train.batch_size}"
-        )
+class MLPEngine:
+    """The engine protocol for one stacked ensemble: every member of ``job`` trained at once."""
 
-    checkpoint_path = Path(job.checkpoint_path)
-    run_ids = [key.run_id for key in keys]
-    state = load_checkpoint(checkpoint_path)
-    if state is not None and state.get("run_ids") != run_ids:
-        state = None  # another composition of members: start afresh
-    start_epoch, seconds = 0, 0.0
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        randomness.load_state(state["generators"])
-        start_epoch, seconds = int(state["epoch"]), float(state["seconds"])
+    evaluates_before_training = True  # the paper's curves start at the untrained nets
 
-    for key in keys:
-        store.start_run(key, job.config_json, job.metadata_json)
-
-    def log(epoch: int, metrics: Metrics) -> None:
-        columns = {name: values.tolist() for name, values in metrics.items()}
-        for member, key in enumerate(keys):
-            for (split, metric), values in columns.items():
-                store.add(key, epoch, split, metric, values[member])
-        store.commit()
-
-    epochs = config.train.epochs
-    step = compiled_train_step(model, config.task) if config.train.compile else train_step
-    if start_epoch == 0:
-        log(0, _evaluate_all(model, config, data, train_index, final=False))
-    progress(start_epoch)
-    for epoch in range(start_epoch + 1, epochs + 1):
-        began = time.perf_counter()
-        train_epoch(
-            model,
-            optimizer,
-            randomness,
-            data.train,
-            train_index,
-            config.task,
-            config.train.batch_size,
-            step,
-        )
-        metrics = _evaluate_all(model, config, data, train_index, final=epoch == epochs)
-        seconds += time.perf_counter() - began
-        metrics[("train", "seconds")] = torch.full((len(keys),), seconds)
-        log(epoch, metrics)
-        if epoch % config.train.checkpoint_every == 0 or epoch == epochs:
-            save_checkpoint(
-                checkpoint_path,
-                {
-                    "run_ids": run_ids,
-                    "epoch": epoch,
-                    "seconds": seconds,
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "generators": randomness.state(),
-                },
+    def __init__(self, job: Job, data: Any, device: torch.device) -> None:
+        config = self.config = job.config
+        self.job, self.data = job, data
+        self.members = job.members
+        in_features = math.prod(data.train.sample_shape)
+        out_features = data.num_classes if config.task == "classify" else in_features
+        self.model, self.optimizer, self.randomness = build_ensemble(
+            config, job.activation, job.keep, [k.seed for k in job.members],
+            [k.lr for k in job.members], in_features, out_features, str(device),
+        )  # fmt: skip
+        self.train_index = torch.arange(len(data.train))
+        if config.train.train_subset:
+            self.train_index = self.train_index[: config.train.train_subset]
+        if len(self.train_index) < config.train.batch_size:
+            raise ConfigError(
+                f"{len(self.train_index)} training samples: fewer than one batch of "
+                f"{config.train.batch_size}"
             )
-        progress(epoch)
-    store.finish_runs(run_ids)
-    checkpoint_path.unlink(missing_ok=True)
+        compiled = config.train.compile
+        self.step = compiled_train_step(self.model, config.task) if compiled else train_step
+
+    def train_epoch(self, epoch: int) -> None:
+        train_epoch(
+            self.model, self.optimizer, self.randomness, self.data.train, self.train_index,
+            self.config.task, self.config.train.batch_size, self.step,
+        )  # fmt: skip
+
+    def evaluate(self, epoch: int, log: Log) -> None:
+        final = epoch == self.config.train.epochs
+        metrics = _evaluate_all(self.model, self.config, self.data, self.train_index, final)
+        columns = {name: values.tolist() for name, values in metrics.items()}
+        for member, key in enumerate(self.members):
+            for (split, metric), values in columns.items():
+                log(key, epoch, split, metric, values[member])
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generators": self.randomness.state(),
+        }
+
+    @classmethod
+    def evaluated_samples(cls, config: MLPExperimentConfig, train: int, val: int, test: int) -> int:
+        subset = config.train.train_subset
+        train = min(train, subset) if subset else train
+        eval_train = min(config.train.eval_train_subset or train, train)
+        return eval_train + val + test
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.randomness.load_state(state["generators"])

@@ -31,12 +31,12 @@ def _plot_activations(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import torch
 
-    from gelus.cli import UserError
+    from gelus.experiments.errors import CommandError
     from gelus.plots import activations
     from gelus.plots.io import save_figure
 
     if args.points < 16:
-        raise UserError(f"--points {args.points} is too few; use at least 16 (default 262144)")
+        raise CommandError(f"--points {args.points} is too few; use at least 16 (default 262144)")
     torch.set_num_threads(1)
     out = args.out
     written = [

@@ -110,13 +110,13 @@ def missing_experiments(recorded: set[str], data_dir: Path | None = None) -> lis
 
 def _report(args: argparse.Namespace) -> int:
     _prepare_matplotlib()
-    from gelus.cli import UserError
+    from gelus.experiments.errors import CommandError
     from gelus.report.render import write_report
     from gelus.report.sources import load_records, load_runs, presets
 
     records, runs = load_records(args.run_dir), load_runs(args.run_dir)
     if not records:
-        raise UserError(
+        raise CommandError(
             f"{args.run_dir}/records.sqlite holds no records yet: let `gelus run` finish an epoch first"
         )
     missing = missing_experiments({r.experiment for r in records})
@@ -145,8 +145,8 @@ def reproduce(
     A preset whose data (and substitute) is missing is skipped and listed in the report with how
     to get its data. ``executor``: where the jobs run (None: local worker processes).
     """
-    from gelus.cli import UserError
     from gelus.experiments import run_experiment
+    from gelus.experiments.errors import CommandError
     from gelus.report.analysis import Missing
     from gelus.report.render import write_report
     from gelus.report.sources import load_records, load_runs, presets
@@ -173,7 +173,7 @@ def reproduce(
         )
     if not (out / "records.sqlite").is_file():
         names = ", ".join(m.experiment for m in missing) or "none"
-        raise UserError(
+        raise CommandError(
             f"no experiment could run (missing data for: {names}); "
             "see `gelus data --help` for where to put the files"
         )
@@ -187,21 +187,21 @@ def plan(
     *, quick: bool, device: str, devices: tuple[int, ...], experiments: list[str] | None = None
 ) -> str:
     """The priced plan of ``gelus reproduce --plan`` (see :mod:`gelus.experiments.budget`)."""
-    from gelus.cli import UserError
     from gelus.experiments.budget import budget_table, price, workload
     from gelus.experiments.device import local_device
+    from gelus.experiments.errors import CommandError
     from gelus.report.sources import presets
 
     chosen = presets()
     unknown = sorted(set(experiments or ()) - set(chosen))
     if unknown:
-        raise UserError(
+        raise CommandError(
             f"unknown experiment {unknown[0]!r}; valid experiments: {', '.join(chosen)}"
         )
     try:
         device = local_device(device)
     except ValueError as error:
-        raise UserError(str(error)) from None
+        raise CommandError(str(error)) from None
     costs = [
         price(workload(preset, quick), device)
         for name, preset in chosen.items()
@@ -212,7 +212,7 @@ def plan(
 
 def _reproduce(args: argparse.Namespace) -> int:
     _prepare_matplotlib()
-    from gelus.cli import UserError
+    from gelus.experiments.errors import CommandError
 
     if args.plan:
         try:
@@ -220,7 +220,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         except ValueError:
             devices = ()
         if not devices or min(devices) < 1:
-            raise UserError(f"--plan-devices {args.plan_devices!r}: give counts like 1,4,8")
+            raise CommandError(f"--plan-devices {args.plan_devices!r}: give counts like 1,4,8")
         print(
             plan(
                 quick=args.quick, device=args.device, devices=devices, experiments=args.experiments
@@ -229,7 +229,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         return 0
 
     if args.workers is not None and args.workers < 1:
-        raise UserError(f"--workers {args.workers}: give at least 1")
+        raise CommandError(f"--workers {args.workers}: give at least 1")
     out = args.out or Path("runs/quick" if args.quick else "runs/full")
     executor = make_executor(args)
     try:

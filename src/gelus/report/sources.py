@@ -15,22 +15,24 @@ __all__ = ["DatasetStatus", "dataset_status", "load_records", "load_runs", "pres
 def _database(run_dir: str | Path) -> Path:
     path = Path(run_dir) / "records.sqlite"
     if not path.is_file():
-        from gelus.cli import UserError
+        from gelus.experiments.errors import SettingError
 
-        raise UserError(
-            f"no records.sqlite in {run_dir}: give the --out directory of `gelus run` or `gelus reproduce`"
+        raise SettingError(
+            "out_dir",
+            f"no records.sqlite in {run_dir}: give the {{out_dir}} directory of `gelus run` or "
+            "`gelus reproduce`",
         )
     return path
 
 
 def load_records(run_dir: str | Path) -> list[Record]:
-    """All records of ``run_dir``; a directory without records is a UserError."""
+    """All records of ``run_dir``; a directory without records is a SettingError."""
     _database(run_dir)
     return read_records(run_dir)
 
 
 def load_runs(run_dir: str | Path) -> list[RunInfo]:
-    """All runs of ``run_dir``; a directory without records is a UserError."""
+    """All runs of ``run_dir``; a directory without records is a SettingError."""
     _database(run_dir)
     return read_runs(run_dir)
 

@@ -1,0 +1,366 @@
+"""The one place the harness turns an activation's name into something that builds modules.
+
+``resolve_activation`` takes what a user writes (a registry name, ``module:attribute``,
+``label=module:attribute``) or hands the Python API (an ``nn.Module`` class, a factory, a tensor
+function), and returns an :class:`ActivationSpec`: its label, a factory of fresh modules, whether
+it is stochastic (draws its own mask) or gated (``[..., 2n] -> [..., n]``), and for user code the
+source file and its hash. It is called once, where a run is resolved (``runner.resolve_run``);
+config, plan, engines and report take the spec from there::
+
+    gelu                         the registry's GELU (its form from model.approximate)
+    mypkg.acts:my_act            attribute ``my_act`` of the importable module ``mypkg.acts``
+    mine=mypkg.acts:my_act       the same, labelled ``mine`` in the records and the report
+
+A user attribute may be an ``nn.Module`` subclass (constructed with no arguments for every layer),
+a factory (no arguments, returns an ``nn.Module``), a tensor function ``f(x) -> Tensor`` (wrapped
+in a module) or an ``nn.Module`` instance (deep-copied per layer). A gated one says so with a class
+attribute ``gated = True``. The module is imported with the current directory first on
+``sys.path`` and must import the same way in every worker (with Ray, ship it in the runtime
+environment). The spec is checked before any worker starts: imported, built, and called on a probe
+tensor; any failure there, SystemExit included, is one :class:`ActivationError` naming the spec.
+
+A spec pickles as its text and GELU form, so a worker resolves it again from the same code.
+"""
+
+import copy
+import hashlib
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import gelus
+from gelus.experiments.errors import SettingError
+from gelus.registry import FunctionActivation
+from gelus.registry import resolve_activation as registry_name
+
+__all__ = [
+    "GATED_ACTIVATIONS",
+    "STOCHASTIC_ACTIVATIONS",
+    "ActivationError",
+    "ActivationSpec",
+    "activation_texts",
+    "resolve_activation",
+    "resolve_activations",
+]
+
+# Registry activations that draw their own mask (the SOI map); the MLP engine feeds them uniforms.
+STOCHASTIC_ACTIVATIONS = ("stochastic_gelu",)
+# Registry activations that halve the last dimension, a·f(b) for x = [a, b].
+GATED_ACTIVATIONS = ("geglu", "swiglu", "reglu")
+_PROBE = torch.linspace(-3, 3, 24).view(2, 3, 4)
+
+
+class ActivationError(SettingError):
+    """An activation that cannot be resolved, imported, built or called; names the spec."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("activations", message)
+
+
+@dataclass(frozen=True)
+class ActivationSpec:
+    """One resolved activation: what records call it and how to build a fresh module of it.
+
+    ``text`` is what the config names (``gelu``, ``mine=pkg.acts:f``); ``label`` the name in records
+    and reports; ``kind`` one of ``"registry" | "class" | "factory" | "function" | "instance"``;
+    ``canonical`` the registry's canonical name (empty for user code); ``approximate`` the form that
+    plain ``gelu`` takes; ``path`` and ``code_hash`` the defining file of user code and its SHA-256
+    (empty for the registry, versioned with gelus itself).
+    """
+
+    text: str
+    label: str
+    kind: str
+    canonical: str
+    approximate: str
+    stochastic: bool
+    gated: bool
+    parameters: bool  # whether a module of it has learnable parameters
+    path: str = ""
+    code_hash: str = ""
+    factory: Callable[[], nn.Module] = field(default=None, compare=False, repr=False)
+
+    def build(self) -> nn.Module:
+        """A fresh module; every call returns a new object."""
+        return self.factory()
+
+    @property
+    def is_custom(self) -> bool:
+        return self.kind != "registry"
+
+    @property
+    def spec(self) -> str:
+        """What the user wrote, without the label."""
+        return self.text.partition("=")[2].strip() if "=" in self.text else self.text
+
+    def source(self) -> dict[str, str]:
+        """``{spec, kind, path, sha256}``: which code made a run's records (user code only)."""
+        return {"spec": self.spec, "kind": self.kind, "path": self.path, "sha256": self.code_hash}
+
+    def __reduce__(self):
+        return resolve_activation, (self.text, self.approximate)
+
+
+def resolve_activation(activation: object, approximate: str = "tanh") -> ActivationSpec:
+    """The :class:`ActivationSpec` of a registry name, a ``[label=]module:attribute`` string, or
+    an importable class, factory or function (named by its module and qualified name).
+
+    Plain ``gelu`` (not an alias that fixes the form, such as ``gelu_new``) is
+    ``GELU(approximate=approximate)``. Raises :class:`ActivationError` naming the activation: an
+    unknown name lists the valid ones; user code that fails to import, build or run on a probe
+    tensor says how.
+
+    >>> resolve_activation("gelu", "none").build()
+    GELU(approximate='none')
+    """
+    text = activation if isinstance(activation, str) else _text_of_object(activation)
+    label, spec = _split_label(text)
+    module_name, colon, attribute = spec.partition(":")
+    if colon:
+        kind, factory, path, code_hash = _import_user_activation(module_name, attribute, text)
+        canonical = ""
+        label = label or attribute.rsplit(".", 1)[-1]
+    else:
+        try:
+            canonical = registry_name(spec)[0]
+        except (KeyError, ValueError) as error:
+            message = error.args[0] if isinstance(error, KeyError) and error.args else str(error)
+            raise ActivationError(str(message)) from None
+        kind, path, code_hash, label = "registry", "", "", label or spec
+        if canonical == "gelu" and spec.lower() == "gelu":
+            factory = _Factory(spec, {"approximate": approximate})
+        else:
+            factory = _Factory(spec, {})
+    module = _checked_build(factory, text)
+    stochastic = canonical in STOCHASTIC_ACTIVATIONS
+    gated = canonical in GATED_ACTIVATIONS or bool(getattr(module, "gated", False))
+    if not stochastic:
+        _probe(module, text, gated)
+    parameters = any(True for _ in module.parameters())
+    return ActivationSpec(
+        text, label, kind, canonical, approximate, stochastic, gated, parameters, path,
+        code_hash, factory,
+    )  # fmt: skip
+
+
+def resolve_activations(
+    activations: Iterable[object], approximate: str = "tanh"
+) -> tuple[ActivationSpec, ...]:
+    """Each activation resolved; two with the same label are refused (the report would pool them)."""
+    specs = tuple(resolve_activation(a, approximate) for a in activations)
+    if not specs:
+        raise ActivationError("activations: expected at least one name")
+    labels = [s.label for s in specs]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ActivationError(
+            f"activations: {', '.join(repeated)} named twice; give a module:attribute activation "
+            "its own label as label=module:attribute"
+        )
+    return specs
+
+
+def activation_texts(activations: object) -> tuple[str, ...] | None:
+    """Activations as a config names them, from what the Python API accepts: names and
+    ``module:attribute`` strings, or a mapping ``{label: class | factory | function | str}`` of
+    importable objects (workers import them by name).
+
+    >>> activation_texts({"mine": torch.nn.Softsign})
+    ('mine=torch.nn.modules.activation:Softsign',)
+    """
+    if activations is None or isinstance(activations, str):
+        return None if activations is None else (activations,)
+    if isinstance(activations, Mapping):
+        return tuple(_text_of_object(target, str(label)) for label, target in activations.items())
+    return tuple(item if isinstance(item, str) else _text_of_object(item) for item in activations)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+@dataclass(frozen=True)
+class _Factory:
+    """A registry activation's factory (picklable, unlike a lambda)."""
+
+    name: str
+    kwargs: dict
+
+    def __call__(self) -> nn.Module:
+        return gelus.get_activation(self.name, **self.kwargs)
+
+
+def _split_label(text: str) -> tuple[str | None, str]:
+    label, sep, spec = text.partition("=")
+    if not sep:
+        return None, text.strip()
+    label = label.strip()
+    if not label.isidentifier():
+        raise ActivationError(
+            f"activation label {label[:60]!r} in {text[:120]!r} is not a plain name; "
+            "write it as label=module:attribute, e.g. mine=mypkg.acts:my_act"
+        )
+    return label, spec.strip()
+
+
+def _text_of_object(target: object, label: str | None = None) -> str:
+    """``label=module:qualname`` for an importable class or function (what a worker can import)."""
+    label = label or getattr(target, "__name__", "?")
+    if isinstance(target, str):
+        return f"{label}={target}" if ":" in target and "=" not in target else target
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", None)
+    if not (module and qualname) or isinstance(target, nn.Module):
+        raise ActivationError(
+            f"activation {label!r}: pass an nn.Module class, a factory or a tensor function "
+            f"defined at the top level of a module, not a {type(target).__name__} instance"
+        )
+    if module == "__main__" or "<locals>" in qualname or "<lambda>" in qualname:
+        where = "a function" if "<" in qualname else "the main script"
+        raise ActivationError(
+            f"activation {label!r} ({qualname}) is defined in {where}, where worker processes "
+            "cannot import it; move it into a module (a .py file beside your script) and pass it "
+            "from there, or name it as 'module:attribute'"
+        )
+    return f"{label}={module}:{qualname}"
+
+
+def _import_user_activation(module_name: str, attribute: str, text: str):
+    """(kind, factory, path, sha256) of a user's ``module:attribute``."""
+    if not module_name or not attribute:
+        raise ActivationError(
+            f"activation {text[:120]!r} is not module:attribute (e.g. mypkg.acts:my_act)"
+        )
+    module = _user_code(text, "importing it", lambda: _import_module(module_name))
+    target = module
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            public = sorted(
+                name for name, value in vars(module).items()
+                if not name.startswith("_") and callable(value)
+            )  # fmt: skip
+            raise ActivationError(
+                f"activation {text!r}: module {module_name!r} has no attribute {attribute!r}; "
+                f"its public callables are: {', '.join(public) or '(none)'}"
+            )
+        target = getattr(target, part)
+    kind, factory = _factory_of(target, text)
+    return kind, factory, *_source_hash(module)
+
+
+def _import_module(module_name: str):
+    cwd = str(Path.cwd())
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name and module_name.startswith(error.name):
+            raise ActivationError(
+                f"activation module {module_name!r} not found ({error}); it must be importable "
+                f"from the current directory ({cwd}) or the Python environment"
+            ) from error
+        raise
+    finally:
+        if added:
+            sys.path.remove(cwd)
+
+
+def _user_code(text: str, doing: str, call: Callable):
+    """``call()``, with any failure of user code (SystemExit and KeyboardInterrupt included: a
+    user's module must not end the run silently) turned into one ActivationError."""
+    try:
+        return call()
+    except ActivationError:
+        raise
+    except (Exception, SystemExit, KeyboardInterrupt) as error:
+        detail = f"{type(error).__name__}: {error}"[:300]
+        raise ActivationError(f"activation {text[:120]!r} failed when {doing}: {detail}") from error
+
+
+def _source_hash(module) -> tuple[str, str]:
+    """(path, sha256) of the module's source file; ('', '') for a module without one."""
+    try:
+        path = inspect.getsourcefile(module)
+    except TypeError:  # a built-in or extension module
+        path = None
+    if not path:
+        return "", ""
+    return path, hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _required_positional(function: Callable) -> int | None:
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # some builtins have no signature
+        return None
+    return sum(
+        1
+        for p in signature.parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    )
+
+
+def _factory_of(target: object, text: str) -> tuple[str, Callable[[], nn.Module]]:
+    """(kind, factory) for an imported attribute, or an ActivationError saying why not."""
+    if isinstance(target, type) and issubclass(target, nn.Module):
+        return "class", target
+    if isinstance(target, nn.Module):
+        return "instance", lambda: copy.deepcopy(target)
+    if not callable(target):
+        raise ActivationError(
+            f"activation {text!r} is of type {type(target).__name__}, not an nn.Module class, a "
+            "factory returning one, or a tensor function"
+        )
+    required = _required_positional(target)
+    if required == 0:  # a factory: check now that it returns a module
+        module = _user_code(text, "calling it as a factory", target)
+        if not isinstance(module, nn.Module):
+            raise ActivationError(
+                f"activation {text!r} takes no arguments, so it was called as a factory, but it "
+                f"returned a {type(module).__name__}, not an nn.Module"
+            )
+        return "factory", target
+    if required == 1 or required is None:
+        return "function", lambda: FunctionActivation(target)
+    raise ActivationError(
+        f"activation {text!r} needs {required} positional arguments; an activation is a "
+        "function of one tensor, a module class, or a factory taking no arguments"
+    )
+
+
+def _checked_build(factory: Callable[[], nn.Module], text: str) -> nn.Module:
+    try:
+        module = _user_code(text, "building a module", factory)
+    except ActivationError as error:
+        if isinstance(error.__cause__, TypeError):
+            raise ActivationError(
+                f"activation {text!r} needs arguments the harness cannot give: {error.__cause__}"
+            ) from None
+        raise
+    if not isinstance(module, nn.Module):
+        raise ActivationError(f"activation {text!r} built a {type(module).__name__}, not a module")
+    return module
+
+
+def _probe(module: nn.Module, text: str, gated: bool) -> None:
+    """Call ``module`` on a probe tensor: it must run, give a tensor, and keep the shape
+    (elementwise) or halve the last dimension (gated)."""
+    probe = _PROBE.clone()
+    with torch.no_grad():
+        out = _user_code(text, "called on a probe tensor", lambda: module(probe))
+    expected = (*probe.shape[:-1], probe.shape[-1] // 2) if gated else tuple(probe.shape)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != expected:
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        kind = "a gated activation ([..., 2n] -> [..., n])" if gated else "an elementwise one"
+        raise ActivationError(
+            f"activation {text!r} maps a {tuple(probe.shape)} tensor to {shape}; the harness "
+            f"needs {kind}"
+        )

@@ -1,0 +1,105 @@
+"""The harness's exceptions: what went wrong, and which parameter or resource it concerns.
+
+The core raises these; only :mod:`gelus.cli` turns them into one line and an exit status, with the
+command line's names for the parameters. A message names a parameter as ``{seeds}``: rendered as
+``seeds`` for a Python caller (``str(error)``) and as ``--seeds`` on the command line, so that the
+core never spells a flag::
+
+    SettingError("seeds", "{seeds} must be at least 1, got 0")   # str(): seeds must be at least 1
+    HarnessError.render(error, {"seeds": "--seeds"})             # --seeds must be at least 1
+
+Two branches, by who can act: :class:`SettingError` (a ``ValueError``: a value or file the user
+gave; exit status 2) and :class:`MachineError` (a ``RuntimeError``: the machine failed, e.g. a disk
+full; exit status 1 unless it says otherwise).
+"""
+
+import re
+from collections.abc import Mapping
+
+__all__ = [
+    "PARAMETERS",
+    "CommandError",
+    "ConfigError",
+    "DiskFullError",
+    "HarnessError",
+    "MachineError",
+    "RecordsError",
+    "SettingError",
+    "render",
+]
+
+# The parameters a message may name as ``{parameter}``: run_experiment's arguments and --set.
+PARAMETERS = (
+    "activations", "address", "amp", "data_dir", "dataset", "device", "epochs", "experiment",
+    "max_retries", "out_dir", "seeds", "set", "threads", "workers",
+)  # fmt: skip
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(PARAMETERS) + r")\}")
+
+
+def render(message: str, names: Mapping[str, str] | None = None) -> str:
+    """``message`` with each ``{parameter}`` replaced by ``names[parameter]`` (default: the
+    parameter's own name); other braces are left as they are."""
+    names = names or {}
+    return _PLACEHOLDER.sub(lambda m: names.get(m[1], m[1]), message)
+
+
+class HarnessError(Exception):
+    """Base of the harness's errors; ``parameter`` names the setting concerned ("" for none)."""
+
+    status = 2  # the command line's exit status
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+        self.template = message
+
+    def render(self, names: Mapping[str, str] | None = None) -> str:
+        """The message with parameters spelled as ``names`` gives them (a CLI's flags)."""
+        return render(self.template, names)
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def __reduce__(self):  # re-raised from a worker process intact
+        return type(self), (self.parameter, self.template)
+
+
+class SettingError(HarnessError, ValueError):
+    """A value the user gave (an option, a ``--set`` key, an activation, a folder) is invalid."""
+
+
+class CommandError(SettingError):
+    """A command's own option is invalid; raised by the areas' command handlers, whose messages
+    name their flags as they are."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("", message)
+
+    def __reduce__(self):
+        return type(self), (self.template,)
+
+
+class ConfigError(SettingError):
+    """A config override or value is invalid; the message names the key and the valid choices."""
+
+    def __init__(self, message: str, parameter: str = "set") -> None:
+        super().__init__(parameter, message)
+
+    def __reduce__(self):
+        return type(self), (self.template, self.parameter)
+
+
+class RecordsError(SettingError):
+    """A records database that cannot be used as it is (damaged, another schema version)."""
+
+
+class MachineError(HarnessError, RuntimeError):
+    """The machine failed under a run (a worker killed, a device missing): exit status 1."""
+
+    status = 1
+
+
+class DiskFullError(MachineError):
+    """A write ran out of space; the message names the path and the free space left."""
+
+    status = 2  # the user frees space or picks another folder
