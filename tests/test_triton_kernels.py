@@ -6,14 +6,19 @@ set by conftest.py before triton is imported); on a CUDA machine on the GPU. Ten
 """
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
 
+import _triton_support
 from _triton_support import (
     FLOATS,
     FORMS,
+    NATIVE_FMA_EXACT,
+    exact_fma,
+    fma_probe,
     mpmath,
     mpmath_oracle,
     on_device,
@@ -65,6 +70,55 @@ def test_exact_gelu_fp32_against_mpmath(point):
     assert ulp_error(ops.gelu_forward(x), np.array([value]))[0] <= EXACT_VALUE_ULP
     grad = ops.gelu_backward(torch.ones_like(x), x)
     assert ulp_error(grad, np.array([slope]))[0] <= EXACT_SLOPE_ULP
+
+
+# ---------------------------------------------------------------- the fma the float64 path needs
+# (1 + 2^-30)² = 1 + 2^-29 + 2^-60: tl.fma(a, a, −a·a) is 2^-60 when it rounds once, 0 when twice.
+A = 1.0 + 2.0**-30
+
+
+def test_interpreter_fma_rounds_once_in_float64():
+    """The float64 kernel takes u²'s low part from tl.fma (docs/CUDA.md); Triton's interpreter up
+    to 3.8 rounds it twice and _triton_support then installs an exact one."""
+    got = fma_probe([A], [A], [-A * A])[0]
+    assert got == 2.0**-60, f"tl.fma rounds twice (this Triton's own fma exact: {NATIVE_FMA_EXACT})"
+
+
+def test_interpreter_with_a_double_rounding_fma_is_detected_and_fixed(monkeypatch):
+    """Triton 3.8's interpreter, reproduced: its fma is numpy's x*y + z."""
+    interpreter = pytest.importorskip("triton.runtime.interpreter")
+    if not _triton_support.interpreting():
+        pytest.skip("the GPU's fma is the hardware's")
+
+    def two_roundings(self, x, y, z):
+        return interpreter.TensorHandle(x.data * y.data + z.data, z.dtype.scalar)
+
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_fma", two_roundings)
+    assert fma_probe([A], [A], [-A * A])[0] == 0.0
+    assert _triton_support._native_fma_exact() is False
+    _triton_support._install_exact_fma()  # undone with the monkeypatch
+    assert fma_probe([A], [A], [-A * A])[0] == 2.0**-60
+    x = on_device(np.linspace(-37, -8, 16), torch.float64)
+    value_ref, _ = mpmath_oracle(x.cpu().numpy())
+    assert ulp_error(ops.gelu_forward(x), value_ref).max() <= 6  # 479 ulp with two roundings
+
+
+def test_exact_fma_rounds_once():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 200)) * 10.0 ** rng.integers(-5, 5, (2, 200))
+    c = -(a * b) * rng.choice([1.0, 1 + 2**-40], 200)  # cancelling sums: the low parts decide
+    got = exact_fma(a, b, c)
+    for ai, bi, ci, r in zip(a, b, c, got, strict=True):
+        exact = Fraction(ai) * Fraction(bi) + Fraction(ci)
+        neighbours = (np.nextafter(r, -np.inf), np.nextafter(r, np.inf))
+        assert all(abs(Fraction(r) - exact) <= abs(Fraction(float(n)) - exact) for n in neighbours)
+    edges = exact_fma(
+        [np.inf, np.nan, 1e308, -0.0, A],
+        [1.0, 1.0, 10.0, 1.0, A],
+        [1.0, 1.0, -1e308, -0.0, -A * A],
+    )
+    assert np.isinf(edges[0]) and np.isnan(edges[1]) and edges[2] == np.inf
+    assert edges[3] == 0.0 and math.copysign(1.0, edges[3]) == -1.0 and edges[4] == 2.0**-60
 
 
 def test_exact_gelu_float64_against_mpmath():
