@@ -6,7 +6,9 @@ set by conftest.py before triton is imported); on a CUDA machine on the GPU. Ten
 """
 
 import math
+import re
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -274,3 +276,28 @@ def test_swish_edges_and_values(dtype):
         assert np.allclose(y, exact * s, rtol=rtol, atol=info.smallest_normal)
         slope = ops.swish_backward(torch.ones_like(xs), xs, beta)[0].double().cpu().numpy()
         assert np.allclose(slope, s + z * s * (1 - s), rtol=rtol, atol=rtol)
+
+
+# ---------------------------------------------------------------- shared constants
+
+
+def test_kernel_constants_are_the_librarys():
+    """The forms' constants and clamps come from gelus._common, not restated (issue 19)."""
+    from gelus import _common
+    from gelus._triton import _math
+
+    pairs = {
+        _math._INV_SQRT_2PI: _common.INV_SQRT_2PI,
+        _math._U_MAX: _common.GELU_CLAMP,
+        _math._TANH_A: _common.TANH_A,
+        _math._TANH_B: _common.TANH_B,
+        _math._TANH_CLAMP: _common.TANH_CLAMP,
+        _math.SWISH_CLAMP: _common.SILU_CLAMP,
+        _math.SIGMOID_SCALE: _common.SIGMOID_SCALE,
+    }
+    assert all(kernel.value == value for kernel, value in pairs.items())
+    # and no kernel module writes one of them as a number literal
+    source = "".join(p.read_text() for p in Path(_math.__file__).parent.glob("*.py"))
+    literals = {float(v) for v in re.findall(r"constexpr\((-?\d[\d.e+-]*)\)", source)}
+    literals |= {float(v) for v in re.findall(r"[<>=] (\d[\d.e+-]*),", source)}
+    assert not literals & {*pairs.values(), _common.TANH_CUBIC}

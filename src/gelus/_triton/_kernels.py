@@ -21,6 +21,7 @@ import triton.language as tl
 from gelus._triton import interpreting
 from gelus._triton._math import (
     HALF,
+    SWISH_CLAMP,
     gelu_form,
     gelu_form_slope,
     normal_cdf_pdf,
@@ -191,7 +192,7 @@ def _parametric(grad, x, p, q, MEMBER: tl.constexpr, FORM: tl.constexpr, PREC: t
             z = p * x
             t = tl.exp(-tl.abs(z))
             ds = t / ((1.0 + t) * (1.0 + t))  # σ'(z)
-            r1 = tl.where(tl.abs(z) >= 1e4, 0.0, grad * x * x * ds)
+            r1 = tl.where(tl.abs(z) >= SWISH_CLAMP, 0.0, grad * x * x * ds)
         else:
             out = swish_value(x, p)
             r1 = out

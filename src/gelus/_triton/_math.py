@@ -28,6 +28,7 @@ import math
 import triton
 import triton.language as tl
 
+from gelus import _common
 from gelus._triton._coefficients import (
     ROOT_HI_32,
     ROOT_HI_64,
@@ -46,6 +47,7 @@ __all__ = [
     "DOUBLE",
     "HALF",
     "SINGLE",
+    "SWISH_CLAMP",
     "gelu_form",
     "gelu_form_slope",
     "normal_cdf_pdf",
@@ -62,8 +64,9 @@ EXACT = tl.constexpr(0)
 TANH = tl.constexpr(1)
 SIGMOID = tl.constexpr(2)
 
-_INV_SQRT_2PI = tl.constexpr(1.0 / math.sqrt(2.0 * math.pi))
-_U_MAX = tl.constexpr(40.0)  # Q(40) = 3.7e-350 and 40·φ(40) underflow float64: the limits are exact
+# The constants the torch routes use (gelus._common), as constexprs the kernels can read.
+_INV_SQRT_2PI = tl.constexpr(_common.INV_SQRT_2PI)
+_U_MAX = tl.constexpr(_common.GELU_CLAMP)  # Q(40), 40·φ(40) underflow float64: the limits are exact
 # For fp32 inputs (float64 arithmetic) u stops at 37, where exp(−u²/2) = 1e-297 is still normal and
 # the results, times any fp32 x, round to the limits 0 and 1 in fp32.
 _U_MAX_SINGLE = tl.constexpr(37.0)
@@ -73,11 +76,11 @@ _LN2_LO = tl.constexpr(math.log(2.0) - float.fromhex("0x1.62e42fefa0000p-1"))
 _EXP_TAYLOR = tl.constexpr(tuple(1.0 / math.factorial(j) for j in range(10)))
 _ROOT_HALF_WIDTH = tl.constexpr(0.125)
 # 1 + tanh(v) = 2·σ(2v): the tanh form is x·σ(z), z = x·(A + B·x²), A = 2·√(2/π), B = A·0.044715.
-_TANH_A = tl.constexpr(2.0 * math.sqrt(2.0 / math.pi))
-_TANH_B = tl.constexpr(2.0 * math.sqrt(2.0 / math.pi) * 0.044715)
-_TANH_CLAMP = tl.constexpr(100.0)  # |z(±100)| > 7000: σ(z) is exactly 0 or 1 in every dtype
-_SWISH_CLAMP = tl.constexpr(1e4)  # σ(±1e4) is exactly 1 or 0, and so is the slope
-SIGMOID_SCALE = tl.constexpr(1.702)
+_TANH_A = tl.constexpr(_common.TANH_A)
+_TANH_B = tl.constexpr(_common.TANH_B)
+_TANH_CLAMP = tl.constexpr(_common.TANH_CLAMP)  # |z(±100)| > 7000: σ(z) is 0 or 1 in every dtype
+SWISH_CLAMP = tl.constexpr(_common.SILU_CLAMP)  # σ(±1e4) is exactly 1 or 0, and so is the slope
+SIGMOID_SCALE = tl.constexpr(_common.SIGMOID_SCALE)
 
 
 # Lengths of the coefficient tuples (len() is not available on a constexpr inside a kernel).
@@ -210,7 +213,7 @@ def _sigmoid_pair(z):
 def swish_value(x, beta):
     """x·σ(β·x); β = 0 gives x/2 (also at ±inf); where σ underflows the result is a signed 0."""
     z = tl.where(beta == 0, 0.0, beta * x)
-    z = tl.where(z > _SWISH_CLAMP, _SWISH_CLAMP, tl.where(z < -_SWISH_CLAMP, -_SWISH_CLAMP, z))
+    z = tl.where(z > SWISH_CLAMP, SWISH_CLAMP, tl.where(z < -SWISH_CLAMP, -SWISH_CLAMP, z))
     s, _ = _sigmoid_pair(z)
     zero = tl.where(x < 0, -0.0, 0.0)
     return tl.where(s == 0, zero, x * s)
@@ -220,7 +223,7 @@ def swish_value(x, beta):
 def swish_slope(x, beta):
     """d/dx x·σ(βx) = σ(z) + z·σ(z)(1 − σ(z)), z = βx (clamped: the slope is exactly 0 or 1 there)."""
     z = tl.where(beta == 0, 0.0, beta * x)
-    z = tl.where(z > _SWISH_CLAMP, _SWISH_CLAMP, tl.where(z < -_SWISH_CLAMP, -_SWISH_CLAMP, z))
+    z = tl.where(z > SWISH_CLAMP, SWISH_CLAMP, tl.where(z < -SWISH_CLAMP, -SWISH_CLAMP, z))
     s, ds = _sigmoid_pair(z)
     return s + z * ds
 
