@@ -16,6 +16,7 @@ from gelus import cli
 from gelus.bench import kernels
 from gelus.bench.cli import kernels_main, parse_sizes
 from gelus.bench.timing import format_table, interleaved_rounds, median
+from gelus.experiments.errors import SettingError
 
 TINY = ["--sizes", "2^10", "--rounds", "2"]
 
@@ -140,7 +141,7 @@ def test_unknown_member_names_the_valid_ones(capsys):
 
 @pytest.mark.parametrize("bad", ["2^", "abc", "1", "2^40", ","])
 def test_bad_sizes_are_refused(bad):
-    with pytest.raises(cli.UserError, match="size"):
+    with pytest.raises(SettingError, match="size"):
         parse_sizes(bad)
 
 

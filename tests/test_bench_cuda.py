@@ -14,6 +14,7 @@ import torch
 from _triton_support import ops, triton_marks
 from gelus import cli
 from gelus.bench import kernels_cuda
+from gelus.experiments.errors import SettingError
 
 pytestmark = triton_marks
 
@@ -55,7 +56,7 @@ def test_main_prints_the_tables():
     out = StringIO()
     assert kernels_cuda.main(args, out) == 0
     assert "interpreter" in out.getvalue() and "geglu" in out.getvalue()
-    with pytest.raises(cli.UserError, match="unknown --members"):
+    with pytest.raises(SettingError, match="unknown --members"):
         kernels_cuda.main(argparse.Namespace(**{**vars(args), "members": "nope"}), out)
 
 
@@ -63,7 +64,7 @@ def test_main_prints_the_tables():
 def test_cuda_flag_without_cuda_says_so():
     parser = cli.build_parser()
     args = parser.parse_args(["bench", "kernels", "--device", "cuda"])
-    with pytest.raises(cli.UserError, match="no CUDA device"):
+    with pytest.raises(SettingError, match="no CUDA device"):
         args.func(args)
 
 

@@ -160,7 +160,7 @@ def test_a_damaged_records_database_is_named_and_left_untouched(
 def test_a_corrupt_checkpoint_is_set_aside_and_its_run_restarted(
     data_dir, tmp_path, capsys, monkeypatch
 ):
-    from gelus.experiments import train_mlp
+    from gelus.experiments import driver as train_mlp
 
     real_save = train_mlp.save_checkpoint
 

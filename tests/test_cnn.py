@@ -12,6 +12,7 @@ from torch import nn
 
 import gelus
 from gelus.experiments import cnn
+from gelus.experiments.activation_spec import ActivationError, resolve_activation
 from gelus.experiments.cnn import (
     CIFAR10AllConvConfig,
     CIFAR100WRNConfig,
@@ -19,11 +20,54 @@ from gelus.experiments.cnn import (
     allconv_lr,
     build_cnn,
     cosine_lr,
-    train_cnn_run,
 )
 from gelus.experiments.cnn_data import apply_zca, fit_zca, random_crop_flip
 from gelus.experiments.cnn_models import AllConvNet, WideResNet
-from gelus.experiments.config import ConfigError
+from gelus.experiments.config import CNNExperimentConfig, CNNTrainConfig
+from gelus.experiments.driver import train_job
+from gelus.experiments.plan import plan_jobs
+
+
+def act(name: str, approximate: str = "tanh"):
+    return resolve_activation(name, approximate)
+
+
+class _LogStore:
+    """A record store that hands each record to ``log(epoch, split, metric, value)``."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def start_run(self, *args):
+        pass
+
+    def add(self, key, epoch, split, metric, value):
+        self.log(epoch, split, metric, value)
+
+    def commit(self):
+        pass
+
+    def finish_runs(self, run_ids, epochs=None):
+        pass
+
+
+def train_cnn_run(cfg, data, *, epochs, batch_size, activation, seed, lr, device, log,
+                  checkpoint_path, approximate="tanh"):  # fmt: skip
+    """One CNN run through the engine protocol and the driver, as a job of one member."""
+    import tempfile
+    from pathlib import Path
+
+    config = CNNExperimentConfig(
+        activations=(activation,), train=CNNTrainConfig(epochs, batch_size, seeds=seed + 1), cnn=cfg
+    )
+    config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr=(lr,)))
+    specs = [act(activation, approximate)]
+    with tempfile.TemporaryDirectory() as scratch:
+        (job,) = [j for j in plan_jobs("cnn", config, specs, train_size=len(data.train),
+                                       out_dir=scratch, device=device) if j.members[0].seed == seed]
+        path = Path(checkpoint_path) if checkpoint_path is not None else Path(scratch) / "c.pt"
+        job = dataclasses.replace(job, checkpoint_path=str(path))
+        train_job(job, data, _LogStore(log), lambda epoch: None)
 
 
 class FakeSplit:
@@ -153,21 +197,21 @@ def test_wrn_init_uses_the_activation_gain(name, f):
     second_moment = scipy.integrate.quad(lambda z: f(z) ** 2 * np.exp(-z * z / 2), -40, 40)[0]
     gain = 1 / math.sqrt(second_moment / math.sqrt(2 * math.pi))
     torch.manual_seed(0)
-    model = build_cnn(CIFAR100WRNConfig(), name, 100)
+    model = build_cnn(CIFAR100WRNConfig(), act(name), 100)
     conv = model.blocks[10].conv2  # 128 → 128 channels, fan_in 1152, 147k weights
     assert conv.weight.std().item() == pytest.approx(gain / math.sqrt(128 * 9), rel=0.01)
 
 
 def test_gelu_means_the_configured_form():
     for form in ("tanh", "none"):
-        model = build_cnn(TINY_ALLCONV, "gelu", 10, approximate=form)
+        model = build_cnn(TINY_ALLCONV, act("gelu", form), 10)
         acts = [m for m in model.modules() if isinstance(m, gelus.GELU)]
         assert len(acts) == 9 and all(a.approximate == form for a in acts)
 
 
 def test_unknown_activation_lists_the_names():
-    with pytest.raises(ConfigError, match="relu"):
-        build_cnn(TINY_ALLCONV, "relux", 10)
+    with pytest.raises(ActivationError, match="relu"):
+        build_cnn(TINY_ALLCONV, act("relux"), 10)
 
 
 def test_bad_config_values_are_named():
@@ -316,7 +360,15 @@ class Interrupted(Exception):
 
 
 @pytest.mark.parametrize("cfg", [TINY_ALLCONV, TINY_WRN], ids=["allconv", "wrn"])
-def test_resume_equals_uninterrupted(cfg, tmp_path):
+def test_resume_equals_uninterrupted(cfg, tmp_path, monkeypatch):
+    from gelus.experiments import driver
+
+    saved = {}  # path -> the last state checkpointed there (the driver deletes a finished job's)
+    real_save = driver.save_checkpoint
+    monkeypatch.setattr(
+        driver, "save_checkpoint", lambda path, state: (saved.__setitem__(str(path), state),
+                                                        real_save(path, state))
+    )  # fmt: skip
     size = 12 if isinstance(cfg, CIFAR10AllConvConfig) else 8
     data = FakeDataset(60, 20, 10, size)
     whole = run_logged(cfg, data, tmp_path / "whole.pt")
@@ -343,15 +395,16 @@ def test_resume_equals_uninterrupted(cfg, tmp_path):
     for key, value in without_seconds(resumed).items():
         assert value == whole[key], key
     assert resumed[(2, "train", "seconds")] > first_epoch[(1, "train", "seconds")]
-    final_whole = torch.load(tmp_path / "whole.pt", weights_only=True)["model"]
-    final_resumed = torch.load(path, weights_only=True)["model"]
+    final_whole = saved[str(tmp_path / "whole.pt")]["engine"]["model"]
+    final_resumed = saved[str(path)]["engine"]["model"]
     for name, tensor in final_whole.items():
         torch.testing.assert_close(final_resumed[name], tensor, rtol=0, atol=0)
 
-    # A finished run is not trained again; another run's checkpoint is refused.
+    # A finished job's checkpoint is gone; another run's checkpoint is not resumed into this one.
+    assert not path.exists()
+    real_save(path, saved[str(path)])
     assert run_logged(cfg, data, path) == {}
-    with pytest.raises(ValueError, match="another run"):
-        run_logged(cfg, data, path, seed=4)
+    assert {e for e, _, _ in run_logged(cfg, data, path, seed=4)} == {1, 2, 3}
 
 
 def test_logs_every_split_and_metric_per_epoch():
@@ -415,7 +468,7 @@ def test_wrn_weight_decay_is_the_released_l2_penalty():
     # loss + λ·Σw² over weights and BN scales (not biases or BN shifts) has gradient 2λw. With zero
     # data gradients, the first Nesterov step moves w by lr·(1 + momentum)·2λw.
     cfg = dataclasses.replace(TINY_WRN, weight_decay=0.01)
-    model = build_cnn(cfg, "relu", 10)
+    model = build_cnn(cfg, act("relu"), 10)
     optimizer = cnn.make_optimizer(cfg, model, 0.1)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     for p in model.parameters():
@@ -444,7 +497,7 @@ def test_compiled_training_step_equals_the_eager_one():
     trained = []
     for mode in (None, "default"):
         torch.manual_seed(0)
-        model = build_cnn(dataclasses.replace(cfg, compile=mode), "gelu", 10)
+        model = build_cnn(dataclasses.replace(cfg, compile=mode), act("gelu"), 10)
         optimizer = cnn.make_optimizer(cfg, model, lr=0.1)
         scaler = torch.amp.GradScaler("cpu", enabled=False)
         step = cnn.make_training_step(

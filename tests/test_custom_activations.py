@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from gelus.experiments.custom_activations import (
-    CustomActivationError,
-    resolve_activation_spec,
+from gelus.experiments.activation_spec import (
+    ActivationError,
+    resolve_activation,
 )
 
 ACTS_SOURCE = textwrap.dedent(
@@ -58,7 +58,7 @@ X = torch.linspace(-3, 3, 13, dtype=torch.float64)
 
 
 def test_registry_names_pass_through_unchanged():
-    source = resolve_activation_spec("gelu")
+    source = resolve_activation("gelu")
     assert (source.label, source.kind, source.code_hash) == ("gelu", "registry", "")
     assert not source.is_custom
     assert torch.equal(source.build()(X), torch.nn.functional.gelu(X))
@@ -66,7 +66,7 @@ def test_registry_names_pass_through_unchanged():
 
 def test_unknown_registry_name_lists_the_valid_ones():
     with pytest.raises(ValueError, match="relu"):
-        resolve_activation_spec("gleu")
+        resolve_activation("gleu")
 
 
 @pytest.mark.parametrize(
@@ -74,7 +74,7 @@ def test_unknown_registry_name_lists_the_valid_ones():
     [("Softsign2", "class"), ("make_softsign2", "factory"), ("prototype", "instance")],
 )
 def test_module_kinds_build_fresh_modules_with_their_own_parameters(acts_module, attribute, kind):
-    source = resolve_activation_spec(f"{acts_module}:{attribute}")
+    source = resolve_activation(f"{acts_module}:{attribute}")
     assert (source.label, source.kind) == (attribute, kind)
     first, second = source.build(), source.build()
     assert first is not second
@@ -84,7 +84,7 @@ def test_module_kinds_build_fresh_modules_with_their_own_parameters(acts_module,
 
 
 def test_a_tensor_function_is_wrapped_in_a_module(acts_module):
-    source = resolve_activation_spec(f"{acts_module}:cube")
+    source = resolve_activation(f"{acts_module}:cube")
     module = source.build()
     assert source.kind == "function" and isinstance(module, nn.Module)
     assert torch.equal(module(X), X**3)
@@ -93,7 +93,7 @@ def test_a_tensor_function_is_wrapped_in_a_module(acts_module):
 def test_label_renames_and_the_hash_is_the_defining_files(acts_module, tmp_path):
     import hashlib
 
-    source = resolve_activation_spec(f"mine={acts_module}:cube")
+    source = resolve_activation(f"mine={acts_module}:cube")
     assert source.label == "mine" and source.spec == f"{acts_module}:cube"
     path = tmp_path / f"{acts_module}.py"
     assert source.path == str(path)
@@ -101,9 +101,9 @@ def test_label_renames_and_the_hash_is_the_defining_files(acts_module, tmp_path)
 
 
 def test_edited_code_gets_a_new_hash(acts_module, tmp_path):
-    before = resolve_activation_spec(f"{acts_module}:cube").code_hash
+    before = resolve_activation(f"{acts_module}:cube").code_hash
     (tmp_path / f"{acts_module}.py").write_text(ACTS_SOURCE + "\n# tuned\n")
-    assert resolve_activation_spec(f"{acts_module}:cube").code_hash != before
+    assert resolve_activation(f"{acts_module}:cube").code_hash != before
 
 
 @pytest.mark.parametrize(
@@ -119,11 +119,11 @@ def test_edited_code_gets_a_new_hash(acts_module, tmp_path):
     ],
 )
 def test_bad_specs_say_what_is_wrong(acts_module, spec, message):
-    with pytest.raises(CustomActivationError, match=message):
-        resolve_activation_spec(spec.format(m=acts_module))
+    with pytest.raises(ActivationError, match=message):
+        resolve_activation(spec.format(m=acts_module))
 
 
 def test_the_import_does_not_leave_the_cwd_on_sys_path(acts_module, tmp_path):
     before = list(sys.path)
-    resolve_activation_spec(f"{acts_module}:cube")
+    resolve_activation(f"{acts_module}:cube")
     assert sys.path == before

@@ -4,6 +4,7 @@ import torch
 
 from gelus.data import Dataset, TensorSplit
 from gelus.experiments import plan, read_records, read_runs, sweep
+from gelus.experiments.activation_spec import resolve_activations
 from gelus.experiments.records import RecordStore
 from gelus.experiments.runner import resolve_config
 
@@ -41,13 +42,15 @@ def test_cnn_jobs_record_every_epoch_and_finish(tmp_path, monkeypatch):
     jobs = plan.plan_jobs(
         "cifar100-wrn",
         config,
+        resolve_activations(config.activations, config.model.approximate),
+        train_size=1000,
         out_dir=tmp_path,
         data_dir=None,
         verify=False,
         metadata={},
         done=set(),
     )
-    assert [job.kind for job in jobs] == ["cnn"] and jobs[0].members[0].lr == 0.1
+    assert [job.engine for job in jobs] == ["cnn"] and jobs[0].members[0].lr == 0.1
     reports = []
     sweep.LocalExecutor(workers=0).run(jobs, lambda *report: reports.append(report))
     (run,) = read_runs(tmp_path)
@@ -65,8 +68,10 @@ def test_cnn_jobs_record_every_epoch_and_finish(tmp_path, monkeypatch):
     store = RecordStore(tmp_path)
     assert (
         plan.plan_jobs(
-            "cifar100-wrn",
-            config,
+        "cifar100-wrn",
+        config,
+        resolve_activations(config.activations, config.model.approximate),
+        train_size=1000,
             out_dir=tmp_path,
             data_dir=None,
             verify=False,

@@ -8,9 +8,9 @@ import textwrap
 import pytest
 import torch
 
-from gelus.cli import UserError
 from gelus.cli import main as gelus_main
 from gelus.experiments import read_records, read_runs, run_experiment
+from gelus.experiments.errors import SettingError
 from test_experiments_run import TINY, write_tiny_mnist
 
 SMALL = [*TINY, "train.train_subset=300", "train.eval_train_subset=100", "train.keep=1"]
@@ -85,7 +85,7 @@ def test_edited_code_is_refused_beside_the_old_records(workspace):
     root, module = workspace
     _run(root, [f"{module}:softsign_cube"])
     (root / f"{module}.py").write_text(ACTS.replace("0.1 * x", "0.2 * x"))
-    with pytest.raises(UserError, match=r"made by other code.*softsign_cube2="):
+    with pytest.raises(SettingError, match=r"made by other code.*softsign_cube2="):
         _run(root, [f"{module}:softsign_cube"])
     _run(root, [f"softsign_cube2={module}:softsign_cube"])  # the new version under its own label
     assert {r.activation for r in read_runs(root / "out")} == {"softsign_cube", "softsign_cube2"}
@@ -102,7 +102,7 @@ def test_the_python_api_takes_importable_objects(workspace):
         sys.path.remove(str(root))
     _run(root, {"mine": bent})
     assert {r.activation for r in read_runs(root / "out")} == {"mine"}
-    with pytest.raises(UserError, match="defined in a function"):
+    with pytest.raises(SettingError, match="defined in a function"):
         _run(root, {"local": lambda x: x})
 
 
@@ -130,7 +130,7 @@ def test_the_mlp_engine_takes_the_device_flag(workspace):
         pytest.skip(
             "checks the refusal on a machine without CUDA; tests/test_experiments_cuda.py runs it"
         )
-    with pytest.raises(UserError, match="no CUDA device"):
+    with pytest.raises(SettingError, match="no CUDA device"):
         _run(root, ["gelu"], device="cuda")
     _run(root, ["gelu"], device="auto")  # auto is the CPU here
     assert {r.metadata["device"] for r in read_runs(root / "out")} == {"cpu"}
@@ -150,7 +150,9 @@ def test_the_wrn_init_uses_a_custom_activations_own_gain(workspace):
 
     second_moment = integrate.quad(lambda z: bent(z) ** 2 * stats.norm.pdf(z), -40, 40)[0]
     torch.manual_seed(0)
-    model = build_cnn(CIFAR100WRNConfig(), f"{module}:Bent", num_classes=100)
+    from gelus.experiments.activation_spec import resolve_activation
+
+    model = build_cnn(CIFAR100WRNConfig(), resolve_activation(f"{module}:Bent"), num_classes=100)
     convs = [
         m for m in model.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (3, 3)
     ]

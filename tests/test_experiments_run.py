@@ -16,9 +16,9 @@ import pytest
 import torch
 
 import gelus
-from gelus.cli import UserError
 from gelus.cli import main as gelus_main
 from gelus.experiments import read_records, read_runs, run_experiment
+from gelus.experiments.errors import SettingError
 
 TRAIN, TEST = 5_300, 300  # the MNIST loader holds out the last 5,000 training images as val
 TINY = ["model.hidden=16,16", "train.batch_size=50", "train.eval_batch_size=2000"]
@@ -156,9 +156,9 @@ def test_substitute_dataset_is_used_and_recorded(tmp_path):
         run.metadata["dataset"] == "fashion-mnist" and run.metadata["dataset_requested"] == "mnist"
     )
     assert run.config["dataset"] == "fashion-mnist"
-    with pytest.raises(UserError, match="no twitter-pos data"):
+    with pytest.raises(SettingError, match="no twitter-pos data"):
         _run(tmp_path / "out2", tmp_path / "data", name="twitter-pos")
-    with pytest.raises(UserError, match="valid datasets"):
+    with pytest.raises(SettingError, match="valid datasets"):
         _run(tmp_path / "out2", tmp_path / "data", dataset="mnits")
 
 

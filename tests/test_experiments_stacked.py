@@ -7,8 +7,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gelus.experiments.activation_spec import resolve_activation
 from gelus.experiments.stacked import MemberRandomness, StackedAdam, StackedMLP
-from gelus.experiments.train_mlp import mlp_activation, train_epoch, train_step
+from gelus.experiments.train_mlp import mlp_activation as engine_activation
+from gelus.experiments.train_mlp import train_epoch, train_step
+
+
+def mlp_activation(name: str, approximate: str):
+    return engine_activation(resolve_activation(name, approximate))
 
 SIZES = (12, 16, 8, 5)  # input, two hidden layers, output
 LRS = (1e-2, 3e-3, 1e-3)
@@ -215,16 +221,15 @@ def test_activation_must_be_parameter_free_and_elementwise():
     assert mlp_activation("stochastic_gelu", "tanh") is None
 
 
-def test_one_activation_factory_serves_both_engines():
-    from gelus.experiments.activations import activation_factory
+def test_one_activation_spec_serves_both_engines():
     from gelus.experiments.cnn import CIFAR10AllConvConfig, build_cnn
 
     # one rule for names in both engines: any case; an alias keeps the form it names
     assert mlp_activation("GELU", "none").approximate == "none"
-    assert activation_factory("GELU", "none")().approximate == "none"
-    assert activation_factory("gelu_new", "none")().approximate == "tanh"
-    model = build_cnn(CIFAR10AllConvConfig(widths=(4, 6)), "GELU", 10, approximate="none")
+    assert resolve_activation("GELU", "none").build().approximate == "none"
+    assert resolve_activation("gelu_new", "none").build().approximate == "tanh"
+    model = build_cnn(CIFAR10AllConvConfig(widths=(4, 6)), resolve_activation("GELU", "none"), 10)
     gelus_in_cnn = [m for m in model.modules() if type(m).__name__ == "GELU"]
     assert gelus_in_cnn and all(m.approximate == "none" for m in gelus_in_cnn)
-    factory = activation_factory("relu")
-    assert factory() is not factory()  # fresh modules
+    spec = resolve_activation("relu")
+    assert spec.build() is not spec.build()  # fresh modules

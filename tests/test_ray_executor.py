@@ -17,11 +17,12 @@ import pytest
 import torch
 
 from _data_fixtures import cifar100_binary_members, write_mnist, write_tar
-from gelus.cli import UserError
 from gelus.cli import main as gelus_main
 from gelus.data import DatasetNotFoundError
 from gelus.experiments import cnn, plan, read_records, read_runs, run_experiment
+from gelus.experiments.activation_spec import resolve_activations
 from gelus.experiments.device import WORKERS_PER_GPU
+from gelus.experiments.errors import SettingError
 from gelus.experiments.ray_executor import (
     INSTALL_HINT,
     RayExecutor,
@@ -201,6 +202,8 @@ def test_job_exception_is_raised_on_the_driver_with_its_type(ray_runtime, tmp_pa
     jobs = plan.plan_jobs(
         "mnist-classification",
         config,
+        resolve_activations(config.activations, config.model.approximate),
+        train_size=1000,
         out_dir=tmp_path / "out",
         data_dir=str(tmp_path / "no-data"),
         verify=False,
@@ -242,7 +245,7 @@ def test_ray_executor_resolves_devices_from_the_cluster(ray_runtime):
     executor = RayExecutor()
     assert executor.workers == 2
     assert executor.resolve_device("auto") == "cpu"
-    with pytest.raises(UserError, match="no GPUs"):
+    with pytest.raises(SettingError, match="no GPUs"):
         executor.resolve_device("cuda")
 
 
@@ -280,11 +283,11 @@ def test_device_resolution(monkeypatch):
     assert resolve_device("auto", cnn) == "cpu"
     assert resolve_device("auto", mlp) == "cpu"
     for config in (mlp, cnn):  # both engines train where --device says
-        with pytest.raises(UserError, match="no CUDA device"):
+        with pytest.raises(SettingError, match="no CUDA device"):
             resolve_device("cuda", config)
-    with pytest.raises(UserError, match="valid devices: auto, cpu, cuda"):
+    with pytest.raises(SettingError, match="valid devices: auto, cpu, cuda"):
         resolve_device("gpu", cnn)
-    with pytest.raises(UserError, match="use --amp bf16 on the CPU"):
+    with pytest.raises(SettingError, match="amp bf16 on the CPU"):
         resolve_device("cpu", fp16)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_device("auto", cnn) == "cuda"
@@ -296,7 +299,10 @@ def test_device_resolution(monkeypatch):
 def test_tasks_on_cuda_share_a_gpu_and_tasks_on_cpu_take_their_threads(experiment, tmp_path):
     _, config = resolve_config(experiment, quick=True)
     jobs = plan.plan_jobs(
-        experiment, config, out_dir=tmp_path, data_dir=None, verify=False, metadata={},
+        experiment,
+        config,
+        resolve_activations(config.activations, config.model.approximate),
+        train_size=1000, out_dir=tmp_path, data_dir=None, verify=False, metadata={},
         done=set(), device="cuda",
     )  # fmt: skip
     assert task_resources(jobs[0], threads=3) == {"num_cpus": 1, "num_gpus": 1 / WORKERS_PER_GPU}

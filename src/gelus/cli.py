@@ -130,7 +130,7 @@ def explain(error: BaseException, args: argparse.Namespace | None = None) -> tup
     if isinstance(error, MemoryError):
         return f"out of memory ({error or 'MemoryError'}); try fewer --workers. " + _RERUN, 1
     if isinstance(error, OSError):
-        return _os_error(error, out), 1
+        return _os_error(error, out), 2 if _disk_full(error) else 1
     return None
 
 
@@ -180,12 +180,23 @@ def _data_error(error: BaseException) -> str | None:
 
 def _os_error(error: OSError, out) -> str:
     name = error.filename
+    if "gelus.experiments.errors" in sys.modules:
+        from gelus.experiments.errors import DiskFullError, is_disk_full
+
+        if is_disk_full(error):
+            return DiskFullError(name or out or ".").render(FLAGS)
     reason = error.strerror or str(error)
     if name is None:
         return f"{reason}; {_RERUN}"
     if out is not None and _within(name, out):
         return f"cannot write {name} ({reason}); give --out a folder you can write to"
     return f"{name}: {reason}"
+
+
+def _disk_full(error: OSError) -> bool:
+    import errno
+
+    return error.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _within(name, folder) -> bool:

@@ -107,7 +107,7 @@ class ActivationSpec:
         return resolve_activation, (self.text, self.approximate)
 
 
-def resolve_activation(activation: object, approximate: str = "tanh") -> ActivationSpec:
+def resolve_activation(activation: object, approximate: str = "none") -> ActivationSpec:
     """The :class:`ActivationSpec` of a registry name, a ``[label=]module:attribute`` string, or
     an importable class, factory or function (named by its module and qualified name).
 
@@ -150,7 +150,7 @@ def resolve_activation(activation: object, approximate: str = "tanh") -> Activat
 
 
 def resolve_activations(
-    activations: Iterable[object], approximate: str = "tanh"
+    activations: Iterable[object], approximate: str = "none"
 ) -> tuple[ActivationSpec, ...]:
     """Each activation resolved; two with the same label are refused (the report would pool them)."""
     specs = tuple(resolve_activation(a, approximate) for a in activations)
@@ -263,8 +263,8 @@ def _import_module(module_name: str):
     except ModuleNotFoundError as error:
         if error.name and module_name.startswith(error.name):
             raise ActivationError(
-                f"activation module {module_name!r} not found ({error}); it must be importable "
-                f"from the current directory ({cwd}) or the Python environment"
+                f"cannot import module {module_name!r} ({error}); it must be importable from "
+                f"the current directory ({cwd}) or the Python environment"
             ) from error
         raise
     finally:

@@ -18,6 +18,7 @@ dealt largest-first to the least loaded device. What the estimate leaves out: da
 process start (seconds per job), ``torch.compile`` warm-up, and slowdown from sharing a device.
 """
 
+import dataclasses
 import math
 import statistics
 import time
@@ -147,8 +148,9 @@ def _random_data(work: Workload, train: int, test: int):
 def step_functions(work: Workload, device: torch.device):
     """(one training step, one evaluation, the samples it reads) of ``work``'s largest job: its
     engine prepared on random data with one batch of training samples."""
-    job = max(work.planned, key=lambda j: len(j.members))
     batch = work.config.train.batch_size
+    job = max(work.planned, key=lambda j: len(j.members))
+    job = dataclasses.replace(job, train_size=batch)
     engine_class = ENGINES[job.engine]
     engine = engine_class(job, _random_data(work, batch, _EVAL_SAMPLES), device)
     evaluated = engine_class.evaluated_samples(job.config, batch, 0, _EVAL_SAMPLES)

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from gelus.experiments.errors import DiskFullError, is_disk_full
+
 __all__ = ["load_checkpoint", "save_checkpoint", "set_aside"]
 
 # what torch.load raises for a damaged or foreign file
@@ -43,15 +45,22 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
     """Write ``state`` to ``path`` atomically (write, fsync, rename, fsync the directory)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        if is_disk_full(error):
+            raise DiskFullError(path) from error
+        raise
     try:
         with os.fdopen(fd, "wb") as tmp:
             torch.save(state, tmp)
             tmp.flush()
             os.fsync(tmp.fileno())
         os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
+    except BaseException as error:
+        Path(tmp_name).unlink(missing_ok=True)  # the last good checkpoint stays as it was
+        if isinstance(error, OSError | RuntimeError) and is_disk_full(error):
+            raise DiskFullError(path) from error
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:

@@ -119,12 +119,7 @@ def _preprocess(
 
 def build_cnn(cfg: CNNConfig, activation: ActivationSpec, num_classes: int) -> nn.Module:
     """The network of ``cfg`` with ``activation`` (one fresh module per place it is used)."""
-    if activation.stochastic or activation.gated:
-        what = "stochastic" if activation.stochastic else "gated"
-        raise ConfigError(
-            f"activation {activation.label!r} is {what}, which the CNNs do not support",
-            "activations",
-        )
+    CNNEngine.check_activation(activation)
     act = activation.build
     if isinstance(cfg, CIFAR10AllConvConfig):
         return AllConvNet(
@@ -284,6 +279,16 @@ class CNNEngine:
     """
 
     evaluates_before_training = False
+
+    @staticmethod
+    def check_activation(activation: ActivationSpec) -> None:
+        """Refuse a stochastic or gated activation: the CNNs apply elementwise ones."""
+        if activation.stochastic or activation.gated:
+            what = "stochastic" if activation.stochastic else "gated"
+            raise ConfigError(
+                f"activation {activation.label!r} is {what}, which the CNNs do not support",
+                "activations",
+            )
 
     def __init__(self, job: Job, data: Any, device: torch.device) -> None:
         cfg = self.cfg = job.config.cnn

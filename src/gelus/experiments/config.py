@@ -386,6 +386,11 @@ def _mlp_checks(config: MLPExperimentConfig) -> list[tuple[bool, str, str]]:
             "finite non-negative half-widths",
         ),
         (
+            config.task != "autoencode" or tuple(train.keep) == (1.0,),
+            "train.keep",
+            "1.0: the autoencoder trains without dropout",
+        ),
+        (
             config.task != "autoencode" or not config.noise.levels,
             "noise.levels",
             "empty: noise evaluation applies to classifiers only",

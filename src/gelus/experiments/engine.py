@@ -33,6 +33,11 @@ class Engine(Protocol):
 
     def __init__(self, job: Job, data: Any, device: torch.device) -> None: ...
 
+    @staticmethod
+    def check_activation(activation: Any) -> None:
+        """Raise ConfigError for an ``ActivationSpec`` this engine cannot train (checked before
+        any job starts)."""
+
     def train_epoch(self, epoch: int) -> None:
         """Train every run of the job for one pass, the 1-based ``epoch``."""
 

@@ -25,6 +25,8 @@ __all__ = [
     "MachineError",
     "RecordsError",
     "SettingError",
+    "free_space",
+    "is_disk_full",
     "render",
 ]
 
@@ -103,3 +105,49 @@ class DiskFullError(MachineError):
     """A write ran out of space; the message names the path and the free space left."""
 
     status = 2  # the user frees space or picks another folder
+
+    def __init__(self, path: object, message: str | None = None) -> None:
+        if message is None:
+            message = (
+                f"the disk is full: cannot write {path} ({free_space(path)} free on its "
+                "filesystem); free some space or give {out_dir} another folder, then run the "
+                "same command again: everything already written is kept"
+            )
+        super().__init__("out_dir", message)
+        self.path = path
+
+    def __reduce__(self):
+        return type(self), (self.path, self.template)
+
+
+def free_space(path: object) -> str:
+    """The free space of the filesystem holding ``path`` (its nearest existing folder), e.g.
+    "12.0 MB"; "unknown" if it cannot be read."""
+    import shutil
+    from pathlib import Path
+
+    folder = Path(str(path)).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return "unknown"
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if free < 1000 or unit == "GB":
+            return f"{free} bytes" if unit == "bytes" else f"{free:.1f} {unit}"
+        free /= 1000
+    return "unknown"
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether ``error`` is a write that ran out of space: ENOSPC / EDQUOT, SQLite's "database or
+    disk is full", or torch's failed checkpoint write (a RuntimeError without an errno)."""
+    import errno
+
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(error).lower()
+    return "disk is full" in text or "no space left" in text or (
+        isinstance(error, RuntimeError) and ("write failed" in text or "failed writing" in text)
+    )

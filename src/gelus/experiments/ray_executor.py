@@ -75,8 +75,8 @@ class RecordSink:
             self.store.add(RunKey(*key), epoch, split, metric, value)
         self.store.commit()
 
-    def finish_runs(self, run_ids: list[str]) -> None:
-        self.store.finish_runs(run_ids)
+    def finish_runs(self, run_ids: list[str], epochs: list[int] | None = None) -> None:
+        self.store.finish_runs(run_ids, epochs)
 
     def report(self, worker: int, label: str, done: int, total: int) -> None:
         self.reports.append((worker, label, done, total))
@@ -110,10 +110,11 @@ class RemoteRecordStore:
             self._call(self.sink.write, self._pending)
             self._pending = []
 
-    def finish_runs(self, run_ids: Iterable[str]) -> None:
-        """Mark runs ``done`` (after their last records are committed)."""
+    def finish_runs(self, run_ids: Iterable[str], epochs: Iterable[int] | None = None) -> None:
+        """Mark runs ``done`` after their last records are committed (with ``epochs``: only if
+        every one of them is recorded)."""
         self.commit()
-        self._call(self.sink.finish_runs, list(run_ids))
+        self._call(self.sink.finish_runs, list(run_ids), None if epochs is None else list(epochs))
 
     def close(self) -> None:
         self.commit()

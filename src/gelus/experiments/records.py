@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gelus.experiments.errors import MachineError, SettingError
+from gelus.experiments.errors import DiskFullError, MachineError, SettingError, is_disk_full
 
 __all__ = [
     "DB_NAME",
@@ -139,8 +139,10 @@ def _connect(path: Path) -> sqlite3.Connection:
     return connection
 
 
-def _records_error(path: Path, error: sqlite3.Error) -> RecordsError:
+def _records_error(path: Path, error: sqlite3.Error) -> RecordsError | DiskFullError:
     text = str(error)
+    if is_disk_full(error):
+        return DiskFullError(path)
     if any(word in text for word in ("readonly", "unable to open", "read-only", "permission")):
         return RecordsError(
             f"{path}: cannot open the records database for writing ({text}); give {{out_dir}} a "
@@ -184,11 +186,16 @@ class RecordStore:
     def commit(self) -> None:
         if not self._pending:
             return
-        with self.connection:
-            self.connection.executemany(
-                "INSERT OR IGNORE INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                self._pending,
-            )
+        try:
+            with self.connection:  # one transaction: all of an epoch's records or none
+                self.connection.executemany(
+                    "INSERT OR IGNORE INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    self._pending,
+                )
+        except sqlite3.OperationalError as error:
+            if is_disk_full(error):
+                raise DiskFullError(self.out_dir / DB_NAME) from error
+            raise
         self._pending.clear()
 
     def finish_runs(self, run_ids: Iterable[str], epochs: Iterable[int] | None = None) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gelus.experiments.activation_spec import (
+    ActivationError,
     ActivationSpec,
     activation_texts,
     resolve_activations,
@@ -103,11 +104,17 @@ def resolve_config(
 
 
 def run_activations(name: str, config: ExperimentConfig) -> tuple[ActivationSpec, ...]:
-    """The config's activations resolved once (imported, built and probed)."""
+    """The config's activations resolved once (imported, built and probed) and checked to suit
+    the config's engine."""
+    from gelus.experiments.driver import ENGINES
+
     try:
-        return resolve_activations(config.activations, config.model.approximate)
+        specs = resolve_activations(config.activations, config.model.approximate)
+        for spec in specs:
+            ENGINES[config.engine].check_activation(spec)
     except SettingError as error:
-        raise type(error)(f"{name}: {error.template}") from None
+        raise ActivationError(f"{name}: {error.template}") from None
+    return specs
 
 
 def resolve_dataset(
@@ -158,6 +165,38 @@ def resolve_device(device: str, config: ExperimentConfig, executor: Executor | N
     return resolved
 
 
+def _run_metadata(preset, config, n_train, requested, source, *, quick, verify) -> dict:
+    """What every run of this command records about its experiment and data."""
+    return {
+        "train_size": n_train,
+        "steps": n_train // config.train.batch_size * config.train.epochs,
+        "experiment": preset.name,
+        "citation": preset.citation,
+        "dataset": config.dataset,
+        "dataset_requested": requested or preset.dataset,
+        "dataset_source": source,
+        "quick": quick,
+        "checksums_verified": verify,
+    }
+
+
+def _resolve_data(
+    preset: Preset, config: ExperimentConfig, data_dir: str | None, dataset: str | None,
+    verify: bool,
+) -> tuple[ExperimentConfig, int, str]:
+    """(config with the dataset used, samples a run trains on, the folder the files came from);
+    the data are loaded (and cached for a worker in this process) to check they fit the config."""
+    used, source = resolve_dataset(preset, config, data_dir, dataset)
+    config = dataclasses.replace(config, dataset=used)
+    data = load_dataset(used, data_dir, validation=holds_out_validation(config), verify=verify)
+    n_train = train_size(config, len(data.train), len(data.val) if data.val is not None else 0)
+    try:
+        check_batch_fits(config, n_train)
+    except ConfigError as error:
+        raise ConfigError(f"{preset.name}: {error.template}", error.parameter) from None
+    return config, n_train, source
+
+
 def _check_workers(workers: int | None, threads: int, runs: int) -> None:
     cores = os.cpu_count() or 1
     if workers is not None and workers < 0:
@@ -194,10 +233,10 @@ def run_experiment(
     ``workers`` then defaults to its own). ``device``: "auto", "cpu" or "cuda", for both engines.
     With ``progress``, shows a bar per worker and prints a summary table at the end.
 
-    ``activations`` (default: the preset's) are registry names, ``module:attribute`` strings
-    (``label=module:attribute`` to name one), or a mapping ``{label: class | factory | function}``
-    of importable objects; each user activation's source file is hashed into the runs' metadata,
-    and adding runs of edited code beside the old records is refused.
+    ``activations`` (default: the preset's): registry names, ``[label=]module:attribute``
+    strings, or ``{label: class | factory | function}`` of importable objects; a user
+    activation's source is hashed into the runs' metadata, and runs of edited code are refused
+    beside the old records.
     """
     preset, config = resolve_config(
         name, activations=activation_texts(activations), seeds=seeds, epochs=epochs,
@@ -207,48 +246,40 @@ def run_experiment(
     runs = sum(len(settings(config, spec)) for spec in specs)
     _check_workers(workers, threads, runs * len(config.optim.lr) * config.train.seeds)
     data_dir = None if data_dir is None else str(data_dir)
-    used, source = resolve_dataset(preset, config, data_dir, dataset)
-    config = dataclasses.replace(config, dataset=used)
-    data = load_dataset(used, data_dir, validation=holds_out_validation(config), verify=verify)
-    n_train = train_size(config, len(data.train), len(data.val) if data.val is not None else 0)
-    try:
-        check_batch_fits(config, n_train)
-    except ConfigError as error:
-        raise ConfigError(f"{name}: {error.template}", error.parameter) from None
+    config, n_train, source = _resolve_data(preset, config, data_dir, dataset, verify)
     device = resolve_device(device, config, executor)
     out_dir = Path(out_dir)
-    metadata = environment_metadata(device, threads) | {
-        "train_size": n_train,
-        "steps": n_train // config.train.batch_size * config.train.epochs,
-        "experiment": name,
-        "citation": preset.citation,
-        "dataset": used,
-        "dataset_requested": dataset or preset.dataset,
-        "dataset_source": source,
-        "quick": quick,
-        "checksums_verified": verify,
-    }
-    sources = {spec.label: spec.source() for spec in specs if spec.is_custom}
-    if sources:
+    metadata = environment_metadata(device, threads) | _run_metadata(
+        preset, config, n_train, dataset, source, quick=quick, verify=verify
+    )
+    if sources := {spec.label: spec.source() for spec in specs if spec.is_custom}:
         metadata["activation_sources"] = sources
         check_activation_code(name, out_dir, sources)
-    store = RecordStore(out_dir)
-    done = store.done_run_ids()
-    store.close()
-    if workers is None and executor is not None:
-        workers = getattr(executor, "workers", None)
     if workers is None:
-        workers = default_workers(device)
+        workers = getattr(executor, "workers", None)
+    workers = default_workers(device) if workers is None else workers
     jobs = plan_jobs(
         name, config, specs, train_size=n_train, out_dir=out_dir, data_dir=data_dir,
-        verify=verify, metadata=metadata, done=done, device=device, workers=workers,
+        verify=verify, metadata=metadata, done=_done_runs(out_dir), device=device, workers=workers,
     )  # fmt: skip
-    executor = executor or LocalExecutor(workers, threads)
-    with ProgressBars(enabled=progress, total=sum(job.epochs for job in jobs), title=name) as bars:
-        executor.run(jobs, bars)
+    _execute(jobs, executor or LocalExecutor(workers, threads), name, progress)
     if progress:
         print(summary_table(read_records(out_dir), read_runs(out_dir), preset))
     return out_dir
+
+
+def _execute(jobs: Sequence, executor: Executor, title: str, progress: bool) -> None:
+    """Run ``jobs`` on ``executor`` with a progress bar per worker."""
+    with ProgressBars(enabled=progress, total=sum(job.epochs for job in jobs), title=title) as bars:
+        executor.run(jobs, bars)
+
+
+def _done_runs(out_dir: Path) -> set[str]:
+    store = RecordStore(out_dir)
+    try:
+        return store.done_run_ids()
+    finally:
+        store.close()
 
 
 def check_activation_code(

@@ -133,19 +133,22 @@ class LocalExecutor:
         self.workers = workers
         self.threads = threads
 
+    def _run_here(self, jobs: Sequence[Job], report: WorkerReport) -> None:
+        import torch
+
+        previous = torch.get_num_threads()
+        torch.set_num_threads(self.threads)  # as in a worker (and identical arithmetic)
+        try:
+            for job in jobs:
+                run_job(job, lambda label, done, total: report(0, label, done, total))
+        finally:
+            torch.set_num_threads(previous)
+
     def run(self, jobs: Sequence[Job], report: WorkerReport) -> None:
         if not jobs:
             return
         if self.workers == 0:
-            import torch
-
-            previous = torch.get_num_threads()
-            torch.set_num_threads(self.threads)  # as in a worker (and identical arithmetic)
-            try:
-                for job in jobs:
-                    run_job(job, lambda label, done, total: report(0, label, done, total))
-            finally:
-                torch.set_num_threads(previous)
+            self._run_here(jobs, report)
             return
         import multiprocessing
 

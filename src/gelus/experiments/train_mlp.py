@@ -46,16 +46,8 @@ def mlp_activation(activation: ActivationSpec) -> torch.nn.Module | None:
     """The one activation module every member of an ensemble shares (None for a stochastic one:
     the stacked model applies its mask itself). Raises ConfigError unless the module is
     elementwise and parameter-free, as one module serving K members must be."""
-    if activation.stochastic:
-        return None
-    if activation.parameters or activation.gated:
-        what = "has learnable parameters" if activation.parameters else "is gated"
-        raise ConfigError(
-            f"activation {activation.label!r} {what}; the stacked MLP engine shares one module "
-            "between its members and takes parameter-free elementwise activations",
-            "activations",
-        )
-    return activation.build()
+    MLPEngine.check_activation(activation)
+    return None if activation.stochastic else activation.build()
 
 
 def build_ensemble(
@@ -307,6 +299,17 @@ class MLPEngine:
     """The engine protocol for one stacked ensemble: every member of ``job`` trained at once."""
 
     evaluates_before_training = True  # the paper's curves start at the untrained nets
+
+    @staticmethod
+    def check_activation(activation: ActivationSpec) -> None:
+        """Refuse what one module shared by K stacked members cannot be: learnable or gated."""
+        if activation.parameters or activation.gated:
+            what = "has learnable parameters" if activation.parameters else "is gated"
+            raise ConfigError(
+                f"activation {activation.label!r} {what}; the stacked MLP engine shares one module "
+                "between its members and takes parameter-free elementwise activations",
+                "activations",
+            )
 
     def __init__(self, job: Job, data: Any, device: torch.device) -> None:
         config = self.config = job.config

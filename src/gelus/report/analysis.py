@@ -156,11 +156,8 @@ def _paper_number(preset: Preset | None, s: Selection) -> float | None:
     preset itself runs (a dropout keep the paper did not use is not the paper's experiment)."""
     if preset is None or s.metric != "error" or s.activation.lower() not in preset.paper_results:
         return None
-    keeps = (
-        {1.0, *preset.config.train.keep}
-        if preset.protocol.tune_setting
-        else set(preset.config.train.keep)
-    )
+    kept = getattr(preset.config.train, "keep", (1.0,))  # the CNN engine has no dropout setting
+    keeps = {1.0, *kept} if preset.protocol.tune_setting else set(kept)
     if s.setting and s.setting not in {f"keep={float(k)!r}" for k in keeps}:
         return None
     return preset.paper_results[s.activation.lower()]
