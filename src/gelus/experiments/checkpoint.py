@@ -84,15 +84,16 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any] | None:
         raise  # not damage: the user must fix the permissions
     except _DAMAGE as error:
         first_line = (str(error).splitlines() or [""])[0]
-        set_aside(path, f"{type(error).__name__}: {first_line}")
+        set_aside(path, f"is unreadable ({type(error).__name__}: {first_line})")
         return None
     if not isinstance(state, dict):
-        set_aside(path, f"holds a {type(state).__name__}, not a checkpoint's dict")
+        set_aside(path, f"is unreadable (holds a {type(state).__name__}, not a checkpoint's dict)")
         return None
     return state
 
 
 def set_aside(path: str | os.PathLike, reason: str) -> Path:
+    # ``reason`` completes "checkpoint PATH ...": "is unreadable (...)", "does not fit this job: ..."
     """Rename an unusable checkpoint to ``NAME.corrupt-<UTC time>`` (never delete it) and warn.
 
     Returns the new path. The warning on stderr names both paths and says the run restarts.
@@ -106,7 +107,7 @@ def set_aside(path: str | os.PathLike, reason: str) -> Path:
         counter += 1
     os.replace(path, aside)
     print(
-        f"gelus: warning: checkpoint {path} is unreadable ({reason}); it was moved to {aside} "
+        f"gelus: warning: checkpoint {path} {reason}; it was moved to {aside} "
         "and its runs start again from the beginning (records already written are kept)",
         file=sys.stderr,
         flush=True,
