@@ -35,6 +35,8 @@ __all__ = ["PRESETS", "Preset"]
 
 PAPER = "Hendrycks & Gimpel, Gaussian Error Linear Units (GELUs), arXiv:1606.08415"
 LR_GRID = (1e-3, 1e-4, 1e-5)  # the TF scripts' grid, tuned on the validation split
+# the paper's three, and SiLU: its Discussion ranks SiLU between GELU and ReLU/ELU
+MNIST_ACTIVATIONS = ("gelu", "relu", "elu", "silu")
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ _add(
         title="MNIST classification, 8 × 128 MLP, with and without dropout",
         citation=f"{PAPER}, §3.1, Fig. 2",
         config=MLPExperimentConfig(
+            activations=MNIST_ACTIVATIONS,
             task="classify",
             dataset="mnist",
             model=ModelConfig(hidden=(128,) * 8),
@@ -146,6 +149,7 @@ _add(
         title="MNIST robustness to uniform input noise",
         citation=f"{PAPER} (v3+), §3.1, Fig. 3",
         config=MLPExperimentConfig(
+            activations=MNIST_ACTIVATIONS,
             task="classify",
             dataset="mnist",
             model=ModelConfig(hidden=(128,) * 8),
@@ -179,6 +183,7 @@ _add(
         title="MNIST autoencoder 784-1000-500-250-30-250-500-1000-784",
         citation=f"{PAPER}, §3.2, Fig. 4",
         config=MLPExperimentConfig(
+            activations=MNIST_ACTIVATIONS,
             task="autoencode",
             dataset="mnist",
             train_on="train+val",  # all 60k images
