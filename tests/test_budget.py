@@ -10,9 +10,9 @@ from gelus.experiments import PRESETS
 from gelus.experiments.budget import budget_table, makespan, price, workload
 
 
-def test_the_mnist_grid_is_90_runs_in_6_ensembles_of_15():
-    w = workload(PRESETS["mnist-classification"])
-    assert (w.engine, w.jobs, w.members, w.runs, w.epochs) == ("mlp", 6, 15, 90, 50)
+def test_the_mnist_grid_is_120_runs_in_8_ensembles_of_15():
+    w = workload(PRESETS["mnist-classification"])  # 4 activations × 2 dropout settings
+    assert (w.engine, w.jobs, w.members, w.runs, w.epochs) == ("mlp", 8, 15, 120, 50)
     assert w.steps == 55_000 // 128
     assert w.eval_samples == 55_000 + 5_000 + 10_000  # train loss, validation, test every epoch
 

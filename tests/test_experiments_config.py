@@ -293,3 +293,18 @@ def test_paper_claims_as_the_paper_states_them():
     assert soi.protocol.tune_setting and "11.9 %" in soi.paper_summary
     assert "TensorFlow's input_data" in " ".join(PRESETS["mnist-classification"].fidelity)
     assert "effective ε" in " ".join(PRESETS["cifar10-allconv"].fidelity)
+
+
+def test_run_help_after_a_preset_lists_its_keys_with_values(capsys):
+    from gelus.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "cifar10-allconv", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "cnn.adam_eps                 1e-08" in out and "optim.eps" not in out
+    assert "train.epochs                 200" in out and "--quick sets: train.epochs=2" in out
+    with pytest.raises(SystemExit):
+        main(["run", "mnist-classification", "--help"])
+    out = capsys.readouterr().out
+    assert "train.keep" in out and "activations                  gelu,relu,elu,silu" in out

@@ -15,6 +15,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run (or resume) one of the paper's experiments",
         description="Run one experiment preset; a second call resumes: finished runs are skipped, "
         "interrupted ones continue from their last checkpoint.",
+        add_help=False,
+    )
+    run.add_argument(
+        "-h", "--help", action=_PresetHelp, help="show this help (after a preset name: its keys)"
     )
     run.add_argument("experiment", help="preset name (see `gelus list`)")
     run.add_argument(
@@ -65,6 +69,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="skip the dataset checksum check (own copies of the files)",
     )
     run.set_defaults(func=_run)
+
+
+class _PresetHelp(argparse.Action):
+    """``--help``; after a preset name (``gelus run mnist-noise --help``) also every ``--set`` key
+    of that preset with its value."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        parser.print_help()
+        name = getattr(namespace, "experiment", None)
+        if name is not None:
+            print(preset_keys(name))
+        parser.exit()
+
+
+def preset_keys(name: str) -> str:
+    """The ``--set`` keys of preset ``name`` with their values (and the ``--quick`` ones)."""
+    from gelus.experiments.config import config_keys, config_to_dict, flat_config
+    from gelus.experiments.presets import PRESETS
+
+    preset = PRESETS.get(name)
+    if preset is None:
+        return f"\nunknown experiment {name[:60]!r}; valid experiments: {', '.join(PRESETS)}"
+    flat = flat_config(config_to_dict(preset.config))
+    lines = [f"\n--set keys of {name} (KEY=VALUE; tuples comma-separated), with the preset's values:"]
+    for key in config_keys(preset.config):
+        value = flat[key]
+        shown = ",".join(map(str, value)) if isinstance(value, list | tuple) else value
+        lines.append(f"  {key:<28} {shown}")
+    lines.append(f"--quick sets: {' '.join(preset.quick) or '(nothing)'}")
+    return "\n".join(lines)
 
 
 def _list(args: argparse.Namespace) -> int:
