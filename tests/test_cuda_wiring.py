@@ -11,12 +11,23 @@ from gelus._operator import OPERATOR_DEVICES_UNDER_COMPILE
 
 
 def test_every_kernel_is_registered_for_cuda_only():
-    for op in _cuda.CUDA_KERNELS:
-        name = op._qualname  # e.g. "gelus::gelu"
-        assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA"), name
-        assert not torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU"), name
+    import subprocess
+    import sys
+
+    # In a fresh process: some tests register kernels for "cpu" to exercise the seam.
+    code = (
+        "import torch, gelus\n"
+        "from gelus import _cuda\n"
+        "for op in _cuda.CUDA_KERNELS:\n"
+        "    name = op._qualname\n"
+        "    assert torch._C._dispatch_has_kernel_for_dispatch_key(name, 'CUDA'), name\n"
+        "    assert not torch._C._dispatch_has_kernel_for_dispatch_key(name, 'CPU'), name\n"
+        "print(len(_cuda.CUDA_KERNELS))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["14"]
     assert "cuda" in OPERATOR_DEVICES_UNDER_COMPILE  # compiled CUDA graphs keep the operators
-    assert len(_cuda.CUDA_KERNELS) == 10
 
 
 @pytest.fixture
@@ -75,8 +86,8 @@ def test_parameter_members_match_and_refuse_what_they_cannot_take(triton_on_cpu)
     _close(_cuda.swish_backward(G, X, 1.5), _swish.backward(g, x, 1.5))
     sigma = 0.5 + C.abs()
     _close(_cuda.generalized_gelu(X, C, sigma), _generalized.forward(x, c, sigma.double()))
-    _close(_cuda.bias_gelu(X, C), _bias_gelu.bias_gelu_op._init_fn(x, c))
-    _close(_cuda.bias_gelu_backward(G, X, C), _bias_gelu.bias_gelu_backward_op._init_fn(g, x, c))
+    _close(_cuda.bias_gelu(X, C), _bias_gelu.kernel_forward(x, c))
+    _close(_cuda.bias_gelu_backward(G, X, C), _bias_gelu.kernel_backward(g, x, c))
     assert triton_on_cpu == [
         "swish_forward", "swish_backward", "generalized_gelu_forward", "bias_gelu_forward",
         "bias_gelu_backward",
@@ -94,10 +105,10 @@ def test_geglu_kernels_match_the_default_kernels(triton_on_cpu):
     x = torch.cat([G, X], dim=-1)  # [value, gate]
     grad = torch.randn(64, 64, generator=torch.Generator().manual_seed(1))
     x64, grad64 = _d(x, grad)
-    _close(_cuda.geglu(x, -1, "none"), _geglu.geglu_op._init_fn(x64, -1, "none"))
+    _close(_cuda.geglu(x, -1, "none"), _geglu.kernel_forward(x64, -1, "none"))
     _close(
         _cuda.geglu_backward(grad, x, -1, "none"),
-        _geglu.geglu_backward_op._init_fn(grad64, x64, -1, "none"),
+        _geglu.kernel_backward(grad64, x64, -1, "none"),
     )
     assert triton_on_cpu == ["geglu_forward", "geglu_backward"]
 
@@ -137,12 +148,22 @@ def test_cuda_tensors_take_the_triton_kernels_eager_and_compiled(compiled):
     assert torch.isfinite(x.grad).all()
 
 
-def test_backward_hooks_and_stochastic_kernel_are_installed():
+def test_the_cuda_route_is_the_table_with_no_hook_slots():
+    """Parameter gradients and the stochastic mask are operators with CUDA kernels; the members
+    keep no slots for a device module to fill."""
     from gelus import _generalized, _stochastic, _swish
+    from gelus._operator import device_kernel
 
-    assert _generalized.fused_gradients is _cuda.generalized_gelu_gradients
-    assert _swish.fused_tensor_gradients is _cuda.swish_tensor_gradients
-    assert _stochastic.device_kernel is _cuda.stochastic_gelu
+    for op in (
+        _generalized.generalized_gelu_backward_op,
+        _swish.swish_tensor_backward_op,
+        _stochastic.stochastic_gelu_op,
+        _stochastic.stochastic_gelu_backward_op,
+    ):
+        assert op in _cuda.CUDA_KERNELS
+    assert not hasattr(_generalized, "fused_gradients")
+    assert not hasattr(_swish, "fused_tensor_gradients")
+    assert _stochastic.device_kernel is device_kernel  # the route's query, not a slot
 
 
 @pytest.fixture
@@ -157,46 +178,115 @@ def test_parameter_gradients_in_one_pass_match_the_composed_backward(kernels_on_
 
     x, g, c = _d(X, G, C)
     sigma = 0.5 + C.abs()
-    with torch.no_grad():  # a backward autograd does not record
-        dx, dmu, dsigma = _cuda.generalized_gelu_gradients(G, X, C, sigma)
-        want = _generalized.backward(g, x, c, sigma.double())  # float64: the composed route
-        for got, expected in zip((dx, dmu, dsigma), want, strict=True):
-            torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
-        beta = C + 1.5
-        dx, dbeta = _cuda.swish_tensor_gradients(G, X, beta)
-        want = _swish._tensor_grads(g, x, beta.double(), (True, True))
-        torch.testing.assert_close(dx.double(), want[0], rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(dbeta.double(), want[1], rtol=1e-5, atol=1e-5)
-    # a recorded backward (create_graph) stays the differentiable composition
-    assert _cuda.generalized_gelu_gradients(G, X, C, sigma) is None
+    dx, dmu, dsigma = _cuda.generalized_gelu_backward(G, X, C, sigma)
+    want = _generalized.composed_backward(g, x, c, sigma.double())  # float64: the composed route
+    for got, expected in zip((dx, dmu, dsigma), want, strict=True):
+        torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+    beta = C + 1.5
+    dx, dbeta = _cuda.swish_tensor_backward(G, X, beta)
+    want = _swish.tensor_composed_backward(g, x, beta.double())
+    torch.testing.assert_close(dx.double(), want[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(dbeta.double(), want[1], rtol=1e-5, atol=1e-5)
+    # a gradient of another dtype: the composed default kernel, same values
+    dx64 = _cuda.generalized_gelu_backward(g, X, C, sigma)[0]
+    assert torch.equal(dx64, _generalized.composed_backward(g, X, C, sigma)[0])
 
 
-def test_stochastic_kernel_keeps_x_and_the_seed_and_regenerates_its_mask(kernels_on_cpu):
+@pytest.fixture
+def as_cpu_kernels(monkeypatch, kernels_on_cpu):
+    """Route operators on CPU tensors to given kernels, as register_kernel(op, "cpu", kernel)
+    would, but undone after the test (a registration stays for the process): the kernel replaces
+    the op's default and the members' device_kernel query sees a CPU kernel for it."""
+    from gelus import _operator
+
+    routed = set()
+
+    def route(kernels):
+        for op, kernel in kernels.items():
+            monkeypatch.setitem(op._backend_fns, None, kernel)  # the default, looked up per call
+            routed.add(op)
+
+    real = _operator.has_device_kernel
+    monkeypatch.setattr(
+        _operator, "has_device_kernel", lambda op, device: op in routed or real(op, device)
+    )
+    return route
+
+
+def test_a_device_with_a_gradient_kernel_takes_it_only_in_an_unrecorded_backward(as_cpu_kernels):
+    from gelus import _generalized
+
+    calls = []
+
+    def spy(grad, x, mu, sigma):
+        calls.append(torch.is_grad_enabled())
+        return _cuda.generalized_gelu_backward(grad, x, mu, sigma)
+
+    as_cpu_kernels({_generalized.generalized_gelu_backward_op: spy})
+    x = X.clone().requires_grad_()
+    mu, sigma = C.clone().requires_grad_(), (0.5 + C.abs()).requires_grad_()
+    gelus.functional.generalized_gelu(x, mu, sigma).backward(G)
+    assert calls == [False]  # the one-pass kernel
+    grads = torch.autograd.grad(
+        gelus.functional.generalized_gelu(x, mu, sigma), (x, mu, sigma), G, create_graph=True
+    )
+    assert calls == [False]  # create_graph: the differentiable composition
+    want = _generalized.composed_backward(G, X, C, sigma.detach())
+    for got, expected in zip((x.grad, mu.grad, sigma.grad), want, strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    for got, expected in zip(grads, want, strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_stochastic_operator_keeps_x_and_the_seed_and_regenerates_its_mask(as_cpu_kernels):
     from scipy import special
 
+    from gelus import _stochastic
+
+    as_cpu_kernels(
+        {
+            _stochastic.stochastic_gelu_op: _cuda.stochastic_gelu,
+            _stochastic.stochastic_gelu_backward_op: _cuda.stochastic_gelu_backward,
+        }
+    )
     x = torch.linspace(-3, 3, 1 << 14).requires_grad_()
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
         torch.manual_seed(7)
-        y = _cuda.stochastic_gelu(x, None)
+        y = _stochastic.stochastic_gelu_training(x)
     assert [t.data_ptr() for t in saved] == [x.data_ptr()]  # only x (the seed is an int)
     kept = y.detach() != 0
     assert torch.equal(y.detach()[kept], x.detach()[kept])  # y = x·m
-    y.backward(torch.full_like(y, 2.0))
-    assert torch.equal(x.grad, 2.0 * kept.float())  # the same mask, regenerated
+    (grad,) = torch.autograd.grad(y, x, torch.full_like(y, 2.0), create_graph=True)
+    assert torch.equal(grad, 2.0 * kept.float())  # the same mask, regenerated
+    torch.manual_seed(7)
+    assert torch.equal(_stochastic.stochastic_gelu_training(x.detach()), y.detach())
+    # the Triton kernel's Philox mask, not the default kernel's torch generator
+    torch.manual_seed(7)
+    seed = int(torch.randint(2**31, (1,)))
+    assert not torch.equal(_stochastic.seeded_forward(x.detach(), seed), y.detach())
     # P(m = 1) = Φ(x): 4096 points per quarter, binomial error ≈ 0.008
     phi = special.ndtr(x.detach().numpy())
     for lo in range(0, 1 << 14, 4096):
         part = slice(lo, lo + 4096)
         assert abs(kept[part].float().mean().item() - phi[part].mean()) < 0.03
-    torch.manual_seed(7)
-    again = _cuda.stochastic_gelu(x.detach(), None)
-    assert torch.equal(again, y.detach())  # reproducible under torch.manual_seed
+
+
+def test_stochastic_default_kernels_regenerate_the_same_mask():
+    from gelus import _stochastic
+
+    x = torch.randn(4096)
+    y = _stochastic.seeded_forward(x, 3)
+    assert torch.equal(_stochastic.seeded_backward(torch.ones_like(x), x, 3), (y != 0).float())
+    assert torch.equal(_stochastic.seeded_forward(x, 3), y)
 
 
 def test_fake_tensors_never_reach_the_kernels(kernels_on_cpu):
-    """A backward hook runs while compile/export trace the autograd with fake tensors."""
+    """A backward runs while compile/export trace the autograd with fake tensors."""
     from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from gelus import _generalized
+    from gelus._operator import device_kernel
 
     sigma = C.abs() + 1
     mode = FakeTensorMode()
@@ -204,7 +294,7 @@ def test_fake_tensors_never_reach_the_kernels(kernels_on_cpu):
     assert _cuda._kernels(x) is None  # outside the mode: a fake tensor is not plain
     with mode:
         assert _cuda._kernels(x) is None
-        assert _cuda.generalized_gelu_gradients(g, x, mu, s) is None
+        assert device_kernel(_generalized.generalized_gelu_backward_op, x, g, mu, s) is None
     assert _cuda._kernels(X) is not None  # the same call on real tensors takes the kernels
 
 

@@ -20,6 +20,7 @@ from gelus._operator import (
     route,
     tangent_sum,
 )
+from gelus._torch_compat import below_autograd
 
 __all__ = ["bias_gelu", "bias_gelu_backward_op", "bias_gelu_op"]
 
@@ -71,7 +72,7 @@ def _grad_h(grad: Tensor, x: Tensor, bias: Tensor, approximate: str, accurate: b
         h = x + bias
         return (grad * _gelu.slope(h, approximate, accurate)).to(h.dtype)
     kernel = kernel_for(bias_gelu_backward_op, kernel_backward, x, grad, bias)
-    with torch._C._AutoDispatchBelowAutograd():
+    with below_autograd():
         return kernel(grad, x, bias, approximate, accurate)
 
 
@@ -105,7 +106,7 @@ class _Function(torch.autograd.Function):
     @staticmethod
     def forward(x: Tensor, bias: Tensor, approximate: str, accurate: bool) -> Tensor:
         kernel = kernel_for(bias_gelu_op, kernel_forward, x, bias)
-        with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
+        with below_autograd():  # this Function is the autograd
             return kernel(x, bias, approximate, accurate)
 
     @staticmethod

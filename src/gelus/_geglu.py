@@ -10,6 +10,7 @@ from torch import Tensor
 
 from gelus import _gelu
 from gelus._operator import NAMESPACE, fast_apply, kernel_for, route, tame_hint, tangent_sum
+from gelus._torch_compat import below_autograd
 
 __all__ = ["check", "geglu", "geglu_backward_op", "geglu_op"]
 
@@ -111,7 +112,7 @@ def _(info, in_dims, grad, x, dim=-1, approximate="none", accurate=False, tame=N
 def _grad(grad, x, dim, approximate, accurate, tame=None) -> Tensor:
     if not torch.is_grad_enabled():
         kernel = kernel_for(geglu_backward_op, kernel_backward, x, grad)
-        with torch._C._AutoDispatchBelowAutograd():
+        with below_autograd():
             return kernel(grad, x, dim, approximate, accurate, tame)
     # autograd records the backward: a differentiable composition
     value, gate = x.chunk(2, dim=dim)
@@ -142,7 +143,7 @@ class _Function(torch.autograd.Function):
     @staticmethod
     def forward(x: Tensor, dim: int, approximate: str, accurate: bool, tame) -> Tensor:
         kernel = kernel_for(geglu_op, kernel_forward, x)
-        with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
+        with below_autograd():  # this Function is the autograd
             return kernel(x, dim, approximate, accurate, tame)
 
     @staticmethod

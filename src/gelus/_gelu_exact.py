@@ -19,6 +19,7 @@ from torch import Tensor
 
 from gelus._common import GELU_CLAMP, GELU_TAME, INV_SQRT_2PI, SQRT_HALF, compute_dtype, is_tame
 from gelus._phi import normal_cdf_rational
+from gelus._torch_compat import gelu_into
 
 __all__ = [
     "backward",
@@ -66,7 +67,7 @@ def forward(
         return _finish(torch.special.erfc(xd * -SQRT_HALF).mul_(0.5).mul_(xd), dtype, out)
     direct = _direct(out, x.dtype)
     if is_tame(x, GELU_TAME) if tame is None else tame:
-        y = F.gelu(x) if direct is None else torch._C._nn.gelu(x, out=direct)
+        y = F.gelu(x) if direct is None else gelu_into(x, direct)
     else:
         y = F.gelu(x.clamp(-GELU_CLAMP, GELU_TAME))  # −inf -> gelu(−40) = −0; +inf -> finite
         y = torch.where(x > GELU_TAME, x, y)  # gelu(x) = x there, and at +inf

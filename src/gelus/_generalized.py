@@ -18,14 +18,23 @@ from gelus._operator import (
     NAMESPACE,
     broadcast_fake,
     broadcast_vmap,
+    device_kernel,
     fast_apply,
     kernel_for,
     route,
     tangent_sum,
 )
 from gelus._phi import normal_cdf, normal_cdf_rational, normal_pdf
+from gelus._torch_compat import below_autograd
 
-__all__ = ["backward", "forward", "generalized_gelu", "generalized_gelu_op"]
+__all__ = [
+    "backward",
+    "composed_backward",
+    "forward",
+    "generalized_gelu",
+    "generalized_gelu_backward_op",
+    "generalized_gelu_op",
+]
 
 
 def _value(x: Tensor, mu: Tensor, sigma: Tensor, cdf=normal_cdf) -> Tensor:
@@ -62,14 +71,23 @@ def backward(
 ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
     """Gradients for x, μ and σ, each summed down to its shape and in its dtype.
 
-    A composition of torch ops: differentiable (double backward, torch.func); on CUDA, a backward
-    autograd does not record takes the Triton kernel (one pass, per-channel sums).
+    A composition of torch ops: differentiable (double backward, torch.func). A backward that
+    autograd does not record calls ``gelus::generalized_gelu_backward`` instead where a device
+    registers a kernel for it (on CUDA the Triton kernel: one pass, per-channel sums).
     """
-    fused = None if fused_gradients is None else fused_gradients(grad, x, mu, sigma)
+    fused = None
+    if not torch.is_grad_enabled():
+        fused = device_kernel(generalized_gelu_backward_op, x, grad, mu, sigma)
     if fused is not None:
+        grads = fused(grad, x, mu, sigma)
         return tuple(
-            g if needed else None for g, needed in zip(fused, needs_input_grad, strict=False)
+            g if needed else None for g, needed in zip(grads, needs_input_grad, strict=False)
         )
+    return composed_backward(grad, x, mu, sigma, needs_input_grad)
+
+
+def composed_backward(grad, x, mu, sigma, needs_input_grad=(True, True, True)):
+    """:func:`backward` as a composition of torch ops (the default kernel of the backward op)."""
     dtype = compute_dtype(x.dtype, mu.dtype, sigma.dtype)
     partials = _partials(x.to(dtype), mu.to(dtype), sigma.to(dtype))
     grad = grad.to(dtype)
@@ -79,9 +97,18 @@ def backward(
     )
 
 
-# A device's one-pass gradients, (grad, x, μ, σ) -> (dx, dμ, dσ) or None for "not this call";
-# set by gelus._cuda.register() (the Triton kernel on CUDA).
-fused_gradients = None
+@torch.library.custom_op(f"{NAMESPACE}::generalized_gelu_backward", mutates_args=())
+def generalized_gelu_backward_op(
+    grad: Tensor, x: Tensor, mu: Tensor, sigma: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(dx, dμ, dσ), each in its tensor's shape and dtype: the gradients in one operator, for a
+    device kernel to register (its default kernel is :func:`backward`'s composition)."""
+    return composed_backward(grad, x, mu, sigma)
+
+
+@generalized_gelu_backward_op.register_fake
+def _(grad, x, mu, sigma):
+    return x.new_empty(x.shape), mu.new_empty(mu.shape), sigma.new_empty(sigma.shape)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::generalized_gelu", mutates_args=())
@@ -118,7 +145,7 @@ class _Function(torch.autograd.Function):
     @staticmethod
     def forward(x: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:
         kernel = kernel_for(generalized_gelu_op, forward, x, mu, sigma)
-        with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
+        with below_autograd():  # this Function is the autograd
             return kernel(x, mu, sigma)
 
     @staticmethod

@@ -33,6 +33,14 @@ import torch
 from torch import Tensor
 
 from gelus._common import is_tame, result_dtype
+from gelus._torch_compat import (
+    below_autograd,
+    dispatch_mode_active,
+    function_apply,
+    functorch_active,
+    has_device_kernel,
+    is_plain,
+)
 
 __all__ = [
     "NAMESPACE",
@@ -42,6 +50,7 @@ __all__ = [
     "UnaryFunction",
     "broadcast_fake",
     "broadcast_vmap",
+    "device_kernel",
     "fast_apply",
     "kernel_for",
     "register_unary_autograd",
@@ -133,24 +142,9 @@ def fast_apply(function: type[torch.autograd.Function], *args):
     """``function.apply(*args)``, without binding default arguments when no torch.func transform
     is active: ``Function.apply`` binds them with ``inspect.signature`` on every call, ~15 µs
     that a pointwise op on a small tensor notices. Every argument must be given."""
-    if torch._C._are_functorch_transforms_active():
+    if functorch_active():
         return function.apply(*args)
-    args = torch._functorch.utils.unwrap_dead_wrappers(args)
-    return super(torch.autograd.Function, function).apply(*args)
-
-
-_PLAIN = (Tensor, torch.nn.Parameter)
-
-
-def _plain(t: Tensor) -> bool:
-    """A dense tensor of its own: not batched, not a subclass (fake, functional, …) that a
-    tracer hands in."""
-    functorch = torch._C._functorch
-    return (
-        type(t) in _PLAIN
-        and not functorch.is_functorch_wrapped_tensor(t)
-        and not functorch.is_legacy_batchedtensor(t)
-    )
+    return function_apply(function, args)
 
 
 def kernel_for(op: Callable, default: Callable, x: Tensor, *others: Tensor) -> Callable:
@@ -158,20 +152,24 @@ def kernel_for(op: Callable, default: Callable, x: Tensor, *others: Tensor) -> C
     is registered for that device (``torch.library.register_kernel``), or under vmap (a torch.func
     transform, or the batched gradients of ``autograd.grad(is_grads_batched=True)``), whose rules
     live on the operator; otherwise its default kernel, called directly, which saves the
-    dispatcher's Python layers (~20 µs a call) and the lazy import of torch._dynamo that a custom
+    dispatcher's Python layers (~20 µs a call) and the lazy import of dynamo that a custom
     operator's first call triggers (~2 s). Tracers (fake or functional tensors, a dispatch
     mode) get the operator too. ``others``: the call's other tensor arguments."""
-    if (
-        torch._C._are_functorch_transforms_active()
-        or torch._C._len_torch_dispatch_stack()
-        or not all(map(_plain, (x, *others)))
-    ):
+    if functorch_active() or dispatch_mode_active() or not all(map(is_plain, (x, *others))):
         return op
-    registered = getattr(op, "_backend_fns", None)  # torch.library.CustomOpDef's device kernels
-    if registered is None:
-        key = torch._C._dispatch_key_for_device(x.device.type)
-        return op if torch._C._dispatch_has_kernel_for_dispatch_key(op._name, key) else default
-    return op if x.device.type in registered else default
+    return op if has_device_kernel(op, x.device.type) else default
+
+
+def device_kernel(op: Callable, x: Tensor, *others: Tensor) -> Callable | None:
+    """``op`` when a kernel is registered for x's device and this is a plain eager call (real
+    tensors, no torch.func transform, no tracer), else None. For the operators that only a
+    device's kernels need (one-pass parameter gradients, the stochastic mask drawn in the kernel):
+    the default route composes torch ops instead, which autograd and tracers can follow."""
+    if torch.compiler.is_compiling() or functorch_active() or dispatch_mode_active():
+        return None
+    if not all(map(is_plain, (x, *others))) or not has_device_kernel(op, x.device.type):
+        return None
+    return op
 
 
 def tame_hint(x: Tensor, bound: float | None) -> bool | None:
@@ -182,7 +180,7 @@ def tame_hint(x: Tensor, bound: float | None) -> bool | None:
         bound is None
         or x.dtype not in (torch.float32, torch.float64)  # half types: checked after upcasting
         or x.device.type != "cpu"
-        or torch._C._are_functorch_transforms_active()
+        or functorch_active()
     ):
         return None
     return is_tame(x, bound)
@@ -230,7 +228,7 @@ class UnaryFunction(torch.autograd.Function):
     @staticmethod
     def forward(x: Tensor, member: Unary, tame: bool | None, *options) -> Tensor:
         forward = kernel_for(member.forward, member.forward_kernel, x)
-        with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
+        with below_autograd():  # this Function is the autograd
             return forward(x, *options, tame)
 
     @staticmethod
@@ -249,7 +247,7 @@ class UnaryFunction(torch.autograd.Function):
             grad_x = (grad * ctx.member.slope(x, *ctx.options)).to(x.dtype)
         else:
             backward = kernel_for(ctx.member.backward, ctx.member.backward_kernel, x, grad)
-            with torch._C._AutoDispatchBelowAutograd():
+            with below_autograd():
                 grad_x = backward(grad, x, *ctx.options, ctx.tame)
         return (grad_x, None, None) + (None,) * len(ctx.options)
 

@@ -1,8 +1,9 @@
 """Stochastic GELU (the paper's "SOI map"): x·m, m ~ Bernoulli(Φ(x)) in training, x·Φ(x) in eval.
 
-A composition of torch ops on every route (a random mask has no kernel worth an operator): the
-mask is drawn without gradient tracking and the output is ``torch.where(mask, x, 0)``, so
-autograd keeps only the boolean mask (1 byte per element) and ∂/∂x = m. In eval it is the exact
+A composition of torch ops on every route: the mask is drawn without gradient tracking and the
+output is ``torch.where(mask, x, 0)``, so autograd keeps only the boolean mask (1 byte per
+element) and ∂/∂x = m. A device with a kernel for ``gelus::stochastic_gelu`` (CUDA) takes that
+operator in eager training instead: the mask is a function of (x, seed), regenerated in backward. In eval it is the exact
 GELU operator. Under ``torch.func.vmap`` pass ``randomness="different"`` (or ``"same"``), as for
 dropout.
 
@@ -16,9 +17,17 @@ import torch
 from torch import Tensor
 
 from gelus._common import compute_dtype
+from gelus._operator import NAMESPACE, device_kernel
 from gelus._phi import normal_cdf
 
-__all__ = ["stochastic_gelu_mask", "stochastic_gelu_training"]
+__all__ = [
+    "seeded_backward",
+    "seeded_forward",
+    "stochastic_gelu_backward_op",
+    "stochastic_gelu_mask",
+    "stochastic_gelu_op",
+    "stochastic_gelu_training",
+]
 
 
 def stochastic_gelu_mask(x: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -34,18 +43,75 @@ def stochastic_gelu_mask(x: Tensor, generator: torch.Generator | None = None) ->
         return uniform.ge(prob).logical_not_()
 
 
-# A device's training-mode kernel, (x, generator) -> x·m or None for "not this call"; set by
-# gelus._cuda.register() (the Triton kernel with an in-kernel Philox mask on CUDA).
-device_kernel = None
-
-
 def stochastic_gelu_training(x: Tensor, generator: torch.Generator | None = None) -> Tensor:
     """x·m with a fresh mask: ``torch.where(mask, x, 0)`` (+inf → +inf, −inf → 0, nan → nan).
 
-    On CUDA (eager) the mask is drawn in the Triton kernel from a Philox seed and regenerated in
-    backward, so only x and the seed are kept (:func:`gelus._cuda.stochastic_gelu`)."""
-    if device_kernel is not None and x.device.type != "cpu" and not torch.compiler.is_compiling():
-        y = device_kernel(x, generator)
-        if y is not None:
-            return y
+    Where a device registers a kernel for ``gelus::stochastic_gelu`` (CUDA: the Triton kernel
+    draws the mask from a Philox seed and regenerates it in backward), eager calls take that
+    operator, keeping only x and the seed. The seed comes from ``generator`` (torch's default
+    CPU generator when None: reproducible under ``torch.manual_seed``, no device sync)."""
+    op = device_kernel(stochastic_gelu_op, x)
+    if op is not None and (generator is None or generator.device.type == "cpu"):
+        return op(x, int(torch.randint(2**31, (1,), generator=generator)))
     return torch.where(stochastic_gelu_mask(x, generator), x, 0.0)
+
+
+# ---------------------------------------------------------------- the seeded operators
+# x·m and grad·m with m a function of (x, seed), so that backward regenerates the mask and keeps
+# no mask tensor. The default kernels draw it with a torch generator seeded on x's device.
+
+
+def _seeded_mask(x: Tensor, seed: int) -> Tensor:
+    return stochastic_gelu_mask(x, torch.Generator(device=x.device).manual_seed(seed))
+
+
+def seeded_forward(x: Tensor, seed: int) -> Tensor:
+    """The default kernel of ``gelus::stochastic_gelu``."""
+    return torch.where(_seeded_mask(x, seed), x, 0.0)
+
+
+def seeded_backward(grad: Tensor, x: Tensor, seed: int) -> Tensor:
+    """The default kernel of ``gelus::stochastic_gelu_backward``."""
+    return torch.where(_seeded_mask(x, seed), grad.to(x.dtype), 0.0)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::stochastic_gelu", mutates_args=())
+def stochastic_gelu_op(x: Tensor, seed: int) -> Tensor:
+    """x·m, m ~ Bernoulli(Φ(x)) drawn from ``seed`` (a device kernel registers here)."""
+    return seeded_forward(x, seed)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::stochastic_gelu_backward", mutates_args=())
+def stochastic_gelu_backward_op(grad: Tensor, x: Tensor, seed: int) -> Tensor:
+    """grad·m with the mask of ``stochastic_gelu(x, seed)`` regenerated (x's dtype)."""
+    return seeded_backward(grad, x, seed)
+
+
+@stochastic_gelu_op.register_fake
+def _(x, seed):
+    return torch.empty_like(x)
+
+
+@stochastic_gelu_backward_op.register_fake
+def _(grad, x, seed):
+    return torch.empty_like(x)
+
+
+def _setup(ctx, inputs, output):
+    x, seed = inputs[-2], inputs[-1]
+    ctx.save_for_backward(x)
+    ctx.seed = seed
+
+
+def _backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return stochastic_gelu_backward_op(grad, x, ctx.seed), None
+
+
+def _backward_backward(ctx, grad):  # linear in grad: its own derivative is the same mask
+    (x,) = ctx.saved_tensors
+    return stochastic_gelu_backward_op(grad, x, ctx.seed), None, None
+
+
+stochastic_gelu_op.register_autograd(_backward, setup_context=_setup)
+stochastic_gelu_backward_op.register_autograd(_backward_backward, setup_context=_setup)

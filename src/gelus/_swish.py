@@ -31,6 +31,7 @@ from gelus._operator import (
     Unary,
     broadcast_fake,
     broadcast_vmap,
+    device_kernel,
     fast_apply,
     kernel_for,
     register_unary_autograd,
@@ -39,6 +40,7 @@ from gelus._operator import (
     unary_backward_vmap,
     unary_vmap,
 )
+from gelus._torch_compat import below_autograd, silu_into
 
 __all__ = ["backward", "forward", "slope", "swish", "tame_bound"]
 
@@ -61,7 +63,7 @@ def forward(
     if beta == 0.0:
         y = torch.mul(x, 0.5, out=direct) if direct is not None else x * 0.5
     elif beta == 1.0:
-        y = F.silu(x) if direct is None else torch._C._nn.silu(x, out=direct)
+        y = F.silu(x) if direct is None else silu_into(x, direct)
     else:
         y = torch.mul(x, beta).sigmoid_()
         y = y.mul_(x) if direct is None else torch.mul(y, x, out=direct)
@@ -247,15 +249,21 @@ def _tensor_partials(x: Tensor, beta: Tensor) -> tuple[Tensor, Tensor]:
     return partial_x, inside * inside * ds
 
 
-# A device's one-pass gradients of tensor-β Swish, (grad, x, β) -> (dx, dβ) or None for "not
-# this call"; set by gelus._cuda.register() (the Triton kernel on CUDA).
-fused_tensor_gradients = None
-
-
 def _tensor_grads(grad: Tensor, x: Tensor, beta: Tensor, needs: tuple[bool, bool]):
-    fused = None if fused_tensor_gradients is None else fused_tensor_gradients(grad, x, beta)
+    # A backward autograd does not record takes gelus::swish_tensor_backward where a device
+    # registers a kernel for it (on CUDA the Triton kernel: one pass, per-channel dβ).
+    fused = (
+        None if torch.is_grad_enabled() else device_kernel(swish_tensor_backward_op, x, grad, beta)
+    )
     if fused is not None:
-        return tuple(g if needed else None for g, needed in zip(fused, needs, strict=False))
+        grads = fused(grad, x, beta)
+        return tuple(g if needed else None for g, needed in zip(grads, needs, strict=False))
+    return tensor_composed_backward(grad, x, beta, needs)
+
+
+def tensor_composed_backward(grad, x, beta, needs=(True, True)):
+    """(dx, dβ) of tensor-β Swish, a composition of torch ops: the default kernel of
+    ``gelus::swish_tensor_backward``; each summed to its tensor's shape, in its dtype."""
     dtype = compute_dtype(x.dtype, beta.dtype)
     xc, betac = x.to(dtype), beta.to(dtype)
     partial_x, partial_beta = _tensor_partials(xc, betac)
@@ -282,6 +290,17 @@ def _(x, beta):
     return broadcast_fake(x, beta)
 
 
+@torch.library.custom_op(f"{NAMESPACE}::swish_tensor_backward", mutates_args=())
+def swish_tensor_backward_op(grad: Tensor, x: Tensor, beta: Tensor) -> tuple[Tensor, Tensor]:
+    """(dx, dβ) of tensor-β Swish in one operator, for a device kernel to register."""
+    return tensor_composed_backward(grad, x, beta)
+
+
+@swish_tensor_backward_op.register_fake
+def _(grad, x, beta):
+    return x.new_empty(x.shape), beta.new_empty(beta.shape)
+
+
 swish_tensor_op.register_vmap(broadcast_vmap(swish_tensor_op, 2))
 
 
@@ -305,7 +324,7 @@ class _TensorFunction(torch.autograd.Function):
     @staticmethod
     def forward(x: Tensor, beta: Tensor) -> Tensor:
         kernel = kernel_for(swish_tensor_op, tensor_kernel, x, beta)
-        with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
+        with below_autograd():  # this Function is the autograd
             return kernel(x, beta)
 
     @staticmethod
