@@ -260,6 +260,13 @@ def _opcheck_samples():
         (ops.geglu, (r(4, 3), 0, "tanh", False)),
         (ops.geglu_backward, (r(3, 2, grad=False), r(3, 4, grad=False), -1, "sigmoid", False)),
         (ops.generalized_gelu, (r(3, 4), r(4), r(4, grad=False).abs().add(0.5).requires_grad_())),
+        (
+            ops.generalized_gelu_backward,
+            (r(3, 4, grad=False), r(3, 4, grad=False), r(4, grad=False), r(4, grad=False).exp()),
+        ),
+        (ops.swish_tensor_backward, (r(3, 4, grad=False), r(3, 4, grad=False), r(4, grad=False))),
+        (ops.stochastic_gelu, (r(3, 4), 7)),
+        (ops.stochastic_gelu_backward, (r(3, 4), r(3, 4, grad=False), 7)),
     ]
 
 
@@ -270,17 +277,28 @@ def test_opcheck_schema_fake_kernel_autograd_registration(sample):
     assert all(value == "SUCCESS" for value in result.values()), result
 
 
+def test_operator_schemas_carry_no_internal_hint():
+    """A device kernel implements the schema; the default kernels' hints stay out of it."""
+    packets = {n: getattr(torch.ops.gelus, n) for n in dir(torch.ops.gelus)}
+    packets = {n: p for n, p in packets.items() if hasattr(p, "overloads")}
+    assert {"gelu", "stochastic_gelu", "generalized_gelu_backward"} <= set(packets)
+    for packet in packets.values():
+        for overload in packet.overloads():
+            schema = getattr(packet, overload)._schema
+            assert "tame" not in [a.name for a in schema.arguments], str(schema)
+
+
 def test_a_registered_device_kernel_is_what_eager_forward_and_backward_call():
     # The seam for device kernels (docs/ARCHITECTURE.md): register_kernel(op, device, fn).
     calls = []
 
-    def forward(x, approximate, accurate, tame):
+    def forward(x, approximate="none", accurate=False):  # the schema: no internal hint
         calls.append("forward")
-        return _gelu.kernel_forward(x, approximate, accurate, tame)
+        return _gelu.kernel_forward(x, approximate, accurate)
 
-    def backward(grad, x, approximate, accurate, tame):
+    def backward(grad, x, approximate="none", accurate=False):
         calls.append("backward")
-        return _gelu.kernel_backward(grad, x, approximate, accurate, tame)
+        return _gelu.kernel_backward(grad, x, approximate, accurate)
 
     try:
         torch.library.register_kernel("gelus::gelu", "cpu", forward)

@@ -46,31 +46,31 @@ def _kernels(x: Tensor, *parameters: Tensor):
     return ops
 
 
-def gelu(x, approximate="none", accurate=False, tame=None):
+def gelu(x, approximate="none", accurate=False):
     ops = _kernels(x)
     if ops is None:
-        return _gelu.kernel_forward(x, approximate, accurate, tame)
+        return _gelu.kernel_forward(x, approximate, accurate)
     return ops.gelu_forward(x, approximate)
 
 
-def gelu_backward(grad, x, approximate="none", accurate=False, tame=None):
+def gelu_backward(grad, x, approximate="none", accurate=False):
     ops = _kernels(x)
     if ops is None or grad.dtype != x.dtype:
-        return _gelu.kernel_backward(grad, x, approximate, accurate, tame)
+        return _gelu.kernel_backward(grad, x, approximate, accurate)
     return ops.gelu_backward(grad, x, approximate)
 
 
-def swish(x, beta=1.0, tame=None):
+def swish(x, beta=1.0):
     ops = _kernels(x)
     if ops is None:
-        return _swish.forward(x, beta, tame=tame)
+        return _swish.forward(x, beta)
     return ops.swish_forward(x, beta)
 
 
-def swish_backward(grad, x, beta=1.0, tame=None):
+def swish_backward(grad, x, beta=1.0):
     ops = _kernels(x)
     if ops is None or grad.dtype != x.dtype:
-        return _swish.backward(grad, x, beta, tame=tame)
+        return _swish.backward(grad, x, beta)
     return ops.swish_backward(grad, x, beta)[0]
 
 
@@ -102,17 +102,17 @@ def bias_gelu_backward(grad, x, bias, approximate="none", accurate=False):
     return ops.bias_gelu_backward(grad, x, bias, approximate)[0]
 
 
-def geglu(x, dim=-1, approximate="none", accurate=False, tame=None):
+def geglu(x, dim=-1, approximate="none", accurate=False):
     ops = _kernels(x)
     if ops is None:
-        return _geglu.kernel_forward(x, dim, approximate, accurate, tame)
+        return _geglu.kernel_forward(x, dim, approximate, accurate)
     return ops.geglu_forward(x, dim, approximate)
 
 
-def geglu_backward(grad, x, dim=-1, approximate="none", accurate=False, tame=None):
+def geglu_backward(grad, x, dim=-1, approximate="none", accurate=False):
     ops = _kernels(x)
     if ops is None or grad.dtype != x.dtype:
-        return _geglu.kernel_backward(grad, x, dim, approximate, accurate, tame)
+        return _geglu.kernel_backward(grad, x, dim, approximate, accurate)
     return ops.geglu_backward(grad, x, dim, approximate)
 
 

@@ -9,7 +9,15 @@ import torch
 from torch import Tensor
 
 from gelus import _gelu
-from gelus._operator import NAMESPACE, fast_apply, kernel_for, route, tame_hint, tangent_sum
+from gelus._operator import (
+    NAMESPACE,
+    call_kernel,
+    fast_apply,
+    kernel_for,
+    route,
+    tame_hint,
+    tangent_sum,
+)
 from gelus._torch_compat import below_autograd
 
 __all__ = ["check", "geglu", "geglu_backward_op", "geglu_op"]
@@ -52,14 +60,9 @@ def geglu_op(
     dim: int = -1,
     approximate: str = "none",
     accurate: bool = False,
-    tame: bool | None = None,
 ) -> Tensor:
-    """a·gelu(b), the forward operator (x's dtype); a device kernel registers here.
-
-    ``tame``: a hint for the default kernels (all of x finite within the form's bound; None:
-    they check the gate); a device kernel ignores it.
-    """
-    return kernel_forward(x, dim, approximate, accurate, tame)
+    """a·gelu(b), the forward operator (x's dtype); a device kernel registers here."""
+    return kernel_forward(x, dim, approximate, accurate)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::geglu_backward", mutates_args=())
@@ -69,20 +72,19 @@ def geglu_backward_op(
     dim: int = -1,
     approximate: str = "none",
     accurate: bool = False,
-    tame: bool | None = None,
 ) -> Tensor:
     """The gradient with respect to x = [a, b]: [grad·gelu(b), grad·a·gelu'(b)]."""
-    return kernel_backward(grad, x, dim, approximate, accurate, tame)
+    return kernel_backward(grad, x, dim, approximate, accurate)
 
 
 @geglu_op.register_fake
-def _(x, dim=-1, approximate="none", accurate=False, tame=None):
+def _(x, dim=-1, approximate="none", accurate=False):
     value, _ = x.chunk(2, dim=dim)
     return torch.empty_like(value, memory_format=torch.contiguous_format)
 
 
 @geglu_backward_op.register_fake
-def _(grad, x, dim=-1, approximate="none", accurate=False, tame=None):
+def _(grad, x, dim=-1, approximate="none", accurate=False):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -95,25 +97,27 @@ def _logical_dim(dim: int) -> int:
 
 
 @geglu_op.register_vmap
-def _(info, in_dims, x, dim=-1, approximate="none", accurate=False, tame=None):
+def _(info, in_dims, x, dim=-1, approximate="none", accurate=False):
     x = x.movedim(in_dims[0], 0)
-    return geglu_op(x, _logical_dim(dim), approximate, accurate, tame), 0
+    return geglu_op(x, _logical_dim(dim), approximate, accurate), 0
 
 
 @geglu_backward_op.register_vmap
-def _(info, in_dims, grad, x, dim=-1, approximate="none", accurate=False, tame=None):
+def _(info, in_dims, grad, x, dim=-1, approximate="none", accurate=False):
     if in_dims[0] is None and in_dims[1] is None:
-        return geglu_backward_op(grad, x, dim, approximate, accurate, tame), None
+        return geglu_backward_op(grad, x, dim, approximate, accurate), None
     grad = _batched(grad, in_dims[0], info.batch_size)
     x = _batched(x, in_dims[1], info.batch_size)
-    return geglu_backward_op(grad, x, _logical_dim(dim), approximate, accurate, tame), 0
+    return geglu_backward_op(grad, x, _logical_dim(dim), approximate, accurate), 0
 
 
 def _grad(grad, x, dim, approximate, accurate, tame=None) -> Tensor:
     if not torch.is_grad_enabled():
         kernel = kernel_for(geglu_backward_op, kernel_backward, x, grad)
         with below_autograd():
-            return kernel(grad, x, dim, approximate, accurate, tame)
+            return call_kernel(
+                kernel, geglu_backward_op, (grad, x, dim, approximate, accurate), tame
+            )
     # autograd records the backward: a differentiable composition
     value, gate = x.chunk(2, dim=dim)
     grad_value = grad * _gelu.gelu(gate, approximate, accurate)
@@ -122,14 +126,14 @@ def _grad(grad, x, dim, approximate, accurate, tame=None) -> Tensor:
 
 
 def _setup(ctx, inputs, output):
-    x, *options = inputs  # dim, approximate, accurate, tame
+    x, *options = inputs  # dim, approximate, accurate (, tame: the eager Function's)
     ctx.save_for_backward(x)
     ctx.options = options
 
 
 def _backward(ctx, grad):
     (x,) = ctx.saved_tensors
-    return _grad(grad, x, *ctx.options), None, None, None, None
+    return (_grad(grad, x, *ctx.options),) + (None,) * len(ctx.options)
 
 
 geglu_op.register_autograd(_backward, setup_context=_setup)
@@ -144,7 +148,7 @@ class _Function(torch.autograd.Function):
     def forward(x: Tensor, dim: int, approximate: str, accurate: bool, tame) -> Tensor:
         kernel = kernel_for(geglu_op, kernel_forward, x)
         with below_autograd():  # this Function is the autograd
-            return kernel(x, dim, approximate, accurate, tame)
+            return call_kernel(kernel, geglu_op, (x, dim, approximate, accurate), tame)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -156,7 +160,7 @@ class _Function(torch.autograd.Function):
     @staticmethod
     def jvp(ctx, x_t, *_):
         (x,) = ctx.saved_tensors
-        dim, approximate, accurate, _ = ctx.options
+        dim, approximate, accurate = ctx.options[:3]
         value, gate = x.chunk(2, dim=dim)
         value_t, gate_t = x_t.chunk(2, dim=dim)
         terms = [

@@ -89,15 +89,9 @@ def tame_bound(approximate: str = "none", accurate: bool = False) -> float | Non
 
 
 @torch.library.custom_op(f"{NAMESPACE}::gelu", mutates_args=())
-def gelu_op(
-    x: Tensor, approximate: str = "none", accurate: bool = False, tame: bool | None = None
-) -> Tensor:
-    """GELU in the given form, the forward operator (x's dtype); a device kernel registers here.
-
-    ``tame``: a hint for the default kernels (x known finite with |x| within the form's bound);
-    None: they check. A device kernel ignores it.
-    """
-    return kernel_forward(x, approximate, accurate, tame)
+def gelu_op(x: Tensor, approximate: str = "none", accurate: bool = False) -> Tensor:
+    """GELU in the given form, the forward operator (x's dtype); a device kernel registers here."""
+    return kernel_forward(x, approximate, accurate)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::gelu_backward", mutates_args=())
@@ -106,19 +100,18 @@ def gelu_backward_op(
     x: Tensor,
     approximate: str = "none",
     accurate: bool = False,
-    tame: bool | None = None,
 ) -> Tensor:
     """``grad`` times the derivative of the form at ``x``, the backward operator (x's dtype)."""
-    return kernel_backward(grad, x, approximate, accurate, tame)
+    return kernel_backward(grad, x, approximate, accurate)
 
 
 @gelu_op.register_fake
-def _(x, approximate="none", accurate=False, tame=None):
+def _(x, approximate="none", accurate=False):
     return torch.empty_like(x)
 
 
 @gelu_backward_op.register_fake
-def _(grad, x, approximate="none", accurate=False, tame=None):
+def _(grad, x, approximate="none", accurate=False):
     return torch.empty_like(x)
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "UnaryFunction",
     "broadcast_fake",
     "broadcast_vmap",
+    "call_kernel",
     "device_kernel",
     "fast_apply",
     "kernel_for",
@@ -172,10 +173,17 @@ def device_kernel(op: Callable, x: Tensor, *others: Tensor) -> Callable | None:
     return op
 
 
+def call_kernel(kernel: Callable, op: Callable, args: Sequence, tame: bool | None):
+    """Call what :func:`kernel_for` chose: the operator, whose schema carries no hint, or its
+    default kernel with the ``tame`` hint as the last argument."""
+    return kernel(*args) if kernel is op else kernel(*args, tame)
+
+
 def tame_hint(x: Tensor, bound: float | None) -> bool | None:
     """Whether every element of x is finite with |x| <= bound, for the default kernels' fast
-    path: checked once in the eager forward and passed to both operators (``tame=``). None (the
-    kernel decides) off CPU, where the check would synchronize, and under torch.func."""
+    path: checked once in the eager forward and passed to both default kernels (not to the
+    operators: a kernel registered for a device checks what it needs). None (the kernel decides)
+    off CPU, where the check would synchronize, and under torch.func."""
     if (
         bound is None
         or x.dtype not in (torch.float32, torch.float64)  # half types: checked after upcasting
@@ -189,9 +197,9 @@ def tame_hint(x: Tensor, bound: float | None) -> bool | None:
 class Unary:
     """A unary member as its eager Function sees it: the two operators and the composed slope.
 
-    ``forward(x, *options, tame)`` and ``backward(grad, x, *options, tame)`` are the operators
+    ``forward(x, *options)`` and ``backward(grad, x, *options)`` are the operators
     (``torch.ops.gelus.m`` and ``torch.ops.gelus.m_backward``), ``forward_kernel`` and
-    ``backward_kernel`` their default kernels; ``slope(x, *options)`` the derivative as a
+    ``backward_kernel`` their default kernels (which take the ``tame`` hint last); ``slope(x, *options)`` the derivative as a
     differentiable composition, in x's compute dtype; ``bound(*options)`` the bound of
     :func:`tame_hint` (None: the kernels need no check).
     """
@@ -229,7 +237,7 @@ class UnaryFunction(torch.autograd.Function):
     def forward(x: Tensor, member: Unary, tame: bool | None, *options) -> Tensor:
         forward = kernel_for(member.forward, member.forward_kernel, x)
         with below_autograd():  # this Function is the autograd
-            return forward(x, *options, tame)
+            return call_kernel(forward, member.forward, (x, *options), tame)
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:
@@ -246,9 +254,10 @@ class UnaryFunction(torch.autograd.Function):
         if torch.is_grad_enabled():  # create_graph=True or torch.func: stay differentiable
             grad_x = (grad * ctx.member.slope(x, *ctx.options)).to(x.dtype)
         else:
-            backward = kernel_for(ctx.member.backward, ctx.member.backward_kernel, x, grad)
+            op = ctx.member.backward
+            backward = kernel_for(op, ctx.member.backward_kernel, x, grad)
             with below_autograd():
-                grad_x = backward(grad, x, *ctx.options, ctx.tame)
+                grad_x = call_kernel(backward, op, (grad, x, *ctx.options), ctx.tame)
         return (grad_x, None, None) + (None,) * len(ctx.options)
 
     @staticmethod
@@ -258,23 +267,22 @@ class UnaryFunction(torch.autograd.Function):
 
 
 def register_unary_autograd(forward_op, member: Unary) -> None:
-    """The autograd formula of a unary forward operator ``op(x, *options, tame)``, for the export
+    """The autograd formula of a unary forward operator ``op(x, *options)``, for the export
     route (and direct calls of ``torch.ops.gelus.m``): the same backward as
     :class:`UnaryFunction`."""
 
     def setup_context(ctx, inputs, output):
-        x, *options, tame = inputs
+        x, *options = inputs
         ctx.save_for_backward(x)
         ctx.options = options
-        ctx.tame = tame
 
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         if torch.is_grad_enabled():
             grad_x = (grad * member.slope(x, *ctx.options)).to(x.dtype)
         else:
-            grad_x = member.backward(grad, x, *ctx.options, ctx.tame)
-        return (grad_x,) + (None,) * (len(ctx.options) + 1)
+            grad_x = member.backward(grad, x, *ctx.options)
+        return (grad_x,) + (None,) * len(ctx.options)
 
     forward_op.register_autograd(backward, setup_context=setup_context)
 

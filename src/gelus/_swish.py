@@ -175,30 +175,24 @@ def kernel_backward(grad: Tensor, x: Tensor, beta: float = 1.0, tame: bool | Non
 
 
 @torch.library.custom_op(f"{NAMESPACE}::swish", mutates_args=())
-def swish_op(x: Tensor, beta: float = 1.0, tame: bool | None = None) -> Tensor:
-    """x·σ(β·x), the forward operator (x's dtype); a device kernel registers here.
-
-    ``tame``: a hint for the default kernels (x known finite with |β·x| ≤ 1e18); None: they
-    check. A device kernel ignores it.
-    """
-    return kernel_forward(x, beta, tame)
+def swish_op(x: Tensor, beta: float = 1.0) -> Tensor:
+    """x·σ(β·x), the forward operator (x's dtype); a device kernel registers here."""
+    return kernel_forward(x, beta)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::swish_backward", mutates_args=())
-def swish_backward_op(
-    grad: Tensor, x: Tensor, beta: float = 1.0, tame: bool | None = None
-) -> Tensor:
+def swish_backward_op(grad: Tensor, x: Tensor, beta: float = 1.0) -> Tensor:
     """``grad`` times d/dx x·σ(β·x), the backward operator (x's dtype)."""
-    return kernel_backward(grad, x, beta, tame)
+    return kernel_backward(grad, x, beta)
 
 
 @swish_op.register_fake
-def _(x, beta=1.0, tame=None):
+def _(x, beta=1.0):
     return torch.empty_like(x)
 
 
 @swish_backward_op.register_fake
-def _(grad, x, beta=1.0, tame=None):
+def _(grad, x, beta=1.0):
     return torch.empty_like(x)
 
 
