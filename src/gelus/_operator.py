@@ -166,11 +166,11 @@ def device_kernel(op: Callable, x: Tensor, *others: Tensor) -> Callable | None:
     tensors, no torch.func transform, no tracer), else None. For the operators that only a
     device's kernels need (one-pass parameter gradients, the stochastic mask drawn in the kernel):
     the default route composes torch ops instead, which autograd and tracers can follow."""
-    if torch.compiler.is_compiling() or functorch_active() or dispatch_mode_active():
+    if torch.compiler.is_compiling() or not has_device_kernel(op, x.device.type):
+        return None  # has_device_kernel: a dict lookup, the common CPU case stops here
+    if functorch_active() or dispatch_mode_active():
         return None
-    if not all(map(is_plain, (x, *others))) or not has_device_kernel(op, x.device.type):
-        return None
-    return op
+    return op if all(map(is_plain, (x, *others))) else None
 
 
 def call_kernel(kernel: Callable, op: Callable, args: Sequence, tame: bool | None):
