@@ -265,6 +265,8 @@ def test_stochastic_operator_keeps_x_and_the_seed_and_regenerates_its_mask(as_cp
     torch.manual_seed(7)
     seed = int(torch.randint(2**31, (1,)))
     assert not torch.equal(_stochastic.seeded_forward(x.detach(), seed), y.detach())
+    ones = torch.ones_like(x, dtype=torch.float64)  # another dtype: still the forward's mask
+    assert torch.equal(_cuda.stochastic_gelu_backward(ones, x.detach(), seed), kept.float())
     # P(m = 1) = Φ(x): 4096 points per quarter, binomial error ≈ 0.008
     phi = special.ndtr(x.detach().numpy())
     for lo in range(0, 1 << 14, 4096):

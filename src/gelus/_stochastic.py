@@ -50,7 +50,7 @@ def stochastic_gelu_training(x: Tensor, generator: torch.Generator | None = None
     draws the mask from a Philox seed and regenerates it in backward), eager calls take that
     operator, keeping only x and the seed. The seed comes from ``generator`` (torch's default
     CPU generator when None: reproducible under ``torch.manual_seed``, no device sync)."""
-    op = device_kernel(stochastic_gelu_op, x)
+    op = None if torch.jit.is_tracing() else device_kernel(stochastic_gelu_op, x)  # no fixed seed
     if op is not None and (generator is None or generator.device.type == "cpu"):
         return op(x, int(torch.randint(2**31, (1,), generator=generator)))
     return torch.where(stochastic_gelu_mask(x, generator), x, 0.0)
@@ -105,7 +105,7 @@ def _setup(ctx, inputs, output):
 
 def _backward(ctx, grad):
     (x,) = ctx.saved_tensors
-    return stochastic_gelu_backward_op(grad, x, ctx.seed), None
+    return stochastic_gelu_backward_op(grad.to(x.dtype), x, ctx.seed), None
 
 
 def _backward_backward(ctx, grad):  # linear in grad: its own derivative is the same mask
