@@ -31,9 +31,18 @@ from gelus.experiments.config import ExperimentConfig, apply_overrides
 from gelus.experiments.driver import ENGINES
 from gelus.experiments.plan import Job, holds_out_validation, makespan, plan_jobs, train_size
 
-__all__ = ["Cost", "Workload", "budget_table", "makespan", "price", "step_functions", "workload"]
+__all__ = [
+    "Cost",
+    "Workload",
+    "budget_table",
+    "cached_price",
+    "makespan",
+    "price",
+    "step_functions",
+    "workload",
+]
 
-_EVAL_SAMPLES = 500  # random test samples the evaluation is timed on
+_EVAL_SAMPLES = 200  # random test samples the evaluation is timed on
 
 
 @dataclass(frozen=True)
@@ -171,6 +180,75 @@ def price(work: Workload, device: str = "cpu", repeats: int = 3) -> Cost:
     step_seconds = _median_seconds(step, repeats, dev, warmups=3 if compiled else 1)
     eval_seconds = _median_seconds(evaluate, repeats, dev) / evaluated
     return Cost(work, str(dev), step_seconds, eval_seconds)
+
+
+def _calibration_key(work: Workload, device: str) -> str:
+    """What a price depends on: the job's shape and config, the code, torch, and the processor."""
+    import hashlib
+    import json
+    import platform
+
+    from gelus.experiments.config import config_hash
+    from gelus.experiments.records import code_version
+
+    job = max(work.planned, key=lambda j: len(j.members))
+    parts = [
+        work.experiment, config_hash(work.config), job.activation.label, len(job.members), device,
+        code_version(), torch.__version__, platform.processor() or platform.machine(),
+        _cpu_model(), torch.get_num_threads(),
+    ]  # fmt: skip
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def _cache_path():
+    import os
+    from pathlib import Path
+
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "gelus" / "plan-prices.json"
+
+
+def cached_price(work: Workload, device: str = "cpu") -> tuple[Cost, dict]:
+    """``price(work, device)``, calibrated once per job shape, config, code version, torch and
+    processor and kept in ``~/.cache/gelus/plan-prices.json``; returns the cost and the
+    calibration (when, and the load average it saw: prices taken under load are slower)."""
+    import json
+    import os
+
+    path = _cache_path()
+    key = _calibration_key(work, str(torch.device(device)))
+    try:
+        cache = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        cache = {}
+    entry = cache.get(key) if isinstance(cache, dict) else None
+    if isinstance(entry, dict) and {"step", "eval", "load"} <= set(entry):
+        cost = Cost(work, str(torch.device(device)), float(entry["step"]), float(entry["eval"]))
+        return cost, entry | {"cached": True}
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    cost = price(work, device, repeats=1)
+    entry = {"step": cost.step_seconds, "eval": cost.eval_seconds_per_sample, "load": load,
+             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
+    cache = (cache if isinstance(cache, dict) else {}) | {key: entry}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(cache, indent=1), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home: price again next time
+    return cost, entry | {"cached": False}
 
 
 def _hours(seconds: float) -> str:

@@ -1,6 +1,7 @@
 """`gelus report RUN_DIR` and `gelus reproduce`: from records to a readable report."""
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +188,7 @@ def plan(
     *, quick: bool, device: str, devices: tuple[int, ...], experiments: list[str] | None = None
 ) -> str:
     """The priced plan of ``gelus reproduce --plan`` (see :mod:`gelus.experiments.budget`)."""
-    from gelus.experiments.budget import budget_table, price, workload
+    from gelus.experiments.budget import budget_table, cached_price, workload
     from gelus.experiments.device import local_device
     from gelus.experiments.errors import CommandError
     from gelus.report.sources import presets
@@ -202,12 +203,27 @@ def plan(
         device = local_device(device)
     except ValueError as error:
         raise CommandError(str(error)) from None
-    costs = [
-        price(workload(preset, quick), device)
+    priced = [
+        cached_price(workload(preset, quick), device)
         for name, preset in chosen.items()
         if experiments is None or name in experiments
     ]
-    return budget_table(costs, devices)
+    costs = [cost for cost, _ in priced]
+    loads = sorted({round(c["load"], 1) for _, c in priced if c["load"] == c["load"]})
+    when = sorted({c.get("when", "?") for _, c in priced})
+    cached = sum(c["cached"] for _, c in priced)
+    note = (
+        f"\ncalibrated {when[0] if len(when) == 1 else f'{when[0]} to {when[-1]}'} at load average "
+        f"{', '.join(map(str, loads)) or 'unknown'} on {os.cpu_count()} cores ({cached} of "
+        f"{len(priced)} from the cache, {_cache_note()}); a calibration under load prices slower"
+    )
+    return budget_table(costs, devices) + note
+
+
+def _cache_note() -> str:
+    from gelus.experiments.budget import _cache_path
+
+    return f"delete {_cache_path()} to calibrate again"
 
 
 def _reproduce(args: argparse.Namespace) -> int:
