@@ -66,3 +66,22 @@ def test_cli_plan_prints_the_table_and_refuses_bad_counts(capsys):
 def test_cli_plan_on_cuda_without_a_gpu_is_one_clear_error(capsys):
     assert gelus_main(["reproduce", "--plan", "--device", "cuda", "--experiments", "timit"]) == 2
     assert "no CUDA device" in capsys.readouterr().err
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def test_a_calibration_is_cached_by_job_shape_code_and_machine(monkeypatch):
+    from gelus.experiments import budget
+
+    work = workload(PRESETS["twitter-pos"], quick=True)
+    first, calibration = budget.cached_price(work, "cpu")
+    assert not calibration["cached"] and calibration["load"] >= 0 and "UTC" in calibration["when"]
+    monkeypatch.setattr(budget, "price", lambda *a, **k: pytest.fail("priced again"))
+    again, calibration = budget.cached_price(work, "cpu")
+    assert calibration["cached"] and again.step_seconds == first.step_seconds
+    other = workload(PRESETS["twitter-pos"], quick=False)  # another config: its own calibration
+    with pytest.raises(pytest.fail.Exception, match="priced again"):
+        budget.cached_price(other, "cpu")
