@@ -153,8 +153,8 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
 
     report = kernels.Report(results, selected)
     print(
-        f"fp32, {environment['threads']} thread(s), torch {environment['torch']}, "
-        f"gelus {environment['commit'] or environment['gelus']}, {environment['date']}, "
+        f"fp32, {environment['threads']} thread(s), torch {environment['packages']['torch']}, "
+        f"gelus {environment['code_version']}, {environment['date']}, "
         f"load average {environment['load_average_1min']:.1f} at start; "
         f"median of {rounds} interleaved rounds; {elapsed:.0f} s in all. "
         "`fwd` allocates its output (a fresh large tensor pays page faults); "

@@ -11,7 +11,6 @@ measured in the same process with rounds interleaved across every candidate of a
 import inspect
 import math
 import os
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -286,30 +285,12 @@ def run(
 
 
 def environment() -> dict[str, object]:
-    """What the figures depend on: versions, CPU, threads, code version."""
-    import subprocess
-    from pathlib import Path
+    """What the figures depend on: the records' environment metadata (code version, packages,
+    CPU, threads), the load average (other work adds noise), dtype and date."""
+    from gelus.experiments.records import environment_metadata
 
-    import gelus
-
-    commit = None
-    try:
-        here = Path(gelus.__file__).resolve().parent
-        described = subprocess.run(
-            ["git", "describe", "--always", "--dirty"], cwd=here, capture_output=True, text=True
-        )
-        commit = described.stdout.strip() or None
-    except OSError:
-        pass
-    return {
-        "gelus": getattr(gelus, "__version__", None),
-        "commit": commit,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "processor": platform.processor() or None,
-        "threads": torch.get_num_threads(),
-        "load_average_1min": os.getloadavg()[0],  # other work on the machine adds noise
+    return environment_metadata("cpu", torch.get_num_threads()) | {
+        "load_average_1min": os.getloadavg()[0],
         "dtype": "float32",
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
