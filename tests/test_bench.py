@@ -6,7 +6,6 @@ No assertion here is about speed: the benchmark's figures are ratios printed for
 import json
 import math
 import re
-import sys
 from io import StringIO
 
 import pytest
@@ -147,16 +146,6 @@ def test_bad_sizes_are_refused(bad):
 
 def test_sizes_accept_powers_and_counts():
     assert parse_sizes("2^16, 2**4,1000") == [65536, 16, 1000]
-
-
-def test_missing_training_benchmark_is_a_clear_error(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "gelus.bench.training", None)  # import fails as if absent
-    with pytest.raises(SystemExit) as help_exit:
-        cli.main(["bench", "--help"])
-    assert help_exit.value.code == 0
-    capsys.readouterr()
-    assert cli.main(["bench", "training"]) == 2
-    assert "gelus.bench.training" in capsys.readouterr().err
 
 
 def test_interleaved_rounds_are_round_robin():

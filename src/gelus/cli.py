@@ -59,13 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help=debug_help)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in dict.fromkeys(COMMANDS.values()):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name and module_name.startswith(error.name):
-                continue  # area not built yet
-            raise
-        module.register(subparsers)
+        importlib.import_module(module_name).register(subparsers)
     for subparser in subparsers.choices.values():  # `gelus run ... --debug` works too
         subparser.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help

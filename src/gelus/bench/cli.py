@@ -59,27 +59,11 @@ def register(subparsers) -> None:
     kernels.set_defaults(func=kernels_main)  # fmt: skip
 
     training = commands.add_parser("training", help="training throughput of the paper's models")
-    training.set_defaults(func=_training_main, training_error=None)
-    # The training benchmark lives in its own module; whatever state it is in, `gelus --help`
-    # and `gelus bench kernels` keep working and `gelus bench training` says what is wrong.
-    try:
-        importlib.import_module("gelus.bench.training").add_arguments(training)
-    except ModuleNotFoundError as error:
-        if error.name == "gelus.bench.training":
-            message = "gelus.bench.training is not part of this installation"
-        else:
-            message = f"gelus.bench.training cannot be loaded: {error}"
-        training.set_defaults(training_error=message)
-    except Exception as error:
-        message = f"gelus.bench.training cannot be loaded: {type(error).__name__}: {error}"
-        training.set_defaults(training_error=message)
+    training.set_defaults(func=_training_main)
+    importlib.import_module("gelus.bench.training").add_arguments(training)
 
 
 def _training_main(args: argparse.Namespace) -> int:
-    from gelus.experiments.errors import CommandError
-
-    if args.training_error:
-        raise CommandError(f"{args.training_error}; `gelus bench kernels` still works")
     return importlib.import_module("gelus.bench.training").main(args)
 
 

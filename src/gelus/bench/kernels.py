@@ -92,9 +92,7 @@ def candidates() -> list[Candidate]:
     from gelus import functional as G
 
     def member(key, label, name, reference="torch-gelu", **kwargs):
-        function = getattr(G, name, None)
-        if function is None:
-            return None
+        function = getattr(G, name)
         params = kwargs.pop("params", ())
         doubled = kwargs.pop("doubled_input", False)
         bound = partial(function, **kwargs) if kwargs else function
@@ -115,9 +113,8 @@ def candidates() -> list[Candidate]:
         Candidate("naive-generalized", "naive x·Φ((x−μ)/σ)", _naive_generalized_gelu,
                   "torch-gelu", "baseline", params=("mu", "sigma")),
         member("exact", "gelu", "gelu"),
+        member("exact-accurate", "gelu (accurate)", "gelu", accurate=True),
     ]  # fmt: skip
-    if _takes(G.gelu, "accurate"):
-        rows.append(member("exact-accurate", "gelu (accurate)", "gelu", accurate=True))
     rows += [
         member("tanh", "gelu(tanh)", "gelu", "torch-gelu-tanh", approximate="tanh"),
         member("sigmoid", "gelu(sigmoid)", "gelu", approximate="sigmoid"),
@@ -128,7 +125,7 @@ def candidates() -> list[Candidate]:
         member("bias-gelu", "bias_gelu", "bias_gelu", params=("bias",)),
         member("geglu", "geglu", "geglu", doubled_input=True),
     ]
-    return [row for row in rows if row is not None]
+    return rows
 
 
 def saved_bytes(function: Callable[..., Tensor], *args: Tensor) -> int:
