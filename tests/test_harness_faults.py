@@ -13,7 +13,7 @@ import torch
 from gelus.cli import main
 from gelus.experiments import read_records, read_runs
 from test_cli_errors import _argv, _error
-from test_experiments_run import write_tiny_mnist
+from test_experiments_run import TINY, write_tiny_mnist
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +190,33 @@ def test_user_activation_code_that_fails_is_one_line_before_any_worker(
     for name in USER_CODE:
         sys.modules.pop(name, None)
 
+
+
+def test_the_noise_experiment_evaluates_the_classifiers_kept_models(data_dir, tmp_path, capsys):
+    """mnist-noise's runs are mnist-classification's no-dropout runs: in one folder they are
+    evaluated from the kept final models, with the records a retraining gives at the last epoch."""
+    shared, alone = tmp_path / "shared", tmp_path / "alone"
+    tiny = ["--activations", "gelu", "--seeds", "2", "--epochs", "2", "--data-dir", str(data_dir),
+            "--no-verify", "--workers", "0", "--out", str(shared)]  # fmt: skip
+    for setting in [*TINY, "optim.lr=1e-3", "train.train_subset=200"]:
+        tiny += ["--set", setting]
+    assert main(["run", "mnist-classification", *tiny]) == 0
+    assert list((shared / "models").glob("*.pt"))
+    assert main(["run", "mnist-noise", *tiny]) == 0
+    tiny[tiny.index("--out") + 1] = str(alone)
+    assert main(["run", "mnist-noise", *tiny]) == 0  # trained from scratch
+    capsys.readouterr()
+
+    def noise_records(out):
+        return {
+            (r.activation, r.lr, r.seed, r.epoch, r.split, r.metric): r.value
+            for r in read_records(out)
+            if r.experiment == "mnist-noise" and r.epoch == 2 and r.metric != "seconds"
+        }
+
+    reused = noise_records(shared)
+    assert reused == noise_records(alone)
+    assert any(split.startswith("test@noise=") for _, _, _, _, split, _ in reused)
+    runs = [r for r in read_runs(shared) if r.experiment == "mnist-noise"]
+    assert runs and all(r.status == "done" for r in runs)
+    assert all(r.metadata["evaluated_kept_models"] for r in runs)

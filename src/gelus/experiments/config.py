@@ -85,6 +85,7 @@ class TrainConfig:
     eval_train_subset: int = 0  # evaluate the train loss on the first N of those (0 = all)
     eval_batch_size: int = 1000  # samples per evaluation batch
     checkpoint_every: int = 1  # epochs between checkpoints (the last epoch always saves)
+    keep_models: bool = False  # keep each finished job's final state in OUT/models/ (for reuse)
     compile: bool = False  # torch.compile the training step (pays only on long runs: ~15 s cold)
     dtype: str = "float32"  # parameter and activation dtype ("float32" or "float64")
     tf32: bool = (
@@ -156,7 +157,7 @@ ExperimentConfig = MLPExperimentConfig | CNNExperimentConfig
 # Sweep axes: each value is its own run, so they are not part of a run's identity hash.
 SWEEP_KEYS = ("activations", "optim.lr", "train.seeds", "train.keep")
 # Keys that do not change a run's results.
-BOOKKEEPING_KEYS = ("train.checkpoint_every", "train.eval_batch_size")
+BOOKKEEPING_KEYS = ("train.checkpoint_every", "train.eval_batch_size", "train.keep_models")
 # Keys users reach for that live elsewhere, for the "did you mean" of an unknown key.
 _SEE_ALSO = {
     "optim.eps": "cnn.adam_eps",

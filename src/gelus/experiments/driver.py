@@ -18,6 +18,7 @@ from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint, set_a
 from gelus.experiments.cnn import CNNEngine
 from gelus.experiments.engine import state_mismatch
 from gelus.experiments.plan import Job
+from gelus.experiments.reuse import evaluate_kept_models, keep_models
 from gelus.experiments.train_mlp import MLPEngine
 
 __all__ = ["ENGINES", "train_job"]
@@ -34,6 +35,9 @@ def train_job(job: Job, data: Any, store, progress: Callable[[int], None]) -> No
     """
     device = torch.device(job.device)
     engine = ENGINES[job.engine](job, data, device)
+    if evaluate_kept_models(job, engine, store):  # trained before, by another experiment
+        progress(job.epochs)
+        return
     path = Path(job.checkpoint_path)
     start_epoch, seconds = _resume(job, engine, path)
     for key in job.members:
@@ -58,6 +62,7 @@ def train_job(job: Job, data: Any, store, progress: Callable[[int], None]) -> No
         progress(epoch)
     first = 0 if engine.evaluates_before_training else 1
     store.finish_runs(job.run_ids, epochs=range(first, epochs + 1))
+    keep_models(job, engine)
     path.unlink(missing_ok=True)
 
 

@@ -360,6 +360,14 @@ class MLPEngine:
         eval_train = min(config.train.eval_train_subset or train, train)
         return eval_train + val + test
 
+    def load_members(self, members: list[tuple[dict[str, Any], int]]) -> None:
+        """Load member k's final model from ``members[k] = (kept state, index in it)``."""
+        stacked = {
+            name: torch.stack([state["model"][name][index] for state, index in members])
+            for name in self.model.state_dict()
+        }
+        self.model.load_state_dict(stacked)
+
     def load_state(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
