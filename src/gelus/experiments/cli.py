@@ -9,7 +9,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``list`` and ``run`` subcommands."""
     list_parser = subparsers.add_parser("list", help="list experiments, activations and datasets")
     list_parser.set_defaults(func=_list)
+    _add_run_parser(subparsers)
 
+
+def _add_run_parser(subparsers: argparse._SubParsersAction) -> None:
     run = subparsers.add_parser(
         "run",
         help="run (or resume) one of the paper's experiments",

@@ -22,6 +22,7 @@ from gelus.experiments.config import flat_config, identity_keys
 from gelus.experiments.protocol import Protocol
 
 __all__ = [
+    "CurveKey",
     "Selection",
     "curves_by_seed",
     "run_configs",
@@ -29,7 +30,19 @@ __all__ = [
     "variant_labels",
 ]
 
-Curves = dict[tuple[str, str, str, float, int], dict[int, float]]
+
+
+class CurveKey(NamedTuple):
+    """One run's curve: its config, activation, setting, learning rate and seed."""
+
+    config_hash: str
+    activation: str
+    setting: str
+    lr: float
+    seed: int
+
+
+Curves = dict[CurveKey, dict[int, float]]
 
 
 def run_configs(runs: Iterable[Any]) -> dict[str, dict[str, Any]]:
@@ -70,11 +83,11 @@ def variant_labels(
 
 
 def curves_by_seed(records: Iterable[Any], split: str, metric: str) -> Curves:
-    """``{(config_hash, activation, setting, lr, seed): {epoch: value}}`` for one split and metric."""
+    """``{CurveKey: {epoch: value}}`` for one split and metric."""
     curves: Curves = defaultdict(dict)
     for r in records:
         if r.split == split and r.metric == metric:
-            key = (r.config_hash, r.activation, r.setting, float(r.lr), int(r.seed))
+            key = CurveKey(r.config_hash, r.activation, r.setting, float(r.lr), int(r.seed))
             curves[key][int(r.epoch)] = float(r.value)
     return dict(curves)
 
@@ -166,7 +179,6 @@ def select(
     configs = configs or {}
     if not records:
         return []
-    experiment = records[0].experiment
     present: dict[str, set[str]] = defaultdict(set)
     for r in records:
         present[r.split].add(r.metric)
@@ -179,62 +191,88 @@ def select(
     ignore = [protocol.retrain_key] if protocol.retrain_key else []
     labels = variant_labels([report for _, report in units], configs, ignore)
     units.sort(key=lambda unit: (labels[unit[1]], unit[1]))
+    context = _Context(records[0].experiment, protocol, select_metric, val, labels)
+    return [
+        selection
+        for tune, report in units
+        for metric in report_metrics
+        for selection in context.unit(tune, report, metric, records)
+    ]
 
-    selections = []
-    for tune, report in units:
-        for metric in report_metrics:
-            test = {
-                k: v
-                for k, v in curves_by_seed(records, protocol.report_split, metric).items()
-                if k[0] == report
-            }
-            groups: dict[tuple[str, str | None], set[tuple[str, float]]] = defaultdict(set)
-            for _, activation, setting, lr, _ in test:
-                groups[(activation, None if protocol.tune_setting else setting)].add((setting, lr))
-            for (activation, group_setting), candidates in sorted(
-                groups.items(), key=lambda g: (g[0][0], g[0][1] or "")
-            ):
-                val_curves = {
-                    k: c for k, c in val.items()
-                    if k[0] == tune and k[1] == activation and group_setting in (None, k[2]) and c
-                    and (tune != report or (k[2], k[3]) in candidates)
-                }  # fmt: skip
-                if val_curves:
-                    medians: dict[tuple[str, float], float] = {}
-                    for pair in sorted({(k[2], k[3]) for k in val_curves}):
-                        chosen_values = [
-                            _worst(c[_chosen_epoch(c, protocol.epoch)])
-                            for k, c in val_curves.items() if (k[2], k[3]) == pair
-                        ]  # fmt: skip
-                        medians[pair] = float(np.median(chosen_values))
-                    best = min(medians, key=lambda pair: (medians[pair], pair))
-                    chosen = [(best, True, medians)]
-                    rule = protocol.describe(select_metric)
-                else:
-                    chosen = [(pair, False, {}) for pair in sorted(candidates)]
-                    rule = (
-                        f"no {protocol.select_split} split recorded: each learning rate reported on its own, "
-                        f"{protocol.report_split} at the last epoch, median over seeds"
+
+class _Context(NamedTuple):
+    """What every unit of one experiment's selection shares."""
+
+    experiment: str
+    protocol: Protocol
+    select_metric: str | None
+    val: Curves
+    labels: dict[str, str]
+
+    def unit(self, tune: str, report: str, metric: str, records) -> list[Selection]:
+        """The selections of one (tuning config, reported config) and reported metric."""
+        protocol = self.protocol
+        test = {
+            k: v
+            for k, v in curves_by_seed(records, protocol.report_split, metric).items()
+            if k.config_hash == report
+        }
+        groups: dict[tuple[str, str | None], set[tuple[str, float]]] = defaultdict(set)
+        for k in test:
+            groups[(k.activation, None if protocol.tune_setting else k.setting)].add(
+                (k.setting, k.lr)
+            )
+        selections = []
+        for (activation, group_setting), candidates in sorted(
+            groups.items(), key=lambda g: (g[0][0], g[0][1] or "")
+        ):
+            val_curves = {
+                k: c for k, c in self.val.items()
+                if k.config_hash == tune and k.activation == activation
+                and group_setting in (None, k.setting) and c
+                and (tune != report or (k.setting, k.lr) in candidates)
+            }  # fmt: skip
+            for (setting, lr), selected, medians, rule in self._chosen(val_curves, candidates):
+                values, epochs = self._reported(test, val_curves, tune, report, activation,
+                                                setting, lr)  # fmt: skip
+                selections.append(
+                    Selection(
+                        self.experiment, report, self.labels[report], activation, setting, lr,
+                        selected, metric, dict(sorted(values.items())), epochs, medians, rule,
+                        tune if tune != report else "",
                     )
-                for (setting, lr), selected, medians in chosen:
-                    values, epochs = {}, {}
-                    for (_, a, s, lr_, seed), curve in test.items():
-                        if (a, s, lr_) != (activation, setting, lr):
-                            continue
-                        val_curve = (
-                            val_curves.get((tune, a, s, lr_, seed)) if tune == report else None
-                        )
-                        epoch = (
-                            _chosen_epoch(val_curve, protocol.epoch) if val_curve else max(curve)
-                        )
-                        found = _value_at(curve, epoch)
-                        if found is not None:
-                            epochs[seed], values[seed] = found
-                    selections.append(
-                        Selection(
-                            experiment, report, labels[report], activation, setting, lr, selected,
-                            metric, dict(sorted(values.items())), epochs, medians, rule,
-                            tune if tune != report else "",
-                        )
-                    )  # fmt: skip
-    return selections
+                )  # fmt: skip
+        return selections
+
+    def _chosen(self, val_curves: Curves, candidates):
+        """[((setting, lr), chosen on validation, medians, rule)]: the protocol's choice, or each
+        candidate on its own when there is no validation split."""
+        protocol = self.protocol
+        if not val_curves:
+            rule = (
+                f"no {protocol.select_split} split recorded: each learning rate reported on its "
+                f"own, {protocol.report_split} at the last epoch, median over seeds"
+            )
+            return [(pair, False, {}, rule) for pair in sorted(candidates)]
+        medians: dict[tuple[str, float], float] = {}
+        for pair in sorted({(k.setting, k.lr) for k in val_curves}):
+            chosen_values = [
+                _worst(c[_chosen_epoch(c, protocol.epoch)])
+                for k, c in val_curves.items() if (k.setting, k.lr) == pair
+            ]  # fmt: skip
+            medians[pair] = float(np.median(chosen_values))
+        best = min(medians, key=lambda pair: (medians[pair], pair))
+        return [(best, True, medians, protocol.describe(self.select_metric))]
+
+    def _reported(self, test: Curves, val_curves: Curves, tune, report, activation, setting, lr):
+        """({seed: reported value}, {seed: its epoch}) of one (activation, setting, lr)."""
+        values, epochs = {}, {}
+        for key, curve in test.items():
+            if (key.activation, key.setting, key.lr) != (activation, setting, lr):
+                continue
+            val_curve = val_curves.get(key._replace(config_hash=tune)) if tune == report else None
+            epoch = _chosen_epoch(val_curve, self.protocol.epoch) if val_curve else max(curve)
+            found = _value_at(curve, epoch)
+            if found is not None:
+                epochs[key.seed], values[key.seed] = found
+        return values, epochs
