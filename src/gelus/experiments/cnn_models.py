@@ -3,7 +3,8 @@
 Both follow the released Lasagne code of the paper (hendrycks/GELUs ``all_convnet.py`` and
 ``SGDR_WRNs_gelu.py``) layer for layer; where that code departs from the usual form of the
 architecture, the docstring says so. Activations arrive as factories of fresh modules
-(``gelus.experiments.activations.activation_factory``), one module per place it is used.
+(``ActivationSpec.build`` of :mod:`gelus.experiments.activation_spec`), one module per place it
+is used.
 """
 
 import math
