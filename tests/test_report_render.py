@@ -50,7 +50,11 @@ def test_markdown_tables_hold_the_protocols_numbers(report):
     assert re.search(
         rf"\| gelu − relu \| — \| chosen \| test error \| 3 \| {100 * mean:+.2f} pp \|", md
     )
-    assert "| not resolved at n=3 (leans to holding; a verdict needs ≥ 5 seeds) |" in md
+    from scipy import stats
+
+    p = stats.ttest_1samp(differences, 0.0).pvalue  # the unadjusted p of GELU − ReLU
+    shown = "< 0.001" if p < 0.001 else f"{p:.3f}"
+    assert re.search(rf"\| {re.escape(shown)} \| [<0-9. ]+ \| — \| (▲ better|▼ worse|· unresolved) \(", md)
 
 
 def test_report_states_setup_differences_environment_and_missing_data(report):
@@ -123,8 +127,8 @@ def test_summary_comes_first_and_experiments_follow_the_papers_order(tmp_path):
     gelu = statistics.median(value_of("gelu", s, 0.1, "", 2, "test", "error") for s in range(5))
     assert f"gelu {100 * gelu:.2f} %" in wrn_row
     assert (
-        "gelu < relu (lr=0.1): holds (n=5)" in wrn_row
-        and "gelu < elu (lr=0.1): holds (n=5)" in wrn_row
+        "gelu vs relu (lr=0.1): ▲ better" in wrn_row
+        and "gelu vs elu (lr=0.1): ▲ better" in wrn_row
     )
 
 
@@ -172,4 +176,4 @@ def test_unfinished_runs_are_named_and_left_out_of_the_statistics(tmp_path):
     gelu = statistics.median(value_of("gelu", s, 1e-3, "keep=1.0", 3, "test", "loss") for s in SEEDS)  # fmt: skip
     assert f"| gelu | keep=1.0 | 0.001 | test loss | 3 | {gelu:.4g} |" in table
     assert "| relu |" not in table
-    assert "gelu < relu" not in md  # no comparison against runs that have not finished
+    assert "gelu vs relu" not in md  # no comparison against runs that have not finished

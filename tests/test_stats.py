@@ -7,7 +7,7 @@ from scipy import stats as scipy_stats
 from gelus.experiments.presets import PRESETS
 from gelus.experiments.protocol import Protocol
 from gelus.experiments.selection import select, variant_labels
-from gelus.report.stats import bootstrap_ci, compare_paired, iqm, ordering_verdict, summarize
+from gelus.report.stats import adjust, bootstrap_ci, compare_paired, iqm, summarize
 from test_report_synthetic import Record
 
 
@@ -131,24 +131,14 @@ def test_paired_difference_uses_shared_seeds_only():
         records += [_rec("relu", seed, 1e-3, 1, "test", v)]
     gelu, relu = select(records, Protocol(report_metrics=("error",)))
     assert (gelu.activation, relu.activation) == ("gelu", "relu")
-    c = compare_paired(gelu, relu, rng=np.random.default_rng(0))
+    c = compare_paired(gelu, relu)
     assert c.seeds == (1, 2)
     assert c.differences == pytest.approx((-0.09, -0.13))
     assert c.mean == pytest.approx(-0.11)
-    assert c.verdict == "not resolved at n=2 (leans to holding; a verdict needs ≥ 5 seeds)"
-
-
-def test_ordering_verdicts():
-    assert ordering_verdict((-0.3, -0.1), 5) == "holds"
-    assert ordering_verdict((0.1, 0.3), 5) == "reversed"
-    assert ordering_verdict((-0.1, 0.2), 5) == (
-        "not resolved at n=5: the 95 % CI of the difference includes 0"
-    )
-    assert ordering_verdict((0.1, 0.3), 5, lower_is_better=False) == "holds"
-    # three pairs on one side happen by chance a quarter of the time: no verdict
-    assert ordering_verdict((-0.3, -0.1), 3).startswith("not resolved at n=3 (leans to holding")
-    assert ordering_verdict((0.1, 0.3), 2).startswith("not resolved at n=2 (leans reversed")
-    assert ordering_verdict((float("nan"), float("nan")), 0) == "no shared seeds"
+    reference = scipy_stats.ttest_rel([0.11, 0.12], [0.20, 0.25])
+    assert c.p == pytest.approx(reference.pvalue)
+    (adjusted,) = adjust([c])
+    assert adjusted.verdict == "· unresolved" and adjusted.p_holm == pytest.approx(c.p)
 
 
 ERROR_ONLY = Protocol(select_metrics=("error",), report_metrics=("error",))
@@ -214,5 +204,5 @@ def test_diverged_runs_lose_the_lr_choice_and_are_counted_not_crashed_on():
     assert (summary.n, summary.diverged, summary.median) == (2, 1, 0.4)
     assert summarize([nan, nan], rng=np.random.default_rng(0)).diverged == 2
     baseline = selection._replace(activation="relu", values={0: 0.4, 1: 0.4, 2: 0.4})
-    c = compare_paired(selection, baseline, rng=np.random.default_rng(0))
+    c = compare_paired(selection, baseline)
     assert c.seeds == (0, 2) and c.diverged == 1 and c.mean == pytest.approx(0.0)

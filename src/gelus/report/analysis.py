@@ -11,13 +11,11 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from gelus.experiments.config import flat_config
 from gelus.experiments.presets import Preset
 from gelus.experiments.protocol import FigureSpec, Protocol
 from gelus.experiments.selection import Selection, run_configs, select
-from gelus.report.stats import Comparison, Summary, compare_paired, summarize
+from gelus.report.stats import Comparison, Summary, adjust, compare_paired, seeded_rng, summarize
 
 __all__ = [
     "BASELINES",
@@ -106,6 +104,11 @@ def _matched(
     return pairs
 
 
+def _cell(s: Selection) -> tuple:
+    """What names one table cell: its own bootstrap stream comes from it."""
+    return (s.config_hash, s.activation, s.setting, s.lr, s.metric)
+
+
 def _wall_seconds(records: Sequence[Any]) -> float:
     """Training wall time: each run's largest cumulative ``seconds``, runs trained together as one
     ensemble (same config, activation and setting: the same clock) counted once."""
@@ -167,8 +170,6 @@ def analyse(
     records: Sequence[Any],
     runs: Sequence[Any],
     presets: Mapping[str, Preset],
-    *,
-    rng: np.random.Generator,
 ) -> list[ExperimentResult]:
     """Every experiment in ``records``, in the order of ``presets`` (the paper's; unknown names
     after it): the protocol's results, paired comparisons, setup and time."""
@@ -187,17 +188,21 @@ def analyse(
         finished = [r for r in by_experiment[name] if r.run_id not in unfinished]
         selections = select(finished, protocol, run_configs(mine_runs)) if finished else []
         rows = [
-            ResultRow(s, summarize(list(s.values.values()), rng=rng), _paper_number(preset, s))
+            ResultRow(
+                s,
+                summarize(list(s.values.values()), rng=seeded_rng(name, *_cell(s))),
+                _paper_number(preset, s),
+            )
             for s in selections
         ]
+        pairs = _pairs(selections)
+        tests = adjust(
+            [compare_paired(t, b, lower_is_better=t.metric != "accuracy") for t, b in pairs]
+        )  # one family per experiment: Holm over its comparisons
         comparisons = []
-        for t, b in _pairs(selections):
+        for comparison, (t, b) in zip(tests, pairs, strict=True):
             paper_t, paper_b = _paper_number(preset, t), _paper_number(preset, b)
             paper_difference = None if paper_t is None or paper_b is None else paper_t - paper_b
-            expect_lower = (paper_difference is None or paper_difference <= 0) != (
-                t.metric == "accuracy"
-            )
-            comparison = compare_paired(t, b, rng=rng, lower_is_better=expect_lower)
             comparisons.append((comparison, paper_difference))
         results.append(
             ExperimentResult(

@@ -103,7 +103,7 @@ def _comparison_table(result: ExperimentResult) -> Block:
     variants = any(c.variant for c, _ in result.comparisons)
     headers = (
         "comparison", *(("config",) if variants else ()), "setting", "lr", "metric", "n pairs",
-        "mean difference", "95 % CI", "paper", "paper's ordering",
+        "mean difference", "95 % CI (t)", "p", "p (Holm)", "paper", "verdict",
     )  # fmt: skip
     rows = []
     for c, paper in result.comparisons:
@@ -111,10 +111,30 @@ def _comparison_table(result: ExperimentResult) -> Block:
         rows.append(
             (f"{c.treatment} − {c.baseline}", *((c.variant or "—",) if variants else ()), c.setting or "—", c.lr,
              f"test {c.metric}", pairs, format_difference(c.metric, c.mean),
-             _interval(c.metric, c.ci, difference=True),
-             format_difference(c.metric, paper) if paper is not None else "—", c.verdict)
+             _interval(c.metric, c.ci, difference=True), _p(c.p), _p(c.p_holm),
+             format_difference(c.metric, paper) if paper is not None else "—", _verdict(c))
         )  # fmt: skip
     return Block("table", headers=headers, rows=tuple(rows))
+
+
+def _p(p: float) -> str:
+    return "—" if p != p else "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _verdict(c) -> str:
+    """The verdict word and its detail: which way, or the pairs 80 % power would need."""
+    if c.verdict.endswith("unresolved"):
+        more = f"; ≈ {c.pairs_needed} pairs for 80 % power" if c.pairs_needed else ""
+        return f"{c.verdict} (n={len(c.seeds)}{more})"
+    if c.verdict.endswith("tie"):
+        return f"{c.verdict} (within ±{format_difference(c.metric, _margin(c.metric))})"
+    return f"{c.verdict} (p Holm {_p(c.p_holm)})"
+
+
+def _margin(metric: str) -> float:
+    from gelus.report.stats import EQUIVALENCE_MARGINS
+
+    return EQUIVALENCE_MARGINS.get(metric, 0.0)
 
 
 def _found(result: ExperimentResult, variant: str) -> str:
@@ -148,8 +168,7 @@ def _verdicts(result: ExperimentResult, variant: str) -> str:
         where = f" ({c.setting})" if len(settings) > 1 and c.setting else ""
         if c.lr != "chosen":
             where += f" (lr={c.lr})"
-        n = "" if f"n={len(c.seeds)}" in c.verdict else f" (n={len(c.seeds)})"
-        verdicts.append(f"{c.treatment} < {c.baseline}{where}: {c.verdict}{n}")
+        verdicts.append(f"{c.treatment} vs {c.baseline}{where}: {_verdict(c)}")
     return "; ".join(verdicts) or "—"
 
 
@@ -169,7 +188,7 @@ def summary_block(results: Sequence[ExperimentResult]) -> Block:
         "experiment",
         "the paper reports",
         "this run found",
-        "the paper's ordering (GELU better)",
+        "verdicts (paired t-test, Holm over the experiment's comparisons)",
     )
     return Block("table", headers=headers, rows=tuple(rows))
 
@@ -203,9 +222,13 @@ def report_blocks(
             "How to read: n is the number of seeds; each seed contributes its test value at the chosen learning rate "
             "and epoch. A run whose value is NaN or infinite diverged: medians, means and intervals are over the runs "
             "that did not, and say how many did. Records of different configs are never merged: each config is its "
-            "own row, labelled by the settings that differ. The 95 % intervals are percentile bootstraps (10,000 resamples, numpy Generator seeded "
-            f"{seed}); with n ≤ 3 seeds a bootstrap interval cannot be wider than the range of the values, so "
-            "read it as a spread, not as a guarantee. Paired differences use only the seeds both activations ran. "
+            "own row, labelled by the settings that differ. The medians' 95 % intervals are percentile bootstraps "
+            "(10,000 resamples, each cell's generator seeded from its own key), a description of spread: with n ≤ 3 "
+            "seeds such an interval cannot be wider than the range of the values; none is given for n = 1. "
+            "Verdicts come from a paired t-test on the seeds both activations ran (false-positive rate 5 % at any n ≥ 2), "
+            "Holm-adjusted over every comparison of the experiment: ▲ better / ▼ worse when the adjusted p < 0.05, "
+            "= tie when an equivalence test (TOST, margins in docs/REPORT.md) says the difference is within the margin, "
+            "else · unresolved with the pairs a test would need for 80 % power against the observed effect. "
             "Errors are in %, differences in percentage points (pp), losses in nats.",
         )
     )
@@ -356,7 +379,7 @@ def write_report(
     out_dir = Path(out_dir)
     figure_dir = out_dir / "figures"
     rng = np.random.default_rng(seed)
-    results = analyse(records, runs, presets, rng=rng)
+    results = analyse(records, runs, presets)
     figures: dict[str, list[tuple[Path, str]]] = {}
     for result in results:
         selections = [row.selection for row in result.rows]

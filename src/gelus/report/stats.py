@@ -1,4 +1,4 @@
-"""Statistics of experiment results: robust aggregates, bootstrap CIs, paired comparisons.
+"""Statistics of experiment results: robust aggregates, bootstrap CIs, calibrated paired tests.
 
 Everything here is a pure function of values (or of :class:`~gelus.experiments.selection.Selection`
 results of an experiment's protocol) and, for resampling, an explicit ``numpy.random.Generator``.
@@ -15,14 +15,23 @@ import numpy as np
 from gelus.experiments.selection import Selection
 
 __all__ = [
-    "MIN_PAIRS_FOR_VERDICT",
+    "ALPHA",
+    "EQUIVALENCE_MARGINS",
+    "VERDICTS",
     "Comparison",
+    "PairedTest",
     "Summary",
+    "adjust",
     "bootstrap_ci",
     "compare_paired",
+    "holm",
     "iqm",
-    "ordering_verdict",
+    "paired_t_test",
+    "pairs_for_power",
+    "power",
+    "seeded_rng",
     "summarize",
+    "tost_p",
 ]
 
 
@@ -62,6 +71,15 @@ def bootstrap_ci(
     return (float(low), float(high))
 
 
+def seeded_rng(*key: object) -> np.random.Generator:
+    """A generator seeded from ``key`` (a stable hash, not Python's ``hash``): the same cell gets
+    the same interval in every section and whatever else the report holds."""
+    import hashlib
+
+    digest = hashlib.sha256(repr(key).encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
 class Summary(NamedTuple):
     """n finite values summarised (``diverged`` more were NaN or infinite); each ``*_ci`` is a
     percentile-bootstrap 95 % interval."""
@@ -84,9 +102,12 @@ def summarize(
     values = np.asarray(values, dtype=np.float64)
     finite = values[np.isfinite(values)]
     diverged = int(values.size - finite.size)
+    nan = float("nan")
     if finite.size == 0:
-        nan = float("nan")
         return Summary(0, nan, nan, nan, (nan, nan), (nan, nan), (nan, nan), diverged)
+    if finite.size == 1:  # one value has no interval
+        value = float(finite[0])
+        return Summary(1, value, value, value, (nan, nan), (nan, nan), (nan, nan), diverged)
     return Summary(
         n=int(finite.size),
         mean=float(finite.mean()),
@@ -100,8 +121,101 @@ def summarize(
 
 
 # --------------------------------------------------------------------------- paired comparisons
+# A difference smaller than this is a tie, if an equivalence test (TOST) shows it: losses in nats,
+# error and accuracy as fractions (0.5 percentage points), reconstruction error in MSE units.
+EQUIVALENCE_MARGINS = {"loss": 0.01, "error": 0.005, "accuracy": 0.005, "recon_error": 0.0005}
+ALPHA = 0.05  # family-wise error rate of one experiment's comparisons (Holm)
+POWER = 0.8
+
+
+class PairedTest(NamedTuple):
+    """Student's paired t-test of mean(d) = 0 over n differences d."""
+
+    n: int
+    mean: float
+    sd: float  # sample standard deviation (n − 1)
+    ci: tuple[float, float]  # two-sided 95 % t interval of the mean difference
+    p: float  # two-sided p-value (nan below 2 pairs)
+
+
+def paired_t_test(differences: Sequence[float], confidence: float = 0.95) -> PairedTest:
+    """t = mean(d) / (sd(d)/√n) on n − 1 degrees of freedom; p = 2·P(T > |t|); CI = mean ±
+    t_{(1+c)/2, n−1}·sd/√n. With sd = 0, p is 0 for a nonzero mean and 1 for a zero one."""
+    from scipy import stats
+
+    d = np.asarray(differences, dtype=np.float64)
+    n = int(d.size)
+    if n < 2:
+        nan = float("nan")
+        return PairedTest(n, float(d.mean()) if n else nan, nan, (nan, nan), nan)
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    se = sd / math.sqrt(n)
+    if se == 0:
+        return PairedTest(n, mean, sd, (mean, mean), 0.0 if mean != 0 else 1.0)
+    p = float(2 * stats.t.sf(abs(mean / se), n - 1))
+    half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * se
+    return PairedTest(n, mean, sd, (mean - half, mean + half), p)
+
+
+def tost_p(differences: Sequence[float], margin: float) -> float:
+    """Two one-sided t-tests (Schuirmann 1987) of |mean(d)| ≥ margin: the larger one-sided p.
+    Below ``ALPHA`` the difference lies within ±margin (a tie)."""
+    from scipy import stats
+
+    d = np.asarray(differences, dtype=np.float64)
+    if d.size < 2:
+        return float("nan")
+    se = float(d.std(ddof=1)) / math.sqrt(d.size)
+    mean = float(d.mean())
+    if se == 0:
+        return 0.0 if abs(mean) < margin else 1.0
+    lower = stats.t.sf((mean + margin) / se, d.size - 1)  # H0: mean ≤ −margin
+    upper = stats.t.cdf((mean - margin) / se, d.size - 1)  # H0: mean ≥ +margin
+    return float(max(lower, upper))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's (1979) step-down adjusted p-values: sorted ascending, p_(i)·(m − i + 1), made
+    monotone and capped at 1; NaN values are left out of m and stay NaN."""
+    indexed = sorted((p, i) for i, p in enumerate(pvalues) if not math.isnan(p))
+    adjusted = [float("nan")] * len(pvalues)
+    m, running = len(indexed), 0.0
+    for rank, (p, i) in enumerate(indexed):
+        running = max(running, min(1.0, p * (m - rank)))
+        adjusted[i] = running
+    return adjusted
+
+
+def power(n: int, effect: float, alpha: float) -> float:
+    """Power of a two-sided paired t-test at level ``alpha`` with n pairs when the true mean
+    difference is ``effect`` standard deviations: P(|T'| > t_{1−α/2, n−1}), T' noncentral t with
+    n − 1 degrees of freedom and noncentrality effect·√n."""
+    from scipy import stats
+
+    if n < 2:
+        return float("nan")
+    critical = stats.t.ppf(1 - alpha / 2, n - 1)
+    noncentrality = effect * math.sqrt(n)
+    return float(
+        stats.nct.sf(critical, n - 1, noncentrality) + stats.nct.cdf(-critical, n - 1, noncentrality)
+    )
+
+
+def pairs_for_power(mean: float, sd: float, alpha: float, target: float = POWER) -> int | None:
+    """The fewest pairs for which a two-sided paired t-test at ``alpha`` has ``target`` power
+    against the observed effect mean/sd (None: no effect seen, or more than 10,000 pairs)."""
+    if not (math.isfinite(mean) and math.isfinite(sd)) or sd == 0 or mean == 0:
+        return None
+    effect = abs(mean) / sd
+    for n in range(2, 10_001):
+        if power(n, effect, alpha) >= target:
+            return n
+    return None
+
+
 class Comparison(NamedTuple):
-    """treatment − baseline on the seeds both share, with the paper's ordering judged."""
+    """treatment − baseline on the seeds both share: a paired t-test, Holm-adjusted over the
+    experiment's comparisons (:func:`adjust`)."""
 
     experiment: str
     setting: str
@@ -111,54 +225,29 @@ class Comparison(NamedTuple):
     seeds: tuple[int, ...]
     differences: tuple[float, ...]
     mean: float  # mean paired difference
-    ci: tuple[float, float]  # bootstrap 95 % CI of the mean difference
-    verdict: str
+    ci: tuple[float, float]  # unadjusted 95 % t interval of the mean difference
+    verdict: str  # symbol and one word: better, worse, tie or unresolved (after Holm)
     lr: str = "chosen"  # "chosen" (each side's selected lr) or the one lr both ran at
     diverged: int = 0  # shared seeds left out because a run of the pair diverged
     variant: str = ""  # the config both sides come from (Selection.variant)
+    p: float = float("nan")  # unadjusted two-sided p
+    p_holm: float = float("nan")  # Holm-adjusted over the experiment's comparisons
+    p_tie: float = float("nan")  # Holm-adjusted TOST p for a difference within the margin
+    pairs_needed: int | None = None  # pairs for 80 % power at its Holm level (unresolved ones)
+    lower_is_better: bool = True
 
 
-# Fewest pairs for a verdict: with n pairs all on one side by chance (probability 2·2^-n under
-# "no difference"), a percentile bootstrap excludes 0; n = 5 brings that down to 6 %, n = 3
-# would leave it at 25 %.
-MIN_PAIRS_FOR_VERDICT = 5
-
-
-def ordering_verdict(ci: tuple[float, float], n: int, lower_is_better: bool = True) -> str:
-    """Does "treatment beats baseline" hold, given the CI of treatment − baseline over n pairs?
-
-    "holds" when the whole interval lies on the better side of 0, "reversed" when it lies on the
-    worse side, otherwise "not resolved at n=…: the 95 % CI of the difference includes 0". Below
-    ``MIN_PAIRS_FOR_VERDICT`` pairs no verdict is given: the bootstrap cannot support one.
-    """
-    low, high = ci
-    if n == 0 or np.isnan(low):
-        return "no shared seeds"
-    better = high < 0 if lower_is_better else low > 0
-    worse = low > 0 if lower_is_better else high < 0
-    if n < MIN_PAIRS_FOR_VERDICT:
-        leaning = "leans to holding" if better else "leans reversed" if worse else "CI includes 0"
-        return f"not resolved at n={n} ({leaning}; a verdict needs ≥ {MIN_PAIRS_FOR_VERDICT} seeds)"
-    if better:
-        return "holds"
-    if worse:
-        return "reversed"
-    return f"not resolved at n={n}: the 95 % CI of the difference includes 0"
+VERDICTS = {"better": "▲ better", "worse": "▼ worse", "tie": "= tie", "unresolved": "· unresolved"}
 
 
 def compare_paired(
-    treatment: Selection,
-    baseline: Selection,
-    *,
-    rng: np.random.Generator,
-    lower_is_better: bool = True,
-    n_resamples: int = 10_000,
+    treatment: Selection, baseline: Selection, *, lower_is_better: bool = True
 ) -> Comparison:
-    """Paired difference treatment − baseline over the seeds present in both selections.
+    """Paired difference treatment − baseline over the seeds present in both selections, with
+    its unadjusted t-test; the verdict is set by :func:`adjust` over the experiment's comparisons.
 
     Seeds present in only one of them are left out (a pair needs both halves), and so are pairs
-    where either run diverged (counted in ``diverged``). The statistic is the mean difference, with
-    a percentile-bootstrap CI that resamples seeds (pairs) together.
+    where either run diverged (counted in ``diverged``).
     """
     shared = sorted(set(treatment.values) & set(baseline.values))
     seeds = tuple(
@@ -166,23 +255,38 @@ def compare_paired(
         for s in shared
         if math.isfinite(treatment.values[s]) and math.isfinite(baseline.values[s])
     )
-    differences = np.array(
-        [treatment.values[s] - baseline.values[s] for s in seeds], dtype=np.float64
-    )
-    ci = bootstrap_ci(differences, np.mean, rng=rng, n_resamples=n_resamples)
-    mean = float(differences.mean()) if seeds else float("nan")
+    differences = [treatment.values[s] - baseline.values[s] for s in seeds]
+    test = paired_t_test(differences)
     return Comparison(
-        treatment.experiment,
-        treatment.setting,
-        treatment.metric,
-        treatment.activation,
-        baseline.activation,
-        seeds,
-        tuple(float(d) for d in differences),
-        mean,
-        ci,
-        ordering_verdict(ci, len(seeds), lower_is_better),
+        treatment.experiment, treatment.setting, treatment.metric, treatment.activation,
+        baseline.activation, seeds, tuple(float(d) for d in differences), test.mean, test.ci,
+        VERDICTS["unresolved"],
         "chosen" if treatment.lr_selected and baseline.lr_selected else f"{treatment.lr:g}",
-        len(shared) - len(seeds),
-        treatment.variant,
-    )
+        len(shared) - len(seeds), treatment.variant, test.p, lower_is_better=lower_is_better,
+    )  # fmt: skip
+
+
+def adjust(comparisons: Sequence[Comparison]) -> list[Comparison]:
+    """The comparisons of one experiment with Holm-adjusted p-values and their verdicts: better or
+    worse when the adjusted p < 0.05, a tie when the adjusted TOST p < 0.05, else unresolved with
+    the pairs a paired t-test would need for 80 % power at its Holm level."""
+    adjusted = holm([c.p for c in comparisons])
+    ties = holm([
+        tost_p(c.differences, EQUIVALENCE_MARGINS.get(c.metric, 0.0)) for c in comparisons
+    ])  # fmt: skip
+    m = sum(not math.isnan(c.p) for c in comparisons)
+    out = []
+    for c, p_holm, p_tie in zip(comparisons, adjusted, ties, strict=True):
+        needed = None
+        if p_holm < ALPHA:
+            better = (c.mean < 0) == c.lower_is_better
+            word = "better" if better else "worse"
+        elif p_tie < ALPHA:
+            word = "tie"
+        else:
+            word = "unresolved"
+            sd = float(np.std(c.differences, ddof=1)) if len(c.differences) > 1 else math.nan
+            needed = pairs_for_power(c.mean, sd, ALPHA / max(1, m))  # the strictest Holm level
+        out.append(c._replace(p_holm=p_holm, p_tie=p_tie, verdict=VERDICTS[word],
+                              pairs_needed=needed))  # fmt: skip
+    return out
