@@ -25,6 +25,7 @@ COMMANDS = {
     "bench": "gelus.bench.cli",
     "plot": "gelus.plots.cli",
     "report": "gelus.report.cli",
+    "export": "gelus.report.cli",
     "reproduce": "gelus.report.cli",
 }
 DEBUG_ENV = "GELUS_DEBUG"

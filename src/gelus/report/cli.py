@@ -25,6 +25,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     report.set_defaults(func=_report)
 
+    export = subparsers.add_parser(
+        "export", help="write a run directory's records as tidy CSV (or Parquet) tables"
+    )
+    export.add_argument("run_dir", type=Path, metavar="RUN", help="a directory holding records.sqlite")
+    export.add_argument("--format", choices=("csv", "parquet"), default="csv")
+    export.add_argument(
+        "--out", type=Path, default=None, help="output directory (default: RUN/export)"
+    )
+    export.set_defaults(func=_export)
+
     repro = subparsers.add_parser(
         "reproduce", help="run every experiment whose data is present, then write the report"
     )
@@ -218,6 +228,14 @@ def plan(
         f"{len(priced)} from the cache, {_cache_note()}); a calibration under load prices slower"
     )
     return budget_table(costs, devices) + note
+
+
+def _export(args: argparse.Namespace) -> int:
+    from gelus.report.export import export
+
+    for path in export(args.run_dir, args.out or args.run_dir / "export", args.format):
+        print(f"wrote {path}")
+    return 0
 
 
 def _cache_note() -> str:

@@ -1,0 +1,120 @@
+"""``gelus export RUN``: the records as tidy tables that pandas, R or a spreadsheet read directly.
+
+Three tables, one row per observation:
+
+    runs.csv       one row per run: its keys, status, activation source, and every config key as a
+                   column (``config.optim.lr`` …) and the metadata's code version and dataset
+    records.csv    one row per run × epoch × split × metric (NaN: a diverged run)
+    verdicts.csv   the report's paired comparisons: difference, 95 % t interval, p, Holm p, verdict
+
+``--format parquet`` writes the same tables as Parquet (``pip install 'gelus[parquet]'`` brings
+pyarrow). A text cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is
+prefixed with ``'`` so that a spreadsheet shows it instead of running it as a formula.
+"""
+
+import csv
+import json
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gelus.experiments.config import flat_config
+
+__all__ = ["export", "neutralise", "tables"]
+
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise(value: Any) -> Any:
+    """``value``, with a text that a spreadsheet would run as a formula prefixed by ``'``."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def _run_row(run: Any) -> dict[str, Any]:
+    metadata = json.loads(run.metadata_json or "{}")
+    config = flat_config(json.loads(run.config_json or "{}"))
+    source = metadata.get("activation_sources", {}).get(run.activation, {})
+    row = {
+        "run_id": run.run_id, "experiment": run.experiment, "config_hash": run.config_hash,
+        "activation": run.activation, "seed": run.seed, "lr": run.lr, "setting": run.setting,
+        "status": run.status, "activation_spec": source.get("spec", run.activation),
+        "activation_sha256": source.get("sha256", ""), "dataset": metadata.get("dataset", ""),
+        "code_version": metadata.get("code_version", ""),
+    }  # fmt: skip
+    for key, value in config.items():
+        row[f"config.{key}"] = json.dumps(value) if isinstance(value, list | dict) else value
+    return row
+
+
+def tables(records: Sequence[Any], runs: Sequence[Any], results: Sequence[Any]) -> dict:
+    """``{"runs": rows, "records": rows, "verdicts": rows}``, each row a dict of plain values."""
+    records_rows = [
+        {"run_id": r.run_id, "experiment": r.experiment, "config_hash": r.config_hash,
+         "activation": r.activation, "seed": r.seed, "lr": r.lr, "setting": r.setting,
+         "epoch": r.epoch, "split": r.split, "metric": r.metric, "value": r.value}
+        for r in records
+    ]  # fmt: skip
+    verdicts = [
+        {"experiment": c.experiment, "config": c.variant, "setting": c.setting, "lr": c.lr,
+         "metric": c.metric, "treatment": c.treatment, "baseline": c.baseline,
+         "pairs": len(c.seeds), "mean_difference": c.mean, "ci_low": c.ci[0], "ci_high": c.ci[1],
+         "p": c.p, "p_holm": c.p_holm, "verdict": c.verdict.split()[-1],
+         "pairs_for_80_percent_power": c.pairs_needed}
+        for result in results
+        for c, _ in result.comparisons
+    ]  # fmt: skip
+    return {"runs": [_run_row(run) for run in runs], "records": records_rows, "verdicts": verdicts}
+
+
+def _write_csv(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    rows = list(rows)
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _cell(row.get(k)) for k in columns})
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"  # pandas and R read it as a missing value
+    return "" if value is None else neutralise(value)
+
+
+def export(run_dir: str | Path, out: str | Path, fmt: str = "csv") -> list[Path]:
+    """Write the run folder's tables into ``out`` as CSV or Parquet; returns the files."""
+    from gelus.experiments.presets import PRESETS
+    from gelus.report.analysis import analyse
+    from gelus.report.sources import load_records, load_runs
+
+    records, runs = load_records(run_dir), load_runs(run_dir)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = tables(records, runs, analyse(records, runs, PRESETS))
+    written = []
+    for name, rows in data.items():
+        if fmt == "parquet":
+            written.append(_write_parquet(out / f"{name}.parquet", rows))
+        else:
+            _write_csv(out / f"{name}.csv", rows)
+            written.append(out / f"{name}.csv")
+    return written
+
+
+def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> Path:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ModuleNotFoundError:
+        from gelus.experiments.errors import CommandError
+
+        raise CommandError(
+            "--format parquet needs pyarrow: pip install 'gelus[parquet]' (or use --format csv)"
+        ) from None
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    pq.write_table(pa.table({c: [neutralise(row.get(c)) for row in rows] for c in columns}), path)
+    return path
