@@ -53,8 +53,8 @@ def test_markdown_tables_hold_the_protocols_numbers(report):
     from scipy import stats
 
     p = stats.ttest_1samp(differences, 0.0).pvalue  # the unadjusted p of GELU − ReLU
-    shown = "< 0.001" if p < 0.001 else f"{p:.3f}"
-    assert re.search(rf"\| {re.escape(shown)} \| [<0-9. ]+ \| — \| (▲ better|▼ worse|· unresolved) \(", md)
+    shown = "&lt; 0.001" if p < 0.001 else f"{p:.3f}"
+    assert re.search(rf"\| {re.escape(shown)} \| [&lt;0-9. ]+ \| — \| (▲ better|▼ worse|· unresolved) \(", md)
 
 
 def test_report_states_setup_differences_environment_and_missing_data(report):
@@ -143,7 +143,7 @@ def test_two_configs_in_one_folder_are_separate_labelled_rows(tmp_path):
             f"| gelu | model.approximate={form} | keep=1.0 | 0.001 | test loss | 3 | {median:.4g} |"
         )
         assert row in md
-        assert f"| mnist-classification (Figure 2) [model.approximate={form}] |" in md
+        assert f"| mnist-classification (Figure 2) \\[model.approximate={form}\\] |" in md
 
 
 def test_setup_shows_training_set_and_steps_beside_the_papers(tmp_path):
@@ -177,3 +177,22 @@ def test_unfinished_runs_are_named_and_left_out_of_the_statistics(tmp_path):
     assert f"| gelu | keep=1.0 | 0.001 | test loss | 3 | {gelu:.4g} |" in table
     assert "| relu |" not in table
     assert "gelu vs relu" not in md  # no comparison against runs that have not finished
+
+
+def test_markdown_shows_a_hostile_label_as_text(tmp_path):
+    """No tag, no link, no code span and no extra table cell from a label in the records."""
+    from gelus.report.render import to_markdown
+    from gelus.report.render import Block
+
+    label = "<script>alert(1)</script>[click](http://evil.example)`rm`|x|*y*"
+    blocks = [
+        Block("h3", f"results of {label}"),
+        Block("p", f"{label} trained"),
+        Block("table", headers=("activation", "value"), rows=((label, "1.0"),)),
+    ]
+    md = to_markdown(blocks, tmp_path)
+    assert "<script" not in md and not re.search(r"(?<!\\)\]\(http", md)  # no link
+    assert "`rm`" not in md.split("| activation")[1]  # no code span from a label in a table
+    table_row = [line for line in md.splitlines() if line.startswith("| ") and "1.0" in line][0]
+    cells = re.split(r"(?<!\\)\|", table_row)
+    assert len(cells) == 4  # "", label, value, "": the pipes in the label stay inside its cell

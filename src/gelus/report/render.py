@@ -334,8 +334,19 @@ def _one_line(text: str) -> str:
     return "; ".join(step for step in steps if step)
 
 
+_MARKDOWN_CELL = re.compile(r"([\\`*_\[\]|~])")  # code, emphasis, links, table pipes
+_MARKDOWN_TEXT = re.compile(r"([\\\[\]|])")  # links and pipes; our prose keeps its code spans
+
+
+def _md_text(text: str) -> str:
+    """Prose shown as text by any Markdown renderer: no HTML tag (<, >, & as entities), no link."""
+    return _MARKDOWN_TEXT.sub(r"\\\1", html.escape(str(text), quote=False))
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A table cell (where labels from the records land): no tag, link, code span, emphasis or
+    extra cell."""
+    return _MARKDOWN_CELL.sub(r"\\\1", html.escape(str(text), quote=False)).replace("\n", " ")
 
 
 def to_markdown(blocks: Sequence[Block], relative_to: Path) -> str:
@@ -343,11 +354,11 @@ def to_markdown(blocks: Sequence[Block], relative_to: Path) -> str:
     parts = []
     for b in blocks:
         if b.kind in ("h1", "h2", "h3"):
-            parts.append("#" * int(b.kind[1]) + " " + b.text)
+            parts.append("#" * int(b.kind[1]) + " " + _md_text(b.text))
         elif b.kind == "p":
-            parts.append(b.text)
+            parts.append(_md_text(b.text))
         elif b.kind == "banner":
-            parts.append(f"> **{b.text}**")
+            parts.append(f"> **{_md_text(b.text)}**")
         elif b.kind == "table":
             lines = [
                 "| " + " | ".join(map(_md_cell, b.headers)) + " |",
@@ -356,8 +367,9 @@ def to_markdown(blocks: Sequence[Block], relative_to: Path) -> str:
             lines += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in b.rows]
             parts.append("\n".join(lines))
         elif b.kind == "figure" and b.image is not None:
+            caption = _md_cell(b.text)
             parts.append(
-                f"![{b.text}]({Path(b.image).relative_to(relative_to).as_posix()})\n\n*{b.text}*"
+                f"![{caption}]({Path(b.image).relative_to(relative_to).as_posix()})\n\n*{caption}*"
             )
     return "\n\n".join(parts) + "\n"
 
