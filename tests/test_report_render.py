@@ -181,8 +181,7 @@ def test_unfinished_runs_are_named_and_left_out_of_the_statistics(tmp_path):
 
 def test_markdown_shows_a_hostile_label_as_text(tmp_path):
     """No tag, no link, no code span and no extra table cell from a label in the records."""
-    from gelus.report.render import to_markdown
-    from gelus.report.render import Block
+    from gelus.report.render import Block, to_markdown
 
     label = "<script>alert(1)</script>[click](http://evil.example)`rm`|x|*y*"
     blocks = [
@@ -193,6 +192,6 @@ def test_markdown_shows_a_hostile_label_as_text(tmp_path):
     md = to_markdown(blocks, tmp_path)
     assert "<script" not in md and not re.search(r"(?<!\\)\]\(http", md)  # no link
     assert "`rm`" not in md.split("| activation")[1]  # no code span from a label in a table
-    table_row = [line for line in md.splitlines() if line.startswith("| ") and "1.0" in line][0]
+    table_row = next(line for line in md.splitlines() if line.startswith("| ") and "1.0" in line)
     cells = re.split(r"(?<!\\)\|", table_row)
     assert len(cells) == 4  # "", label, value, "": the pipes in the label stay inside its cell
