@@ -115,3 +115,19 @@ def test_reproduce_address_without_ray_is_a_user_error(tmp_path, fake_engine, ca
     assert main(["reproduce", "--out", str(tmp_path / "q"), "--address", "auto"]) == 2
     assert "--address needs --executor ray" in capsys.readouterr().err
     assert fake_engine == []
+
+
+def test_report_select_rule_changes_the_protocol_and_verdicts_say_when_rules_disagree(tmp_path):
+    from gelus.report.analysis import analyse
+
+    records, runs = make_records(seeds=(0, 1, 2, 3, 4))
+    write_database(tmp_path, records, runs)
+    assert main(["report", str(tmp_path), "--select", "val-error-best"]) == 0
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "chosen at the lowest median val error at each seed's best epoch" in md
+    (default,) = analyse(records, runs, PRESETS)
+    (by_error,) = analyse(records, runs, PRESETS, "val-error-last")
+    assert "val loss" in default.rules[0] and "val error" in by_error.rules[0]
+    # every comparison was recomputed under each rule: a disagreement names each rule's verdict
+    for comparison, _ in default.comparisons:
+        assert comparison.depends == "" or "val-loss-last" in comparison.depends

@@ -7,7 +7,15 @@ its name).
 
 from dataclasses import dataclass
 
-__all__ = ["FigureSpec", "Protocol"]
+__all__ = ["SELECTION_RULES", "FigureSpec", "Protocol"]
+
+# The defensible ways to choose a learning rate on validation: metric and epoch.
+SELECTION_RULES = {
+    "val-loss-last": ("loss", "last"),
+    "val-loss-best": ("loss", "best"),
+    "val-error-last": ("error", "last"),
+    "val-error-best": ("error", "best"),
+}
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,14 @@ class Protocol:
     )
     tune_setting: bool = False  # choose the setting (e.g. dropout keep) on validation with the lr
     retrain_key: str | None = None  # tune on key=false, report the key=true config at that lr
+
+    def with_rule(self, rule: str) -> "Protocol":
+        """This protocol choosing by one of ``SELECTION_RULES`` (split, reporting and retraining
+        unchanged)."""
+        import dataclasses
+
+        metric, epoch = SELECTION_RULES[rule]
+        return dataclasses.replace(self, select_metrics=(metric,), epoch=epoch)
 
     def describe(self, select_metric: str) -> str:
         """The protocol in words, for the report."""

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from gelus.experiments.config import flat_config
 from gelus.experiments.presets import Preset
-from gelus.experiments.protocol import FigureSpec, Protocol
+from gelus.experiments.protocol import SELECTION_RULES, FigureSpec, Protocol
 from gelus.experiments.selection import Selection, run_configs, select
 from gelus.report.stats import Comparison, Summary, adjust, compare_paired, seeded_rng, summarize
 
@@ -104,6 +104,41 @@ def _matched(
     return pairs
 
 
+def _verdicts_under(records, protocol: Protocol, configs) -> dict[tuple, str]:
+    """{comparison key: verdict word} with the lr chosen by ``protocol``."""
+    selections = select(records, protocol, configs)
+    tests = adjust(
+        [compare_paired(t, b, lower_is_better=t.metric != "accuracy") for t, b in _pairs(selections)]
+    )  # fmt: skip
+    return {_comparison_key(c): c.verdict.split()[-1] for c in tests}
+
+
+def _comparison_key(c: Comparison) -> tuple:
+    return (c.variant, c.setting, c.treatment, c.baseline, c.lr)
+
+
+def _mark_rule_dependence(tests, records, protocol, configs) -> list[Comparison]:
+    """Each verdict recomputed with the lr chosen by every rule of ``SELECTION_RULES`` (those the
+    records allow); one that changes is marked "depends on the selection rule" with each rule's."""
+    if not records:
+        return tests
+    recorded = {(r.split, r.metric) for r in records}
+    epochs = {r.epoch for r in records}
+    by_rule = {}
+    for name, (metric, epoch) in SELECTION_RULES.items():
+        if (protocol.select_split, metric) not in recorded or (epoch == "best" and len(epochs) < 2):
+            continue  # e.g. the noise experiment's kept models: only the last epoch was evaluated
+        by_rule[name] = _verdicts_under(records, protocol.with_rule(name), configs)
+    marked = []
+    for c in tests:
+        words = {name: verdicts.get(_comparison_key(c)) for name, verdicts in by_rule.items()}
+        if len({w for w in words.values() if w}) > 1:
+            detail = ", ".join(f"{name} {w}" for name, w in words.items() if w)
+            c = c._replace(depends=detail)
+        marked.append(c)
+    return marked
+
+
 def _cell(s: Selection) -> tuple:
     """What names one table cell: its own bootstrap stream comes from it."""
     return (s.config_hash, s.activation, s.setting, s.lr, s.metric)
@@ -170,6 +205,7 @@ def analyse(
     records: Sequence[Any],
     runs: Sequence[Any],
     presets: Mapping[str, Preset],
+    rule: str | None = None,
 ) -> list[ExperimentResult]:
     """Every experiment in ``records``, in the order of ``presets`` (the paper's; unknown names
     after it): the protocol's results, paired comparisons, setup and time."""
@@ -182,6 +218,8 @@ def analyse(
         preset = presets.get(name)
         mine_runs = [r for r in runs if r.experiment == name]
         protocol = preset.protocol if preset else Protocol()
+        if rule is not None:  # --select: one rule for every experiment
+            protocol = protocol.with_rule(rule)
         # A run still training stops at another epoch than the finished ones: comparing it at its
         # last epoch would mix epochs, so only finished runs enter the statistics.
         unfinished = {r.run_id for r in mine_runs if r.status != "done"}
@@ -199,6 +237,7 @@ def analyse(
         tests = adjust(
             [compare_paired(t, b, lower_is_better=t.metric != "accuracy") for t, b in pairs]
         )  # one family per experiment: Holm over its comparisons
+        tests = _mark_rule_dependence(tests, finished, protocol, run_configs(mine_runs))
         comparisons = []
         for comparison, (t, b) in zip(tests, pairs, strict=True):
             paper_t, paper_b = _paper_number(preset, t), _paper_number(preset, b)

@@ -23,6 +23,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument(
         "--seed", type=int, default=0, help="seed of the bootstrap's random generator (default: 0)"
     )
+    report.add_argument(
+        "--select",
+        choices=("protocol", "val-loss-last", "val-loss-best", "val-error-last", "val-error-best"),
+        default="protocol",
+        help="how the learning rate is chosen on validation: each preset's declared protocol "
+        "(default), or one rule for every experiment (metric, at the last or the best epoch); "
+        "every verdict is also checked under each rule and marked where they disagree",
+    )
     report.set_defaults(func=_report)
 
     export = subparsers.add_parser(
@@ -134,7 +142,7 @@ def _report(args: argparse.Namespace) -> int:
     out = args.out or args.run_dir / "report"
     html_path, md_path = write_report(
         records, runs, out, presets=presets(), missing=missing, seed=args.seed,
-        source=str(args.run_dir),
+        source=str(args.run_dir), rule=None if args.select == "protocol" else args.select,
     )  # fmt: skip
     print(f"wrote {html_path}\nwrote {md_path}")
     return 0

@@ -80,6 +80,15 @@ def _median_cell(metric: str, summary: Any) -> str:
     return format_value(metric, summary.median) + note
 
 
+def _edge(s) -> str:
+    """" (edge of the grid)" when the chosen lr is the grid's lowest or highest: the best lr may
+    lie beyond the grid, so the comparison may not be at each activation's best."""
+    grid = sorted({lr for setting, lr in s.val_medians if setting == s.setting} or {})
+    if not s.lr_selected or len(grid) < 2 or s.lr not in (grid[0], grid[-1]):
+        return ""
+    return f" (edge of the grid {grid[0]:g}–{grid[-1]:g})"
+
+
 def _result_table(result: ExperimentResult) -> Block:
     variants = any(row.selection.variant for row in result.rows)
     headers = (
@@ -89,7 +98,7 @@ def _result_table(result: ExperimentResult) -> Block:
     rows = []
     for row in result.rows:
         s, m = row.selection, row.summary
-        lr = f"{s.lr:g}" + ("" if s.lr_selected else " (not selected)")
+        lr = f"{s.lr:g}" + ("" if s.lr_selected else " (not selected)") + _edge(s)
         rows.append(
             (s.activation, *((s.variant or "—",) if variants else ()), s.setting or "—", lr, f"test {s.metric}",
              str(m.n + m.diverged), _median_cell(s.metric, m), _interval(s.metric, m.median_ci),
@@ -122,7 +131,13 @@ def _p(p: float) -> str:
 
 
 def _verdict(c) -> str:
-    """The verdict word and its detail: which way, or the pairs 80 % power would need."""
+    """The verdict word and its detail: which way, or the pairs 80 % power would need; and
+    whether another defensible choice of the learning rate would change it."""
+    text = _verdict_detail(c)
+    return f"{text} — depends on the selection rule ({c.depends})" if c.depends else text
+
+
+def _verdict_detail(c) -> str:
     if c.verdict.endswith("unresolved"):
         more = f"; ≈ {c.pairs_needed} pairs for 80 % power" if c.pairs_needed else ""
         return f"{c.verdict} (n={len(c.seeds)}{more})"
@@ -384,14 +399,16 @@ def write_report(
     seed: int = 0,
     source: str = "",
     activation_figure: bool = True,
+    rule: str | None = None,
 ) -> tuple[Path, Path]:
     """Analyse ``records`` with each experiment's preset (``presets``: name -> Preset, in the
     paper's order), draw the figures into ``out_dir/figures`` and write ``out_dir/report.html`` and
-    ``out_dir/report.md``. Returns the two paths."""
+    ``out_dir/report.md``. Returns the two paths. ``rule`` (one of ``SELECTION_RULES``) chooses
+    every experiment's learning rate instead of its preset's protocol."""
     out_dir = Path(out_dir)
     figure_dir = out_dir / "figures"
     rng = np.random.default_rng(seed)
-    results = analyse(records, runs, presets)
+    results = analyse(records, runs, presets, rule)
     figures: dict[str, list[tuple[Path, str]]] = {}
     for result in results:
         selections = [row.selection for row in result.rows]

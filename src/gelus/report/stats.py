@@ -235,6 +235,7 @@ class Comparison(NamedTuple):
     p_tie: float = float("nan")  # Holm-adjusted TOST p for a difference within the margin
     pairs_needed: int | None = None  # pairs for 80 % power at its Holm level (unresolved ones)
     lower_is_better: bool = True
+    depends: str = ""  # each selection rule's verdict, when they disagree ("" when they agree)
 
 
 VERDICTS = {"better": "▲ better", "worse": "▼ worse", "tie": "= tie", "unresolved": "· unresolved"}
