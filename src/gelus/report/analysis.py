@@ -15,6 +15,7 @@ from gelus.experiments.config import flat_config
 from gelus.experiments.presets import Preset
 from gelus.experiments.protocol import SELECTION_RULES, FigureSpec, Protocol
 from gelus.experiments.selection import Selection, run_configs, select
+from gelus.report.claims import check_claims
 from gelus.report.stats import Comparison, Summary, adjust, compare_paired, seeded_rng, summarize
 
 __all__ = [
@@ -74,6 +75,7 @@ class ExperimentResult(NamedTuple):
     wall_seconds: float
     n_runs: int
     n_unfinished: int = 0  # runs still training (or interrupted): left out of rows and comparisons
+    claims: tuple = ()  # the paper's claims checked as it made them (report.claims.ClaimCheck)
 
 
 def _pairs(selections: Sequence[Selection]) -> list[tuple[Selection, Selection]]:
@@ -257,6 +259,7 @@ def analyse(
                 wall_seconds=_wall_seconds(by_experiment[name]),
                 n_runs=len(mine_runs),
                 n_unfinished=len(unfinished),
+                claims=tuple(check_claims(name, finished, protocol, run_configs(mine_runs))),
             )
         )
     return results

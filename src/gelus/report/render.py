@@ -187,6 +187,22 @@ def _verdicts(result: ExperimentResult, variant: str) -> str:
     return "; ".join(verdicts) or "—"
 
 
+def claims_block(results: Sequence[ExperimentResult]) -> Block:
+    """One row per claim: the paper's words, the measure compared, the verdict and its pairs."""
+    rows = []
+    for result in results:
+        for check in result.claims:
+            detail = "; ".join(
+                f"{c.treatment} vs {c.baseline}{f' ({c.setting})' if c.setting else ''}"
+                f"{f' (lr={c.lr})' if c.lr != 'chosen' else ''}: "
+                f"{_verdict(c)}"
+                for c in check.comparisons
+            )
+            rows.append((result.name, check.claim, check.measure, check.verdict, detail or "—"))
+    headers = ("experiment", "the paper's claim", "measured as", "verdict", "paired comparisons")
+    return Block("table", headers=headers, rows=tuple(rows))
+
+
 def summary_block(results: Sequence[ExperimentResult]) -> Block:
     """The report's first table: per experiment (and config), what the paper reports, what this
     run found, and the verdict on the paper's ordering with its number of paired seeds."""
@@ -248,6 +264,8 @@ def report_blocks(
         )
     )
     blocks += [Block("h2", "Summary"), summary_block(results)]
+    if any(result.claims for result in results):
+        blocks += [Block("h2", "The paper's claims, as the paper made them"), claims_block(results)]
     if activation_figure is not None:
         blocks += [
             Block("h2", "Figure 1: the activations"),
