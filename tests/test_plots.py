@@ -118,3 +118,14 @@ def test_plot_activations_command_writes_figures_and_table(tmp_path, capsys):
     assert "| torch F.gelu |" in table and "| torch F.gelu |" in capsys.readouterr().out
     assert main(["plot", "activations", "--out", str(out), "--points", "3"]) == 2
     assert "--points 3 is too few" in capsys.readouterr().err
+
+
+def test_ten_activations_differ_by_colour_and_marker_together():
+    from gelus.plots.palette import color_for, marker_for
+
+    names = ["gelu", "gelu_tanh", "gelu_sigmoid", "relu", "elu", "silu", "stochastic_gelu",
+             "swiglu", "relu2", "my_squareplus"]  # fmt: skip
+    styles = [(color_for(n), marker_for(n)) for n in names]
+    assert len(set(styles)) == len(names)
+    markers = [marker_for(n) for n in names[:9]]
+    assert len(set(markers)) == 9  # named activations never share a marker

@@ -19,7 +19,7 @@ from matplotlib.ticker import MaxNLocator
 
 from gelus.experiments.protocol import FigureSpec
 from gelus.experiments.selection import Selection, curves_by_seed
-from gelus.plots.palette import color_for, label_for
+from gelus.plots.palette import color_for, label_for, marker_for
 from gelus.report.stats import bootstrap_ci
 
 __all__ = ["METRIC_LABELS", "experiment_figures", "plot_curve", "plot_noise", "plot_summary"]
@@ -82,6 +82,9 @@ def plot_curve(
         linestyle=linestyle,
         lw=1.0 if light else 1.8,
         alpha=0.55 if light else 1.0,
+        marker=marker_for(activation),
+        markevery=max(1, xs.size // 8),
+        markersize=3.5,
     )
     if len(curves) > 1:
         ax.fill_between(
