@@ -131,3 +131,15 @@ def test_report_select_rule_changes_the_protocol_and_verdicts_say_when_rules_dis
     # every comparison was recomputed under each rule: a disagreement names each rule's verdict
     for comparison, _ in default.comparisons:
         assert comparison.depends == "" or "val-loss-last" in comparison.depends
+
+
+def test_a_run_off_the_papers_settings_gets_the_banner_with_its_values(tmp_path):
+    from gelus.report.analysis import analyse
+
+    records, runs = make_records()
+    (result,) = analyse(records, runs, PRESETS)
+    assert "train.epochs=4 (the paper's: 50)" in result.departures  # these runs took 4 epochs
+    write_database(tmp_path, records, runs)
+    assert main(["report", str(tmp_path)]) == 0
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert ("Not the paper's settings" in md) == bool(result.departures)

@@ -121,13 +121,14 @@ def test_summary_comes_first_and_experiments_follow_the_papers_order(tmp_path):
     mnist, mnist_runs = make_records(epochs=2)
     md = _report(tmp_path, auto + wrn + mnist, auto_runs + wrn_runs + mnist_runs)
     headings = re.findall(r"^## (.+)$", md, flags=re.MULTILINE)
-    assert headings[:4] == [
+    assert headings[:5] == [
         "Summary",
+        "The paper's claims, as the paper made them",
         "mnist-classification (paper Figure 2)",
         "mnist-autoencoder (paper Figure 4)",
         "cifar100-wrn (paper Figure 7)",
     ]
-    summary = md[md.index("## Summary") : md.index("## mnist-classification")]
+    summary = md[md.index("## Summary") : md.index("## The paper's claims")]
     (wrn_row,) = [line for line in summary.splitlines() if line.startswith("| cifar100-wrn")]
     # what the paper reports, what this run found, and the verdict with its n
     assert PRESETS["cifar100-wrn"].paper_summary in wrn_row

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from gelus.experiments.config import flat_config
+from gelus.experiments.config import config_to_dict, flat_config, identity_keys
 from gelus.experiments.presets import Preset
 from gelus.experiments.protocol import SELECTION_RULES, FigureSpec, Protocol
 from gelus.experiments.selection import Selection, run_configs, select
@@ -76,6 +76,7 @@ class ExperimentResult(NamedTuple):
     n_runs: int
     n_unfinished: int = 0  # runs still training (or interrupted): left out of rows and comparisons
     claims: tuple = ()  # the paper's claims checked as it made them (report.claims.ClaimCheck)
+    departures: tuple[str, ...] = ()  # "key=ours (the paper's: theirs)" where the runs differ
 
 
 def _pairs(selections: Sequence[Selection]) -> list[tuple[Selection, Selection]]:
@@ -139,6 +140,26 @@ def _mark_rule_dependence(tests, records, protocol, configs) -> list[Comparison]
             c = c._replace(depends=detail)
         marked.append(c)
     return marked
+
+
+# Keys that do not change what a run measures against the paper, or that the dataset decides.
+_NOT_DEPARTURES = ("dataset", "train.checkpoint_every", "train.eval_batch_size", "train.keep_models")
+
+
+def _departures(preset: Preset | None, runs: Sequence[Any]) -> tuple[str, ...]:
+    """The settings of these runs that differ from the paper's (the preset's default config)."""
+    if preset is None or not runs:
+        return ()
+    paper = identity_keys(flat_config(config_to_dict(preset.config)))
+    found: dict[str, set[str]] = defaultdict(set)
+    for config in run_configs(runs).values():
+        for key, value in config.items():
+            if key not in _NOT_DEPARTURES and key in paper and value != paper[key]:
+                found[key].add(json.dumps(value))
+    return tuple(
+        f"{key}={' or '.join(sorted(values))} (the paper's: {json.dumps(paper[key])})"
+        for key, values in sorted(found.items())
+    )
 
 
 def _cell(s: Selection) -> tuple:
@@ -260,6 +281,7 @@ def analyse(
                 n_runs=len(mine_runs),
                 n_unfinished=len(unfinished),
                 claims=tuple(check_claims(name, finished, protocol, run_configs(mine_runs))),
+                departures=_departures(preset, mine_runs),
             )
         )
     return results

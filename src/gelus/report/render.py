@@ -281,6 +281,8 @@ def report_blocks(
         if result.paper_summary:
             blocks.append(Block("p", "The paper reports: " + result.paper_summary))
         blocks += [Block("p", "Protocol: " + rule + ".") for rule in result.rules]
+        if result.departures and not quick:  # the quick banner already says so
+            blocks.append(Block("banner", "Not the paper's settings: " + "; ".join(result.departures)))
         if result.n_unfinished:
             blocks.append(Block("banner", _unfinished_text(result)))
         blocks += [Block("h3", "Test results: paper vs ours"), _result_table(result)]
