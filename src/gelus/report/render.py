@@ -369,7 +369,7 @@ def _one_line(text: str) -> str:
     return "; ".join(step for step in steps if step)
 
 
-_MARKDOWN_CELL = re.compile(r"([\\`*_\[\]|~])")  # code, emphasis, links, table pipes
+_MARKDOWN_CELL = re.compile(r"([\\`*\[\]|~])")  # code, emphasis, links, table pipes
 _MARKDOWN_TEXT = re.compile(r"([\\\[\]|])")  # links and pipes; our prose keeps its code spans
 
 
