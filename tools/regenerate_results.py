@@ -3,7 +3,7 @@
     python tools/regenerate_results.py docs/results/quick     # or docs/results/full
 
 Reads ``records.sqlite.gz`` in the folder and writes ``report.md``, ``report.html`` and
-``figures/`` there. tests/test_committed_results.py checks that the committed report.md is exactly
+``figures/`` there. tests/report/test_committed_results.py checks that the committed report.md is exactly
 what this gives, so every committed number has its records beside it.
 """
 

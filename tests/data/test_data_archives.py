@@ -30,7 +30,7 @@ from gelus.data import archive as archive_module
 from gelus.data.archive import extract_archive
 
 EXPECTED = tuple(cifar10_binary_members(per_batch=2, n_test=2)[0])
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def _spec():
