@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
+from test_report_synthetic import make_records, value_of
 
 from gelus.experiments.presets import PRESETS
 from gelus.experiments.selection import select
 from gelus.plots.io import save_figure
 from gelus.plots.palette import PALETTE, color_for
 from gelus.report.figures import experiment_figures, plot_curve
-from test_report_synthetic import make_records, value_of
 
 
 def _figures(records, experiment):
@@ -31,7 +31,7 @@ def _figures(records, experiment):
 def test_mnist_curves_median_colours_and_labels():
     records, _ = make_records(epochs=3, lrs=(1e-3, 1e-4))
     figures = _figures(records, "mnist-classification")
-    assert set(figures) == {"curves", "summary"}
+    assert set(figures) == {"curves", "summary", "lr"}  # two lrs: the sensitivity figure too
     axes = figures["curves"].axes
     assert [ax.get_title() for ax in axes] == ["keep=1.0", "keep=0.5"]  # the paper's order
     ax = axes[0]
@@ -98,3 +98,20 @@ def test_save_figure_writes_valid_png_and_svg(tmp_path):
 def test_unknown_activations_get_a_stable_colour():
     assert color_for("mish") == color_for("mish")
     assert color_for("GELU") == PALETTE["gelu"]
+
+
+def test_the_lr_sensitivity_figure_shows_every_seed_per_lr_activation_and_setting():
+    records, _ = make_records(seeds=(0, 1, 2), lrs=(1e-3, 1e-4))
+    selections = select(records, PRESETS["mnist-classification"].protocol)
+    figures = experiment_figures(records, selections, PRESETS["mnist-classification"].figure,
+                                 title="t", rng=np.random.default_rng(0))  # fmt: skip
+    fig = figures["lr"]
+    axes = fig.axes
+    assert len(axes) == 4  # val and test × keep 0.5 and 1.0
+    dots = sum(len(c.get_offsets()) for c in axes[0].collections)
+    assert dots == 3 * 2 * 3  # activations × lrs × seeds, each seed a dot
+    assert all(ax.get_xscale() == "log" for ax in axes)
+    one_lr = [r for r in records if r.lr == 1e-3]
+    assert "lr" not in experiment_figures(one_lr, select(one_lr, PRESETS["mnist-classification"].protocol),
+                                          PRESETS["mnist-classification"].figure, title="t",
+                                          rng=np.random.default_rng(0))  # fmt: skip

@@ -8,6 +8,7 @@ Missing data means no curve (or no figure), never an error. Import matplotlib wi
 before this module if you draw without a display (``gelus report`` does).
 """
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -313,6 +314,54 @@ def _summary_figure(
     return fig
 
 
+def _lr_figure(records: Sequence[Any], selections: Sequence[Selection], title: str) -> Figure | None:
+    """The lr sensitivity: each run's validation and test value of the headline metric at its last
+    epoch against the learning rate, per activation (colour and marker) and setting (panel), every
+    seed a dot and the median a line. None when the experiment ran one lr."""
+    if not selections:
+        return None
+    metric = selections[0].metric
+    last: dict[tuple, tuple[int, float]] = {}
+    for r in records:
+        if r.split in ("val", "test") and r.metric == metric:
+            key = (r.split, r.activation, r.setting, float(r.lr), int(r.seed), r.config_hash)
+            if key not in last or r.epoch > last[key][0]:
+                last[key] = (int(r.epoch), float(r.value))
+    if len({k[3] for k in last}) < 2:
+        return None
+    settings = sorted({k[2] for k in last})
+    splits = [s for s in ("val", "test") if any(k[0] == s for k in last)]
+    fig = Figure(figsize=(4.2 * len(settings), 3.2 * len(splits)), layout="constrained")
+    axes = fig.subplots(len(splits), len(settings), squeeze=False)
+    scale = _scale(metric)
+    for row, split in enumerate(splits):
+        for col, setting in enumerate(settings):
+            ax = axes[row][col]
+            for activation in sorted({k[1] for k in last}):
+                points = {
+                    k[3]: [] for k in last if k[:3] == (split, activation, setting)
+                }
+                for k, (_, value) in last.items():
+                    if k[:3] == (split, activation, setting) and math.isfinite(value):
+                        points[k[3]].append(value * scale)
+                lrs = sorted(lr for lr, values in points.items() if values)
+                if not lrs:
+                    continue
+                color, marker = color_for(activation), marker_for(activation)
+                for lr in lrs:
+                    ax.scatter([lr] * len(points[lr]), points[lr], s=9, color=color, alpha=0.45,
+                               marker=marker)  # fmt: skip
+                ax.plot(lrs, [float(np.median(points[lr])) for lr in lrs], color=color,
+                        marker=marker, label=label_for(activation))  # fmt: skip
+            ax.set_xscale("log")
+            ax.set_xlabel("learning rate")
+            ax.set_ylabel(f"{split} {metric}" + (" (%)" if scale != 1 else ""))
+            ax.set_title(setting or "all runs", fontsize=9)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"{title}: {metric} at the last epoch against the learning rate", fontsize=10)
+    return fig
+
+
 def experiment_figures(
     records: Sequence[Any],
     selections: Sequence[Selection],
@@ -331,5 +380,6 @@ def experiment_figures(
         "curves": _curve_figure(records, selections, spec, title, rng),
         "noise": _noise_figure(records, selections, spec, title, rng),
         "summary": _summary_figure(selections, title, rng),
+        "lr": _lr_figure(records, selections, title),
     }
     return {name: fig for name, fig in figures.items() if fig is not None}
