@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
-from test_report_synthetic import make_records, value_of
 
 from gelus.experiments.presets import PRESETS
 from gelus.experiments.selection import select
 from gelus.plots.io import save_figure
 from gelus.plots.palette import PALETTE, color_for
 from gelus.report.figures import experiment_figures, plot_curve
+from test_report_synthetic import make_records, value_of
 
 
 def _figures(records, experiment):
