@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # Install gelus and what it needs on a fresh machine.
-#   scripts/install.sh          the package and its runtime dependencies, plus offline Fashion-MNIST
-#   scripts/install.sh --dev    the same plus the test tools
+#   scripts/install.sh          the package with the harness extra (.[harness]), plus offline Fashion-MNIST
+#   scripts/install.sh --dev    the package with the dev extra (.[dev]: the harness and the test tools)
 # torch is pinned through constraints.txt so that pip takes the CPU build and never pulls CUDA wheels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 
-extras=""
+extras="[harness]"
 [ "${1:-}" = "--dev" ] && extras="[dev]"
 
 # System packages from Debian, best effort (a user's machine may have no apt or no root):
-# Fashion-MNIST's IDX files (/usr/share/datasets/fashion-mnist) for the offline reproduction, and
+# Fashion-MNIST's IDX files (/usr/share/datasets/fashion-mnist) and English fortunes
+# (/usr/share/games/fortunes) for the offline reproduction, and
 # with --dev headless Chromium, which the report's rendering test drives.
 apt_packages=()
 [ -d /usr/share/datasets/fashion-mnist ] || apt_packages+=(dataset-fashion-mnist)
-[ -n "$extras" ] && ! command -v chromium >/dev/null 2>&1 && apt_packages+=(chromium)
+[ -d /usr/share/games/fortunes ] || apt_packages+=(fortunes)  # the language model's offline corpus
+[ "$extras" = "[dev]" ] && ! command -v chromium >/dev/null 2>&1 && apt_packages+=(chromium)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null) \
