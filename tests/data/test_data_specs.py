@@ -63,6 +63,8 @@ def test_the_recorded_numbers():
         "cifar100": (45_000, 5_000, 10_000),
         "twitter-pos": (14_619, 4_823, 7_152),
         "timit": (1_124_800, 122_000, 57_900),
+        "fortunes": (2_313_717, 128_539, 128_541),  # bytes
+        "text": (900_000, 50_000, 50_000),  # nominal, for planning
     }
     shapes = {name: spec.sample_shape for name, spec in DATASETS.items()}
     assert shapes == {
@@ -72,6 +74,8 @@ def test_the_recorded_numbers():
         "cifar100": (3, 32, 32),
         "twitter-pos": (150,),
         "timit": (286,),
+        "fortunes": (1,),
+        "text": (1,),
     }
     classes = {name: spec.num_classes for name, spec in DATASETS.items()}
     assert classes == {
@@ -81,6 +85,8 @@ def test_the_recorded_numbers():
         "cifar100": 100,
         "twitter-pos": 25,
         "timit": 39,
+        "fortunes": 256,  # byte values
+        "text": 256,
     }
 
 

@@ -25,6 +25,7 @@ from gelus.data.sources import (
     find,
     search_dirs,
 )
+from gelus.data.text import SPLIT_FRACTIONS, VOCAB, load_text
 from gelus.data.timit import CONTEXT, NUM_COEFFICIENTS, NUM_PHONES, load_timit
 
 __all__ = ["DATASETS", "get_spec", "how_to_get", "load"]
@@ -266,9 +267,89 @@ _TIMIT = DatasetSpec(
     split_sizes=SplitSizes(1_124_800, 122_000, 57_900),
 )
 
-DATASETS: dict[str, DatasetSpec] = {
-    spec.name: spec for spec in (_MNIST, _FASHION_MNIST, _CIFAR10, _CIFAR100, _TWITTER_POS, _TIMIT)
+# Debian's fortunes 1:1.99.1-7.3 (/usr/share/games/fortunes): every English fortune file but
+# ascii-art (pictures), in name order; name -> (SHA-256, bytes) of the file as installed
+_FORTUNES_FILES = {
+    "art": ("600b8197bc994fd4fcbb623aa5e700629540af44f044d4907886bd1031f160ce", 85327),
+    "computers": ("a86be224d9f733b88eeaf8a46ea0427e05cc69c69edcf5f6db47ddf561ca37fd", 237981),
+    "cookie": ("5dc97eee96dcc5287c373be629482730d45f77b59da1287933c9c5f482a055eb", 245093),
+    "debian": ("491dd04bf909b64152bcb554b9bc88df0ca50c0dc676d74d10742bf38aaa50de", 15615),
+    "definitions": ("57be4744c353d931fa2ca95f50215d4b67539f5a527ae628a6441fb4a1258caa", 180268),
+    "disclaimer": ("c085d66ea68686d5e28852cef77c3eeb3640895c5647b148deeaaada2c07fa7b", 10749),
+    "drugs": ("a5a59ee8b0e1fd3085a38dfa29149fe9a2c8d7f256b74aea71aa2cc08a9990c1", 40931),
+    "education": ("ba13321d6d6beb7a6e65296a47450bfc87b24a319fff2e94762011b59a31aa35", 39280),
+    "ethnic": ("61695cb9b60dbee91755027da1fa4f850f4c6386ff38197a48e4ff1696385e19", 34364),
+    "food": ("78077a65b9288df71e7b2a8e8258cd3b1005d1282f7c7e57ad53927f374df45d", 34377),
+    "fortunes": ("8819e6b83bacd6b7e8a4a2483f41e126b3b4b3ef8cd2aca907a53b163f082fd5", 24516),
+    "goedel": ("9d447862c803f22cdf7bb26cb70cca1a7f8a2a7992f2793ddcb43cfcf3302ab0", 7391),
+    "humorists": ("ffdf67e1f4049133bf904b769c364de45e5ae0abfb3ea7c9afb54b87b89acfc4", 42446),
+    "kids": ("82e51834990afd36f2ea2f25864b368e2f44f9c761aba034035b26061de6d5be", 28587),
+    "knghtbrd": ("c25e8373b38a6f159a7b1d336f363d5c962224a6ddcc86279dec47aad3c869b3", 87971),
+    "law": ("f04141f94e788b7899e0adb0490d182ce711f8fdbb8252343a5257e717e9279d", 56657),
+    "linux": ("85b0e5eadf7adeea77da4e1fbd456c962ce3bd1dabbd053098ecf37de9169cf3", 58496),
+    "linuxcookie": ("4f75959924ae5bb1955c30a5c985e641ec17cd5ebb7453d839f94b1988331202", 19466),
+    "literature": ("22eab7d53ce994d0466901bb0d799ae3289603e17dc0bdb7f16666931155c5a5", 53589),
+    "love": ("4d4fb7c540e5500e44643524dae41dd7d2b21b80be184253fd9f8541f6029fc5", 20423),
+    "magic": ("b9553a1d84d966db55a24a779206cc4565bf3686c9ecbc31215f654129e3166e", 9816),
+    "medicine": ("18b8c7b098e649024159c9d9f3e37a0832bbd2d5cf3e2317b313134761afd487", 19193),
+    "men-women": ("8fc4eb68a8d16826372d9bfdc910c8ab917b8aa59e2aac533f3ec2b49a1314ba", 101843),
+    "miscellaneous": ("e3d81fd016f9f84a70ecb9aa197c4911aca01a8034e49345b81093f6751bba9c", 48174),
+    "news": ("4b8eebae510353d6f628dfdaf52bf8cbdafb891a122b146421c805b74f389617", 11322),
+    "paradoxum": ("85228975016fe975065eaf0baf55980d32d26f9e2fa99f69da4696d11ac02036", 6383),
+    "people": ("2afb4b9f577be114d2dca279bc5590ee8415e1405295d7d7626c888d82f338e8", 153878),
+    "perl": ("b19145eadf97c31add2e0a199d93ffa0eb92e00275c2724b7ad6b4e412113536", 40182),
+    "pets": ("084472564bc55df566733a224f8a737d78717132ec43628be0c2af466ac41ecc", 7225),
+    "platitudes": ("88448274efec3d2c0908cc11525c9b065b95a32c232a2c58c67a87dd88545ee5", 35626),
+    "politics": ("b56ca45a046edd5c459090a5c6b335332661b436e814b41ac87bb58065ad6131", 114921),
+    "pratchett": ("48410754f1b2091f418ac27421d2764628b23c91427b12809031cf2b39be5b0e", 401),
+    "riddles": ("bcaaab907b156a18a8943f0768828b4f1a18d382497d0e2ef012fe6aaa27becc", 20294),
+    "science": ("7ab350b142ee6c70c1d8517c5a1b3790c09b190a62859427cad98e6e35a19fcc", 129991),
+    "songs-poems": ("eb714d297b468da91b6ca32baefb000279a3e3740b09f8a87db24fe58e010b1a", 233975),
+    "sports": ("b71dd524d7bca888ec1014fb849a8a15cf58017c59127e572d393ef7632c35c8", 37317),
+    "startrek": ("7b2e4c235b99452b2de4c47d67aae0faac2ea508a2d644609e4ef5db7653c39c", 30216),
+    "tao": ("4adddc35a122bb233a16c076abc0be0326ea3a68594146a6baee3b5f6489e12b", 37143),
+    "translate-me": ("a183879cf46ee4a6176f6b9f0f31adb6abfc6333b64f8fbebeba57017c81e12e", 1787),
+    "wisdom": ("9b0bd6b9331a68c9172219784a411c417c055ed69734edc7b4406795b87d4e94", 61623),
+    "work": ("ad8a0e104160e2c4782fa86e143cd60ffab2872985d4293ffd0af6df19dbfa28", 106982),
+    "zippy": ("b996a112c99a2d61782e1a9a1f3c5445122f18ac312485f2c78279e82ca33932", 38978),
 }
+
+
+def _text_sizes(total: int) -> SplitSizes:
+    """Bytes in the train / val / test splits of a corpus of ``total`` bytes (``load_text``)."""
+    train = int(total * SPLIT_FRACTIONS[0])
+    val = int(total * SPLIT_FRACTIONS[1])
+    return SplitSizes(train, val, total - train - val)
+
+
+_FORTUNES = DatasetSpec(
+    name="fortunes",
+    title="English fortune cookies (Debian's fortunes), 2.57 MB of UTF-8 text, byte-level",
+    layouts=(tuple((name,) for name in _FORTUNES_FILES),),
+    loader=load_text,
+    remote=tuple(RemoteFile(name, sha, size) for name, (sha, size) in _FORTUNES_FILES.items()),
+    system_dirs=("/usr/share/games/fortunes",),
+    apt_package="fortunes",
+    citation="the fortune-mod collections, packaged by Debian (fortunes)",
+    sample_shape=(1,),  # a sample is one byte: split sizes count bytes
+    num_classes=VOCAB,  # a byte-level model predicts one of 256 byte values
+    # bytes, contiguous 90 / 5 / 5 %
+    split_sizes=_text_sizes(sum(size for _, size in _FORTUNES_FILES.values())),
+)
+
+_TEXT = DatasetSpec(
+    name="text",
+    title="any UTF-8 text file of yours (corpus.txt), byte-level",
+    layouts=((("corpus.txt",),),),
+    loader=load_text,
+    instructions="no download: save any UTF-8 text file (at least tens of kB) as corpus.txt",
+    sample_shape=(1,),
+    num_classes=VOCAB,
+    split_sizes=_text_sizes(1_000_000),  # for planning only: the user's file decides
+)
+
+_ALL = (_MNIST, _FASHION_MNIST, _CIFAR10, _CIFAR100, _TWITTER_POS, _TIMIT, _FORTUNES, _TEXT)
+DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in _ALL}
 
 
 def get_spec(name: str) -> DatasetSpec:

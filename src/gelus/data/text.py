@@ -1,0 +1,176 @@
+"""Byte-level text corpora for the language model: one UTF-8 text, split by contiguous bytes.
+
+A corpus is a sequence of bytes (a byte-level model has no tokenizer: its 256 symbols are the byte
+values). It is split into contiguous train / validation / test parts, 90 / 5 / 5 % of the bytes by
+default (enwik8's convention), so no window of the held-out parts was seen in training::
+
+    >>> data = load_text_file("corpus.txt")                       # doctest: +SKIP
+    >>> data.train.windows(torch.tensor([0, 7]), context=128)     # int64 [2, 129]
+
+The offline corpus is Debian's ``fortunes`` package (``/usr/share/games/fortunes``): 42 files of
+English fortune cookies, 2.57 MB, concatenated in name order; every file is pinned by its SHA-256
+(the ASCII-art file is left out: pictures, not prose). Any other UTF-8 text file works too
+(``text`` dataset: ``corpus.txt`` in its folder, or :func:`load_text_file`).
+
+A file that is empty, binary (a NUL byte, or not UTF-8), or too short to give each split a few
+windows raises one :class:`~gelus.data.errors.DataError` saying which.
+"""
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from gelus.data.dataset import Dataset, Split
+from gelus.data.errors import DataError
+from gelus.data.sources import DatasetSpec, Location, verify_file
+
+__all__ = [
+    "MIN_WINDOWS",
+    "SPLIT_FRACTIONS",
+    "ByteSplit",
+    "check_text",
+    "load_text",
+    "load_text_file",
+    "random_text",
+    "split_text",
+]
+
+SPLIT_FRACTIONS = (0.90, 0.05, 0.05)  # train / val / test, contiguous, in this order
+MIN_WINDOWS = 4  # each split must hold at least this many windows of a model's context
+_LOADER_CONTEXT = 64  # the context the loader checks against (the engine checks its own)
+VOCAB = 256  # byte values
+
+
+class ByteSplit(Split):
+    """A contiguous part of a corpus: ``data`` uint8 [N], read in windows of ``context + 1`` bytes
+    (inputs are a window's first ``context`` bytes, targets the last ``context``).
+
+    ``len(split)`` is its byte count; ``labels`` is the bytes as int64, so the generic code that
+    asks a split for its size works unchanged.
+    """
+
+    def __init__(self, data: Tensor) -> None:
+        if data.dtype != torch.uint8 or data.ndim != 1:
+            raise TypeError(
+                f"a ByteSplit holds uint8 [N] bytes, got {data.dtype} {tuple(data.shape)}"
+            )
+        self.data = data
+
+    def __len__(self) -> int:
+        return self.data.shape[0]
+
+    @property
+    def labels(self) -> Tensor:
+        return self.data.long()
+
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        return (1,)  # a sample is one byte
+
+    def windows(self, starts: Tensor, context: int) -> Tensor:
+        """int64 [B, context + 1]: the bytes from each of ``starts`` (int64 [B]) on."""
+        offsets = torch.arange(context + 1, device=starts.device)
+        return self.data[starts.to(self.data.device)[:, None] + offsets.to(self.data.device)].long()
+
+    def inputs(self, index: Tensor) -> Tensor:
+        return self.data[index].float()[:, None]
+
+    def to(self, device: torch.device | str) -> "ByteSplit":
+        return ByteSplit(self.data.to(device))
+
+    def __repr__(self) -> str:
+        return f"ByteSplit(bytes={len(self)})"
+
+
+def check_text(data: bytes, name: str, context: int = _LOADER_CONTEXT) -> None:
+    """Raise DataError unless ``data`` is non-empty UTF-8 text without NUL bytes whose every split
+    holds at least ``MIN_WINDOWS`` windows of ``context + 1`` bytes."""
+    if not data:
+        raise DataError(f"{name}: the file is empty; a text corpus needs UTF-8 text")
+    if b"\0" in data:
+        at = data.index(b"\0")
+        raise DataError(f"{name}: a NUL byte at offset {at:,}: a binary file, not UTF-8 text")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DataError(
+            f"{name}: not UTF-8 text ({error.reason} at byte {error.start:,}); convert it with "
+            "iconv -t UTF-8"
+        ) from None
+    needed = min_bytes(context)
+    if len(data) < needed:
+        raise DataError(
+            f"{name}: {len(data):,} bytes is too short for {MIN_WINDOWS} windows of {context + 1} "
+            f"bytes in each of the train / val / test splits ({SPLIT_FRACTIONS}); it needs "
+            f"{needed:,} bytes or more"
+        )
+
+
+def min_bytes(context: int) -> int:
+    """The fewest bytes whose smallest split holds ``MIN_WINDOWS`` windows of ``context + 1``."""
+    smallest = min(SPLIT_FRACTIONS)
+    return int(-(-MIN_WINDOWS * (context + 1) // smallest)) + 1
+
+
+def split_text(data: Tensor) -> tuple[ByteSplit, ByteSplit, ByteSplit]:
+    """``data`` (uint8 [N]) cut into contiguous train / val / test splits by ``SPLIT_FRACTIONS``."""
+    n = data.shape[0]
+    train_end = int(n * SPLIT_FRACTIONS[0])
+    val_end = train_end + int(n * SPLIT_FRACTIONS[1])
+    return (
+        ByteSplit(data[:train_end]),
+        ByteSplit(data[train_end:val_end]),
+        ByteSplit(data[val_end:]),
+    )
+
+
+def _dataset(data: bytes, name: str, source: str, validation: bool) -> Dataset:
+    tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    train, val, test = split_text(tensor)
+    if not validation:  # train on train + val
+        train, val = ByteSplit(torch.cat([train.data, val.data])), None
+    return Dataset(name, train, val, test, VOCAB, source)
+
+
+def load_text_file(path: str | Path, *, validation: bool = True, name: str = "text") -> Dataset:
+    """The UTF-8 text file at ``path`` as a byte corpus split 90 / 5 / 5 %. Raises DataError for a
+    missing, empty, binary or too short file."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise DataError(f"{path}: cannot read it ({error.strerror or error})") from None
+    check_text(data, str(path))
+    return _dataset(data, name, str(path), validation)
+
+
+def load_text(
+    location: Location, spec: DatasetSpec, *, validation: bool = True, verify: bool = True
+) -> Dataset:
+    """A ``DatasetSpec`` loader: the files of ``location`` concatenated in their layout's order,
+    each checked against its recorded SHA-256 when ``verify`` (files without a record are used as
+    they are), then checked as text and split."""
+    parts = []
+    for path in location.files:
+        if verify:
+            verify_file(path, spec.remote_file(path.name))
+        parts.append(path.read_bytes())
+    data = b"".join(parts)
+    where = str(location.files[0]) if len(location.files) == 1 else str(location.directory)
+    check_text(data, where)
+    digest = hashlib.sha256(data).hexdigest()[:12]
+    return _dataset(data, spec.name, f"{location.directory} (sha256 {digest}…)", validation)
+
+
+def random_text(sizes: Sequence[int], seed: int = 0, name: str = "random") -> Dataset:
+    """Random bytes in splits of ``sizes`` (train, test) bytes: a corpus of the right shape for
+    timing a model, no text."""
+    generator = torch.Generator().manual_seed(seed)
+    train, test = (
+        ByteSplit(torch.randint(0, VOCAB, (n,), generator=generator, dtype=torch.uint8))
+        for n in sizes
+    )
+    return Dataset(name, train, None, test, VOCAB, "random")

@@ -1,0 +1,130 @@
+"""Byte-level text corpora: contiguous splits, the pinned fortunes files, and one clear error for a
+file that is empty, binary or too short."""
+
+import hashlib
+
+import pytest
+import torch
+
+from gelus.data import DATASETS, DataError, find, load
+from gelus.data.errors import ChecksumError
+from gelus.data.sources import DatasetSpec, RemoteFile
+from gelus.data.text import (
+    MIN_WINDOWS,
+    SPLIT_FRACTIONS,
+    ByteSplit,
+    check_text,
+    load_text,
+    load_text_file,
+    min_bytes,
+)
+
+PROSE = "The quick brown fox jumps over the lazy dog; naïve café, déjà vu.\n" * 200
+
+
+def test_a_text_file_splits_into_contiguous_90_5_5_parts(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text(PROSE, encoding="utf-8")
+    data = load_text_file(path)
+    raw = PROSE.encode("utf-8")
+    n = len(raw)
+    assert len(data.train) == int(n * SPLIT_FRACTIONS[0])
+    assert len(data.val) == int(n * SPLIT_FRACTIONS[1])
+    assert len(data.train) + len(data.val) + len(data.test) == n
+    joined = torch.cat([data.train.data, data.val.data, data.test.data])
+    assert bytes(joined.tolist()) == raw  # contiguous, in order, nothing lost
+    assert data.num_classes == 256
+
+
+def test_windows_are_the_bytes_from_each_start():
+    split = ByteSplit(torch.arange(50, dtype=torch.uint8))
+    windows = split.windows(torch.tensor([0, 10]), context=4)
+    assert windows.dtype == torch.int64
+    assert windows.tolist() == [[0, 1, 2, 3, 4], [10, 11, 12, 13, 14]]
+
+
+def test_training_on_train_plus_val(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text(PROSE, encoding="utf-8")
+    with_val, without = load_text_file(path), load_text_file(path, validation=False)
+    assert without.val is None
+    assert len(without.train) == len(with_val.train) + len(with_val.val)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty"),
+        (b"text\0more text" * 1000, "NUL byte"),
+        ("caf\u00e9 ".encode("latin-1") * 2000, "not UTF-8"),
+        (b"too short", "too short"),
+    ],
+)
+def test_bad_corpora_get_one_clear_error(tmp_path, content, message):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(content)
+    with pytest.raises(DataError, match=message) as info:
+        load_text_file(path)
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+def test_the_shortest_corpus_gives_each_split_its_windows():
+    context = 32
+    n = min_bytes(context)
+    check_text(b"a" * n, "x", context)
+    with pytest.raises(DataError, match="too short"):
+        check_text(
+            b"a" * (int(MIN_WINDOWS * (context + 1) / SPLIT_FRACTIONS[1]) - 40), "x", context
+        )
+
+
+def test_a_missing_file_is_a_data_error(tmp_path):
+    with pytest.raises(DataError, match="cannot read"):
+        load_text_file(tmp_path / "nope.txt")
+
+
+def test_the_text_dataset_reads_corpus_txt_from_its_folder(tmp_path):
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "corpus.txt").write_text(PROSE, encoding="utf-8")
+    data = load("text", tmp_path)
+    assert len(data.train) + len(data.val) + len(data.test) == len(PROSE.encode())
+
+
+def _spec_of(directory, files: dict[str, bytes], pinned: dict[str, bytes]) -> DatasetSpec:
+    for name, content in files.items():
+        (directory / name).write_bytes(content)
+    remote = tuple(
+        RemoteFile(name, hashlib.sha256(content).hexdigest(), len(content))
+        for name, content in pinned.items()
+    )
+    return DatasetSpec(
+        name="corpus", title="t", layouts=(tuple((n,) for n in files),), loader=load_text,
+        remote=remote, system_dirs=(str(directory),), num_classes=256,
+    )  # fmt: skip
+
+
+def test_pinned_files_are_concatenated_in_layout_order_and_verified(tmp_path):
+    files = {"b": PROSE[:5000].encode(), "a": PROSE[5000:].encode()}
+    spec = _spec_of(tmp_path, files, files)
+    data = load(spec, tmp_path / "elsewhere")
+    joined = torch.cat([data.train.data, data.val.data, data.test.data])
+    assert bytes(joined.tolist()) == files["b"] + files["a"]
+    (tmp_path / "a").write_bytes(PROSE[5000:].upper().encode())  # edited after pinning
+    with pytest.raises(ChecksumError):
+        load(spec, tmp_path / "elsewhere")
+    assert len(load(spec, tmp_path / "elsewhere", verify=False).test) > 0
+
+
+def test_fortunes_is_pinned_file_by_file():
+    spec = DATASETS["fortunes"]
+    assert spec.apt_package == "fortunes" and spec.num_classes == 256
+    names = [alternatives[0] for alternatives in spec.layouts[0]]
+    assert names == sorted(names) and "ascii-art" not in names
+    assert {remote.name for remote in spec.remote} == set(names)
+    assert sum(spec.split_sizes) == sum(remote.size for remote in spec.remote) >= 1_000_000
+
+
+@pytest.mark.skipif(find(DATASETS["fortunes"]) is None, reason="Debian's fortunes not installed")
+def test_the_installed_fortunes_load_and_verify():
+    data = load("fortunes")
+    assert (len(data.train), len(data.val), len(data.test)) == DATASETS["fortunes"].split_sizes
