@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from gelus import _gelu
+from gelus._common import check_floating
 from gelus._operator import (
     NAMESPACE,
     broadcast_fake,
@@ -27,6 +28,7 @@ __all__ = ["bias_gelu", "bias_gelu_backward_op", "bias_gelu_op"]
 
 def kernel_forward(x: Tensor, bias: Tensor, approximate="none", accurate=False) -> Tensor:
     """The default kernel of ``gelus::bias_gelu``."""
+    check_floating(f"{NAMESPACE}::bias_gelu", x, bias)
     h = x + bias  # a temporary the kernel overwrites; recomputed in backward, not saved
     return _gelu.kernel_forward(h, approximate, accurate, out=h)
 
@@ -55,6 +57,7 @@ def bias_gelu_backward_op(
 
 @bias_gelu_op.register_fake
 def _(x, bias, approximate="none", accurate=False):
+    check_floating(f"{NAMESPACE}::bias_gelu", x, bias)
     return broadcast_fake(x, bias)
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "TANH_TAME",
     "apply_inplace",
     "check_approximate",
+    "check_floating",
     "compute_dtype",
     "is_tame",
     "result_dtype",
@@ -90,6 +91,19 @@ def check_approximate(approximate: str, accurate: bool = False) -> None:
         raise ValueError(
             f"accurate=True applies to the exact form only, not approximate={approximate!r}"
         )
+
+
+def check_floating(name: str, *tensors: Tensor | float | None) -> None:
+    """TypeError for a tensor that is not real floating point (integer, bool, complex).
+
+    The members are real functions computed in floating point: an integer result would be the
+    truncation of the true value, silently (torch's ``F.gelu`` raises NotImplementedError there).
+    Non-tensor arguments (Python floats, None) pass.
+    """
+    for t in tensors:
+        if isinstance(t, Tensor) and not t.is_floating_point():
+            way_out = "take x.real or x.abs() first" if t.is_complex() else "convert with x.float()"
+            raise TypeError(f"{name} expects a floating-point tensor, got {t.dtype}; {way_out}")
 
 
 def is_tame(x: Tensor, bound: float) -> bool:

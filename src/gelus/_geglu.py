@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from gelus import _gelu
+from gelus._common import check_floating
 from gelus._operator import (
     NAMESPACE,
     call_kernel,
@@ -37,6 +38,7 @@ def check(x: Tensor, dim: int) -> None:
 
 def kernel_forward(x, dim=-1, approximate="none", accurate=False, tame=None) -> Tensor:
     """The default kernel of ``gelus::geglu``."""
+    check_floating(f"{NAMESPACE}::geglu", x)
     value, gate = x.chunk(2, dim=dim)
     return _gelu.kernel_forward(gate, approximate, accurate, tame=tame).mul_(value)
 
@@ -79,6 +81,7 @@ def geglu_backward_op(
 
 @geglu_op.register_fake
 def _(x, dim=-1, approximate="none", accurate=False):
+    check_floating(f"{NAMESPACE}::geglu", x)
     value, _ = x.chunk(2, dim=dim)
     return torch.empty_like(value, memory_format=torch.contiguous_format)
 

@@ -22,6 +22,7 @@ from gelus._common import (
     SIGMOID_SCALE,
     TANH_CLAMP,
     TANH_TAME,
+    check_floating,
     compute_dtype,
 )
 from gelus._operator import (
@@ -46,6 +47,7 @@ def kernel_forward(
 ) -> Tensor:
     """The default (any-device) kernel of ``gelus::gelu``, x's dtype (``out=``: into a temporary
     the caller owns)."""
+    check_floating(f"{NAMESPACE}::gelu", x)
     if approximate == "tanh":
         return tanh_form.forward(x, tame=tame, out=out)
     if approximate == "sigmoid":
@@ -107,6 +109,7 @@ def gelu_backward_op(
 
 @gelu_op.register_fake
 def _(x, approximate="none", accurate=False):
+    check_floating(f"{NAMESPACE}::gelu", x)
     return torch.empty_like(x)
 
 

@@ -13,7 +13,7 @@ The paper's GELU is μ = 0, σ = 1; as σ → 0 with μ = 0 it tends to ReLU (ma
 import torch
 from torch import Tensor
 
-from gelus._common import compute_dtype, result_dtype
+from gelus._common import check_floating, compute_dtype, result_dtype
 from gelus._operator import (
     NAMESPACE,
     broadcast_fake,
@@ -48,6 +48,7 @@ def forward(x: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:
 
     Limits: x = +inf gives +inf, x = −inf gives −0.0 (not inf·0 = nan), nan propagates.
     """
+    check_floating(f"{NAMESPACE}::generalized_gelu", x, mu, sigma)
     dtype = compute_dtype(x.dtype, mu.dtype, sigma.dtype)
     return _value(x.to(dtype), mu.to(dtype), sigma.to(dtype)).to(result_dtype(x, mu, sigma))
 
@@ -119,6 +120,7 @@ def generalized_gelu_op(x: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:
 
 @generalized_gelu_op.register_fake
 def _(x, mu, sigma):
+    check_floating(f"{NAMESPACE}::generalized_gelu", x, mu, sigma)
     return broadcast_fake(x, mu, sigma)
 
 

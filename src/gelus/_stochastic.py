@@ -16,7 +16,7 @@ uniform on [0, 1) up to the generator's resolution (2^-24 in float32).
 import torch
 from torch import Tensor
 
-from gelus._common import compute_dtype
+from gelus._common import check_floating, compute_dtype
 from gelus._operator import NAMESPACE, device_kernel
 from gelus._phi import normal_cdf
 
@@ -67,6 +67,7 @@ def _seeded_mask(x: Tensor, seed: int) -> Tensor:
 
 def seeded_forward(x: Tensor, seed: int) -> Tensor:
     """The default kernel of ``gelus::stochastic_gelu``."""
+    check_floating(f"{NAMESPACE}::stochastic_gelu", x)
     return torch.where(_seeded_mask(x, seed), x, 0.0)
 
 
@@ -89,6 +90,7 @@ def stochastic_gelu_backward_op(grad: Tensor, x: Tensor, seed: int) -> Tensor:
 
 @stochastic_gelu_op.register_fake
 def _(x, seed):
+    check_floating(f"{NAMESPACE}::stochastic_gelu", x)
     return torch.empty_like(x)
 
 

@@ -21,6 +21,7 @@ from torch import Tensor
 from gelus._common import (
     GELU_TAME,
     SILU_CLAMP,
+    check_floating,
     compute_dtype,
     is_tame,
     result_dtype,
@@ -57,6 +58,7 @@ def forward(
     x: Tensor, beta: float = 1.0, *, tame: bool | None = None, out: Tensor | None = None
 ) -> Tensor:
     """x·σ(β·x) in x's dtype, edge cases patched; ``tame``: whether ``is_tame(x, tame_bound(β))``."""
+    check_floating(f"{NAMESPACE}::swish", x)
     dtype = x.dtype
     x = x.to(compute_dtype(dtype))
     direct = _direct(out, x.dtype)
@@ -188,6 +190,7 @@ def swish_backward_op(grad: Tensor, x: Tensor, beta: float = 1.0) -> Tensor:
 
 @swish_op.register_fake
 def _(x, beta=1.0):
+    check_floating(f"{NAMESPACE}::swish", x)
     return torch.empty_like(x)
 
 
@@ -269,6 +272,7 @@ def tensor_composed_backward(grad, x, beta, needs=(True, True)):
 
 def tensor_kernel(x: Tensor, beta: Tensor) -> Tensor:
     """The default kernel of ``gelus::swish_tensor``."""
+    check_floating(f"{NAMESPACE}::swish_tensor", x, beta)
     dtype = compute_dtype(x.dtype, beta.dtype)
     return tensor_composed(x.to(dtype), beta.to(dtype)).to(result_dtype(x, beta))
 
@@ -281,6 +285,7 @@ def swish_tensor_op(x: Tensor, beta: Tensor) -> Tensor:
 
 @swish_tensor_op.register_fake
 def _(x, beta):
+    check_floating(f"{NAMESPACE}::swish_tensor", x, beta)
     return broadcast_fake(x, beta)
 
 

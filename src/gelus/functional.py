@@ -26,7 +26,13 @@ import torch
 from torch import Tensor
 
 from gelus import _bias_gelu, _geglu, _gelu, _generalized, _swish
-from gelus._common import APPROXIMATIONS, apply_inplace, check_approximate, compute_dtype
+from gelus._common import (
+    APPROXIMATIONS,
+    apply_inplace,
+    check_approximate,
+    check_floating,
+    compute_dtype,
+)
 from gelus._extra import hard_mish, laplace, relu2, sqrtsoftplus, xielu
 from gelus._stochastic import stochastic_gelu_training
 
@@ -45,11 +51,6 @@ __all__ = [
     "swish",
     "xielu",
 ]
-
-
-def _floating(x: Tensor, name: str) -> None:
-    if not x.is_floating_point():
-        raise TypeError(f"{name} expects a floating-point input, got {x.dtype}")
 
 
 def gelu(x: Tensor, approximate: str = "none", *, accurate: bool = False) -> Tensor:
@@ -88,6 +89,7 @@ def gelu(x: Tensor, approximate: str = "none", *, accurate: bool = False) -> Ten
         tensor([-7.6199e-23])
     """
     check_approximate(approximate, accurate)
+    check_floating("gelu", x)
     return _gelu.gelu(x, approximate, bool(accurate))
 
 
@@ -97,6 +99,9 @@ def silu(x: Tensor, inplace: bool = False) -> Tensor:
     ``inplace=True`` writes the result into ``x`` and returns it, as ``F.silu`` does; it saves
     no memory when autograd records (the backward needs the input, so a copy is kept).
     """
+    if x.is_complex():  # torch's complex SiLU, x·σ(x) with the complex sigmoid
+        return torch.nn.functional.silu(x, inplace)
+    check_floating("silu", x)
     if inplace:
         return apply_inplace(silu, x)
     return _swish.swish(x, 1.0)
@@ -115,7 +120,11 @@ def swish(x: Tensor, beta: float | Tensor = 1.0) -> Tensor:
     nan there, where β·x is nan).
     """
     if isinstance(beta, Tensor):
+        check_floating("swish", x, beta)
         return _swish.swish_tensor(x, beta)
+    if x.is_complex():  # as silu: torch's complex sigmoid
+        return torch.nn.functional.silu(x) if beta == 1.0 else x * torch.sigmoid(beta * x)
+    check_floating("swish", x)
     return _swish.swish(x, float(beta))
 
 
@@ -143,7 +152,7 @@ def generalized_gelu(x: Tensor, mu: Tensor | float = 0.0, sigma: Tensor | float 
         >>> y = generalized_gelu(x, mu=0.0, sigma=0.5)               # scalar μ, σ
         >>> y = generalized_gelu(x, torch.zeros(16), torch.ones(16))  # per channel, last dim
     """
-    _floating(x, "generalized_gelu")
+    check_floating("generalized_gelu", x, mu, sigma)
     if not isinstance(sigma, Tensor) and not sigma > 0:
         raise ValueError(f"generalized_gelu needs sigma > 0, got sigma={sigma}")
     dtype = x.dtype if not isinstance(mu, Tensor) and not isinstance(sigma, Tensor) else None
@@ -180,9 +189,9 @@ def stochastic_gelu(
         >>> g = torch.Generator().manual_seed(0)
         >>> y = stochastic_gelu(torch.randn(4, 8), training=True, generator=g)
     """
+    check_floating("stochastic_gelu", x)
     if not training:
         return gelu(x)
-    _floating(x, "stochastic_gelu")
     return stochastic_gelu_training(x, generator)
 
 
@@ -196,6 +205,7 @@ def bias_gelu(
     ``approximate`` and ``accurate`` as in :func:`gelu`.
     """
     check_approximate(approximate, accurate)
+    check_floating("bias_gelu", x, bias)
     return _bias_gelu.bias_gelu(x, bias, approximate, bool(accurate))
 
 
@@ -207,5 +217,6 @@ def geglu(x: Tensor, dim: int = -1, approximate: str = "none", *, accurate: bool
     ``dim``; ``approximate`` and ``accurate`` as in :func:`gelu`. Only ``x`` is saved.
     """
     check_approximate(approximate, accurate)
+    check_floating("geglu", x)
     _geglu.check(x, dim)
     return _geglu.geglu(x, dim, approximate, bool(accurate))
