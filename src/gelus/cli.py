@@ -8,6 +8,10 @@ No error a user can act on ends in a Python traceback: ``explain`` turns it into
 names the file or setting and the way out (exit status 2 for a user's input or file, 1 for a
 failure of the machine: a worker killed, the disk full). ``--debug`` or ``GELUS_DEBUG=1`` shows
 the traceback instead, for bug reports; an error nobody anticipated (a bug) always shows it.
+
+The harness's third-party modules come with an extra (``pip install 'gelus[harness]'``), not with
+the library: a command that needs one that is missing says so in one line, exit status 2, before it
+starts (``HARNESS_NEEDS``), or when the import fails anyway (``explain``).
 """
 
 import argparse
@@ -15,7 +19,16 @@ import importlib
 import os
 import sys
 
-__all__ = ["COMMANDS", "DEBUG_ENV", "FLAGS", "build_parser", "explain", "main"]
+__all__ = [
+    "COMMANDS",
+    "DEBUG_ENV",
+    "FLAGS",
+    "HARNESS_EXTRA",
+    "HARNESS_NEEDS",
+    "build_parser",
+    "explain",
+    "main",
+]
 
 # subcommand -> module providing register(subparsers)
 COMMANDS = {
@@ -29,6 +42,17 @@ COMMANDS = {
     "reproduce": "gelus.report.cli",
 }
 DEBUG_ENV = "GELUS_DEBUG"
+# The extra that brings the harness's third-party modules (pyproject.toml), and which of them each
+# subcommand imports: checked before the command starts, so that `gelus reproduce` does not train
+# for an hour and then fail at the report for want of scipy. `list`, `bench` and `export` need none.
+HARNESS_EXTRA = "harness"
+HARNESS_NEEDS = {
+    "run": ("tqdm",),  # progress bars
+    "data": ("tqdm",),  # download progress
+    "plot": ("matplotlib",),
+    "report": ("matplotlib", "scipy"),  # figures; paired t-tests
+    "reproduce": ("tqdm", "matplotlib", "scipy"),
+}
 # a parameter the harness's errors name (gelus.experiments.errors.PARAMETERS) -> its flag here
 FLAGS = {
     "activations": "--activations",
@@ -72,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``gelus`` with ``argv``; returns the exit status (0 success, 2 a user's error, 1 other)."""
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    missing = [name for name in HARNESS_NEEDS.get(args.command, ()) if not _importable(name)]
+    if missing:
+        print(f"gelus {args.command}: error: {_needs_extra(missing)}", file=sys.stderr)
+        return 2
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
@@ -99,6 +127,8 @@ def explain(error: BaseException, args: argparse.Namespace | None = None) -> tup
 
     error = _unwrap(error)
     out = getattr(args, "out", None)
+    if isinstance(error, ModuleNotFoundError) and _root(error.name) in _HARNESS_MODULES:
+        return _needs_extra([_root(error.name)]), 2
     harness_error = _harness_error(error)
     if harness_error is not None:
         return harness_error
@@ -127,6 +157,30 @@ def explain(error: BaseException, args: argparse.Namespace | None = None) -> tup
     if isinstance(error, OSError):
         return _os_error(error, out), 2 if _disk_full(error) else 1
     return None
+
+
+_HARNESS_MODULES = frozenset(name for names in HARNESS_NEEDS.values() for name in names)
+
+
+def _needs_extra(missing: list[str]) -> str:
+    return (
+        f"needs the {HARNESS_EXTRA} extra: pip install 'gelus[{HARNESS_EXTRA}]' "
+        f"(missing: {', '.join(missing)})"
+    )
+
+
+def _importable(name: str) -> bool:
+    """Whether ``import name`` would find the module (without importing it: no slow start)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a finder refused it; or sys.modules holds None for it
+        return False
+
+
+def _root(name: str | None) -> str:
+    return (name or "").partition(".")[0]
 
 
 def _unwrap(error: BaseException) -> BaseException:
