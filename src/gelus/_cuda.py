@@ -85,7 +85,8 @@ def generalized_gelu(x, mu, sigma):
     ops = _kernels(x, mu, sigma)
     if ops is None:
         return _generalized.forward(x, mu, sigma)
-    return ops.generalized_gelu_forward(x, mu, sigma)
+    # σ ≤ 0 gives nan, as on every route that cannot refuse it (no sync to check it here)
+    return ops.generalized_gelu_forward(x, mu, _generalized.positive_sigma(sigma))
 
 
 def bias_gelu(x, bias, approximate="none", accurate=False):
@@ -128,7 +129,7 @@ def generalized_gelu_backward(grad, x, mu, sigma):
     ops = _kernels(x, mu, sigma)
     if ops is None or not _same(grad, x) or not is_plain(grad):
         return _generalized.composed_backward(grad, x, mu, sigma)
-    return ops.generalized_gelu_backward(grad, x, mu, sigma)
+    return ops.generalized_gelu_backward(grad, x, mu, _generalized.positive_sigma(sigma))
 
 
 def swish_tensor_backward(grad, x, beta):

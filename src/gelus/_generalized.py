@@ -3,6 +3,11 @@
 The paper's GELU is μ = 0, σ = 1; as σ → 0 with μ = 0 it tends to ReLU (max |f − relu| is
 σ·0.16997…, the depth of GELU's minimum). docs/NUMERICS.md, "Generalized GELU".
 
+σ must be > 0. A tensor σ that is not (σ ≤ 0 or nan) is refused with ValueError where that can
+be checked without a device sync or a tracer (:func:`check_sigma`: eager, CPU, outside
+torch.func); everywhere else (compile, vmap, export, ONNX, CUDA) such an element gives nan, in
+value and gradients, through :func:`positive_sigma`: never x·Φ(−x) (σ = −1) or the step (σ = 0).
+
     operator   ``gelus::generalized_gelu(x, mu, sigma)``: Φ = ½·erfc(−z/√2), z = (x − μ)/σ
     backward   a composition of torch ops (differentiable to any order), saving only x, μ, σ:
                ∂f/∂x = Φ(z) + x·φ(z)/σ,  ∂f/∂μ = −x·φ(z)/σ,  ∂f/∂σ = −x·φ(z)·z/σ
@@ -25,20 +30,48 @@ from gelus._operator import (
     tangent_sum,
 )
 from gelus._phi import normal_cdf, normal_cdf_rational, normal_pdf
-from gelus._torch_compat import below_autograd
+from gelus._torch_compat import below_autograd, dispatch_mode_active, functorch_active, is_plain
 
 __all__ = [
     "backward",
+    "check_sigma",
     "composed_backward",
     "forward",
     "generalized_gelu",
     "generalized_gelu_backward_op",
     "generalized_gelu_op",
+    "positive_sigma",
 ]
 
 
+def positive_sigma(sigma: Tensor) -> Tensor:
+    """σ where σ > 0, nan elsewhere: a σ ≤ 0 makes the result nan, not a different function."""
+    return torch.where(sigma > 0, sigma, torch.nan)
+
+
+def check_sigma(sigma: Tensor) -> None:
+    """ValueError for a tensor σ with an element that is not > 0, on the eager route for a plain
+    CPU tensor outside torch.func (elsewhere the check would sync a device or meet a tracer;
+    :func:`positive_sigma` gives nan there)."""
+    if (
+        route(sigma) != "eager"
+        or sigma.device.type != "cpu"
+        or functorch_active()
+        or dispatch_mode_active()
+        or not is_plain(sigma)
+    ):
+        return
+    valid = sigma.detach() > 0
+    if not bool(valid.all()):
+        bad = sigma.detach()[~valid]
+        raise ValueError(
+            f"generalized_gelu needs sigma > 0, got a tensor sigma with {bad.numel()} of "
+            f"{sigma.numel()} elements <= 0 or nan (the first: {bad[0].item()})"
+        )
+
+
 def _value(x: Tensor, mu: Tensor, sigma: Tensor, cdf=normal_cdf) -> Tensor:
-    cdf_z = cdf((x - mu) / sigma)
+    cdf_z = cdf((x - mu) / positive_sigma(sigma))
     # Where Φ underflows to 0 (including x = −inf) the product is a signed zero, never nan.
     return torch.where(cdf_z == 0, -0.0, x * cdf_z)
 
@@ -55,6 +88,7 @@ def forward(x: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:
 
 def _partials(x: Tensor, mu: Tensor, sigma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """∂f/∂x, ∂f/∂μ, ∂f/∂σ (broadcast shape), 1 / 0 at x = ±inf instead of inf·0 = nan."""
+    sigma = positive_sigma(sigma)
     z = (x - mu) / sigma
     pdf = normal_pdf(z)
     vanishing = pdf == 0

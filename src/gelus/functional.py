@@ -137,7 +137,12 @@ def generalized_gelu(x: Tensor, mu: Tensor | float = 0.0, sigma: Tensor | float 
             so a shape ``[C]`` tensor is per-channel along the **last** dimension; for
             channels-first input ``[N, C, H, W]`` pass shape ``[C, 1, 1]``, or use
             :class:`gelus.GeneralizedGELU` with ``channel_dim=1``).
-        sigma: scale σ > 0, a float or a tensor broadcastable against ``x`` like ``mu``.
+        sigma: scale σ > 0, a float or a tensor broadcastable against ``x`` like ``mu``. A
+            float σ ≤ 0 raises ``ValueError``; so does a tensor σ with an element ≤ 0 (or nan)
+            on a CPU tensor in eager mode. Where that check would need a device sync or meet a
+            tracer (``torch.compile``, ``torch.func.vmap``, ``torch.export``, ONNX, CUDA) such
+            an element gives nan (value and gradients), never a different function: σ = −1
+            does not compute x·Φ(−x), σ = 0 does not return the step limit.
 
     Returns:
         The broadcast shape, in torch's promotion of the tensor operands' dtypes (Python floats
@@ -153,7 +158,9 @@ def generalized_gelu(x: Tensor, mu: Tensor | float = 0.0, sigma: Tensor | float 
         >>> y = generalized_gelu(x, torch.zeros(16), torch.ones(16))  # per channel, last dim
     """
     check_floating("generalized_gelu", x, mu, sigma)
-    if not isinstance(sigma, Tensor) and not sigma > 0:
+    if isinstance(sigma, Tensor):
+        _generalized.check_sigma(sigma)
+    elif not sigma > 0:
         raise ValueError(f"generalized_gelu needs sigma > 0, got sigma={sigma}")
     dtype = x.dtype if not isinstance(mu, Tensor) and not isinstance(sigma, Tensor) else None
     # Python floats become 0-d tensors in the compute dtype (not rounded to a half type).

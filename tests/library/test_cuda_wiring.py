@@ -113,6 +113,27 @@ def test_geglu_kernels_match_the_default_kernels(triton_on_cpu):
     assert triton_on_cpu == ["geglu_forward", "geglu_backward"]
 
 
+def test_generalized_gelu_kernels_give_nan_for_sigma_not_positive(triton_on_cpu):
+    """CUDA cannot refuse σ <= 0 without a sync: those channels are nan, value and gradients
+    (never x·Φ(−x) for σ = −1, or the step for σ = 0); the others as the default kernel."""
+    from gelus import _generalized
+
+    sigma = torch.linspace(0.5, 2.0, 64)
+    sigma[[3, 40]] = torch.tensor([-1.0, 0.0])
+    valid = sigma > 0
+    y = _cuda.generalized_gelu(X, C, sigma)
+    dx, dmu, dsigma = _cuda.generalized_gelu_backward(G, X, C, sigma)
+    assert triton_on_cpu == ["generalized_gelu_forward"]  # (the backward is not spied on)
+    for t in (y, dx):
+        assert t[:, ~valid].isnan().all()
+    assert dmu[~valid].isnan().all() and dsigma[~valid].isnan().all()
+    x, c, s = _d(X, C, sigma)
+    _close(y[:, valid], _generalized.forward(x, c, s)[:, valid])
+    want = _generalized.composed_backward(G.double(), x, c, s)
+    _close(dx[:, valid], want[0][:, valid])
+    _close(dsigma[valid], want[2][valid])
+
+
 def test_without_the_kernels_the_cuda_entries_are_the_default_kernels(monkeypatch):
     from gelus import _gelu
 

@@ -199,3 +199,75 @@ def test_module_output_dtype_is_torch_promotion_of_input_and_parameters():
     x = torch.randn(2, 3, dtype=torch.bfloat16)
     assert gelus.GeneralizedGELU(num_channels=3)(x).dtype == torch.float32  # [C] params promote
     assert gelus.GeneralizedGELU()(x).dtype == torch.bfloat16  # 0-dim params do not
+
+
+# ------------------------------------------------------------------------------ tensor σ <= 0
+# Refused in eager on CPU; nan wherever it cannot be checked: never x·Φ(−x) nor the step.
+
+X = torch.linspace(-3, 3, 13, dtype=F64).reshape(13, 1).expand(13, 4).contiguous()
+MU = torch.zeros(4, dtype=F64)
+SIGMA = torch.tensor([1.0, -1.0, 0.0, 0.5], dtype=F64)  # channels 1 and 2 are invalid
+
+
+@pytest.mark.parametrize("sigma", [-1.0, 0.0, -0.0, math.nan, -math.inf])
+def test_tensor_sigma_not_positive_is_refused_in_eager_on_cpu(sigma):
+    for shape in [(), (4,)]:
+        bad = torch.full(shape, sigma, dtype=F64)
+        with pytest.raises(ValueError, match=r"sigma > 0.*elements <= 0 or nan"):
+            generalized_gelu(X, MU, bad)
+    with pytest.raises(ValueError, match="1 of 4 elements"):
+        generalized_gelu(X, MU, torch.tensor([1.0, sigma, 2.0, 3.0], dtype=F64))
+    module = gelus.GeneralizedGELU(num_channels=4).double()
+    with torch.no_grad():
+        module.log_sigma[2] = -1e4  # exp underflows: σ = 0
+    with pytest.raises(ValueError, match="sigma > 0"):
+        module(X)
+
+
+def check_nan_in_invalid_channels(y, grads=()):
+    """Channels 0 and 3 as the oracle; channels 1 (σ = −1) and 2 (σ = 0) all nan."""
+    y = y.detach()
+    assert y[:, 1:3].isnan().all()
+    expected = oracle(X[:, [0, 3]].numpy(), 0.0, SIGMA[[0, 3]].numpy())
+    np.testing.assert_allclose(y[:, [0, 3]].numpy(), expected, rtol=1e-12, atol=1e-300)
+    for g in grads:
+        assert g.reshape(-1, 4)[:, 1:3].isnan().all()
+        assert g.reshape(-1, 4)[:, [0, 3]].isfinite().all()
+
+
+def value_and_grads(fn):
+    x, sigma = X.clone().requires_grad_(), SIGMA.clone().requires_grad_()
+    y = fn(x, MU, sigma)
+    return y, torch.autograd.grad(y.sum(), (x, sigma))
+
+
+def test_tensor_sigma_not_positive_is_nan_under_compile():
+    compiled = torch.compile(generalized_gelu, backend="aot_eager", fullgraph=True)
+    check_nan_in_invalid_channels(*value_and_grads(compiled))
+
+
+def test_tensor_sigma_not_positive_is_nan_under_vmap():
+    rows = torch.func.vmap(lambda s: generalized_gelu(X[:, 0], MU[0], s))(SIGMA)
+    check_nan_in_invalid_channels(rows.t())
+    grads = torch.func.vmap(torch.func.grad(lambda s: generalized_gelu(X[:, 0], MU[0], s).sum()))(
+        SIGMA
+    )
+    assert grads[1:3].isnan().all() and grads[[0, 3]].isfinite().all()
+
+
+def test_tensor_sigma_not_positive_is_nan_in_export_and_in_the_operator():
+    class Layer(torch.nn.Module):
+        def forward(self, x, mu, sigma):
+            return generalized_gelu(x, mu, sigma)
+
+    program = torch.export.export(Layer(), (X, MU, torch.ones(4, dtype=F64)))
+    check_nan_in_invalid_channels(program.module()(X, MU, SIGMA))
+    check_nan_in_invalid_channels(*value_and_grads(torch.ops.gelus.generalized_gelu))
+
+
+def test_tensor_sigma_not_positive_is_nan_in_the_onnx_formula():
+    from gelus import _generalized
+    from gelus._phi import normal_cdf_rational
+
+    y = _generalized._value(X, MU, SIGMA, cdf=normal_cdf_rational)
+    assert y[:, 1:3].isnan().all()
