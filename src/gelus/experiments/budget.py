@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 _EVAL_SAMPLES = 200  # random test samples the evaluation is timed on
+_EVAL_WINDOWS = 16  # the transformer's: windows of its context
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,14 @@ def _median_seconds(function, repeats: int, device: torch.device, warmups: int =
 
 
 def _random_data(work: Workload, train: int, test: int):
-    """A dataset of random samples with the shapes and classes of ``work``'s."""
+    """A dataset of random samples with the shapes and classes of ``work``'s (for the transformer
+    a byte corpus of ``train`` and ``test`` bytes)."""
     from gelus.data import Dataset, TensorSplit
+
+    if work.engine == "transformer":
+        from gelus.data.text import random_text
+
+        return random_text((train, test), name=work.config.dataset)
 
     generator = torch.Generator().manual_seed(0)
 
@@ -161,8 +168,12 @@ def step_functions(work: Workload, device: torch.device):
     job = max(work.planned, key=lambda j: len(j.members))
     job = dataclasses.replace(job, train_size=batch)
     engine_class = ENGINES[job.engine]
-    engine = engine_class(job, _random_data(work, batch, _EVAL_SAMPLES), device)
-    evaluated = engine_class.evaluated_samples(job.config, batch, 0, _EVAL_SAMPLES)
+    train, test = batch, _EVAL_SAMPLES
+    if job.engine == "transformer":  # sizes in bytes: windows of context + 1 (and a few more)
+        window = job.config.model.context + 1
+        train, test = (batch + 4) * window, _EVAL_WINDOWS * window
+    engine = engine_class(job, _random_data(work, train, test), device)
+    evaluated = engine_class.evaluated_samples(job.config, train, 0, test)
     return (
         lambda: engine.train_epoch(1),  # one batch: one step
         lambda: engine.evaluate(0, lambda *record: None),

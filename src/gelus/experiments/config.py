@@ -1,7 +1,8 @@
 """Experiment configs, one per engine: frozen dataclasses with one commented default per line.
 
 A task config is a tagged union: :class:`MLPExperimentConfig` (tasks ``classify`` and
-``autoencode``, the stacked-MLP engine) or :class:`CNNExperimentConfig` (task ``cnn``), each
+``autoencode``, the stacked-MLP engine), :class:`CNNExperimentConfig` (task ``cnn``) or
+:class:`TransformerExperimentConfig` (task ``lm``, the transformer engine), each
 holding only what its engine reads, so a key an engine does not read does not exist for its
 presets. An override is ``key=value`` with a dotted key into the config (``optim.lr=1e-3``,
 ``train.epochs=10``, ``activations=gelu,relu``); tuple fields take comma-separated values. An
@@ -24,6 +25,12 @@ from typing import Any
 from gelus._common import APPROXIMATIONS
 from gelus.experiments.cnn_config import CIFAR10AllConvConfig, CNNConfig
 from gelus.experiments.errors import ConfigError
+from gelus.experiments.transformer_config import (
+    NORMS,
+    TransformerModelConfig,
+    TransformerOptimConfig,
+    TransformerTrainConfig,
+)
 
 __all__ = [
     "BOOKKEEPING_KEYS",
@@ -41,6 +48,7 @@ __all__ = [
     "NoiseConfig",
     "OptimConfig",
     "TrainConfig",
+    "TransformerExperimentConfig",
     "apply_overrides",
     "check_batch_fits",
     "config_hash",
@@ -51,7 +59,7 @@ __all__ = [
     "validate",
 ]
 
-TASKS = ("classify", "autoencode", "cnn")
+TASKS = ("classify", "autoencode", "cnn", "lm")
 INITS = ("unit_norm", "torch")
 # Upper bounds on counts: beyond these a value is a typo, and planning it would exhaust memory.
 LIMITS = {"seeds": 10_000, "epochs": 100_000, "runs": 1_000_000}
@@ -152,7 +160,23 @@ class CNNExperimentConfig:
     engine: typing.ClassVar[str] = "cnn"
 
 
-ExperimentConfig = MLPExperimentConfig | CNNExperimentConfig
+@dataclass(frozen=True)
+class TransformerExperimentConfig:
+    """The transformer engine's config: a byte-level decoder-only language model per run, its FFN
+    activation the swept axis (keys ``model.*``, ``optim.*``, ``train.*`` of
+    :mod:`gelus.experiments.transformer_config`)."""
+
+    task: str = "lm"
+    dataset: str = "fortunes"  # gelus.data name of a byte corpus (fortunes, text)
+    activations: tuple[str, ...] = ("gelu", "relu")  # one run per activation, lr and seed
+    model: TransformerModelConfig = field(default_factory=TransformerModelConfig)
+    optim: TransformerOptimConfig = field(default_factory=TransformerOptimConfig)
+    train: TransformerTrainConfig = field(default_factory=TransformerTrainConfig)
+
+    engine: typing.ClassVar[str] = "transformer"
+
+
+ExperimentConfig = MLPExperimentConfig | CNNExperimentConfig | TransformerExperimentConfig
 
 # Sweep axes: each value is its own run, so they are not part of a run's identity hash.
 SWEEP_KEYS = ("activations", "optim.lr", "train.seeds", "train.keep")
@@ -169,6 +193,10 @@ _SEE_ALSO = {
     "train.eval_batch_size": "cnn.eval_batch_size",
     "train.eval_train_subset": "cnn.train_eval_size",
     "model.gelu_form": "model.approximate",
+    "model.d": "model.d_model",
+    "model.n_layer": "model.layers",
+    "model.block_size": "model.context",
+    "train.steps": "train.steps_per_epoch",
     "cnn.gelu_form": "model.approximate",
 }
 
@@ -191,6 +219,8 @@ def config_to_dict(config: Any) -> dict[str, Any]:
         )
         return config_to_dict(shared) | {"cnn": config_to_dict(config.cnn)}
     tree = json.loads(json.dumps(dataclasses.asdict(config)))
+    if isinstance(config, TransformerExperimentConfig):
+        return tree  # a new engine: its own shape, no earlier one to keep
     if isinstance(config, MLPExperimentConfig):
         tree["cnn"] = None
     return tree
@@ -417,9 +447,37 @@ def _cnn_checks(config: CNNExperimentConfig) -> list[tuple[bool, str, str]]:
     return checks
 
 
+def _transformer_checks(config: TransformerExperimentConfig) -> list[tuple[bool, str, str]]:
+    model, optim, train = config.model, config.optim, config.train
+    positive = (model.d_model, model.layers, model.heads, model.context, model.ffn_mult)
+    return [
+        (config.task == "lm", "task", "lm"),
+        (all(n >= 1 for n in positive), "model.d_model/layers/heads/context/ffn_mult", "at least 1"),
+        (model.d_model % model.heads == 0, "model.heads", "a divisor of model.d_model"),
+        (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
+        (_positive_finite([model.init_std]), "model.init_std", "finite and positive"),
+        (0 <= optim.beta1 < 1 and 0 <= optim.beta2 < 1, "optim.beta1/beta2", "in [0, 1)"),
+        (_positive_finite([optim.eps]), "optim.eps", "finite and positive"),
+        (math.isfinite(optim.weight_decay) and optim.weight_decay >= 0, "optim.weight_decay",
+         "finite and non-negative"),
+        (0 <= optim.warmup < 1, "optim.warmup", "a fraction in [0, 1)"),
+        (0 <= optim.min_lr <= 1, "optim.min_lr", "a fraction in [0, 1]"),
+        (math.isfinite(optim.grad_clip) and optim.grad_clip >= 0, "optim.grad_clip",
+         "finite and non-negative (0: no clipping)"),
+        (train.steps_per_epoch >= 1, "train.steps_per_epoch", "at least 1"),
+        (train.eval_bytes >= 0, "train.eval_bytes", "0 (all) or a positive count"),
+        (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
+        (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
+    ]  # fmt: skip
+
+
 def validate(config: ExperimentConfig) -> None:
     """Check ranges; raise ConfigError naming the key and the valid values."""
-    engine_checks = _cnn_checks if isinstance(config, CNNExperimentConfig) else _mlp_checks
+    engine_checks = (
+        _cnn_checks if isinstance(config, CNNExperimentConfig)
+        else _transformer_checks if isinstance(config, TransformerExperimentConfig)
+        else _mlp_checks
+    )  # fmt: skip
     for ok, key, expected in _shared_checks(config) + engine_checks(config):
         if not ok:
             raise ConfigError(f"{key}: invalid value; expected {expected}")

@@ -20,11 +20,12 @@ from gelus.experiments.engine import state_mismatch
 from gelus.experiments.plan import Job
 from gelus.experiments.reuse import evaluate_kept_models, keep_models
 from gelus.experiments.train_mlp import MLPEngine
+from gelus.experiments.transformer import TransformerEngine
 
 __all__ = ["ENGINES", "train_job"]
 
 # engine name (``Job.engine``) -> its class; a new engine adds itself here
-ENGINES: dict[str, type] = {"mlp": MLPEngine, "cnn": CNNEngine}
+ENGINES: dict[str, type] = {"mlp": MLPEngine, "cnn": CNNEngine, "transformer": TransformerEngine}
 
 
 def train_job(job: Job, data: Any, store, progress: Callable[[int], None]) -> None:

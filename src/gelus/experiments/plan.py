@@ -2,7 +2,7 @@
 
 A run is one (activation, setting, lr, seed). A ``Job`` is one unit of work with everything a
 worker needs to run it anywhere: a stacked ensemble of the MLP engine (one activation and
-setting; members = seeds × learning rates) or one run of the CNN engine. Runs already ``done`` are
+setting; members = seeds × learning rates) or one run of the CNN or transformer engine. Runs already ``done`` are
 never planned. ``budget`` prices what this module plans; ``runner`` executes it.
 """
 
@@ -19,6 +19,7 @@ from gelus.experiments.config import (
     CNNExperimentConfig,
     ConfigError,
     ExperimentConfig,
+    TransformerExperimentConfig,
     config_hash,
     config_to_dict,
 )
@@ -29,7 +30,8 @@ __all__ = ["Job", "holds_out_validation", "makespan", "plan_jobs", "run_id", "se
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work for ``engine`` ("mlp": a stacked ensemble, "cnn": one network)."""
+    """One unit of work for ``engine`` ("mlp": a stacked ensemble; "cnn", "transformer": one
+    network)."""
 
     engine: str
     experiment: str
@@ -52,7 +54,7 @@ class Job:
     def label(self) -> str:
         setting = f" {self.setting}" if self.setting else ""
         first = self.members[0]
-        lr = f" lr={first.lr:g} seed={first.seed}" if self.engine == "cnn" else ""
+        lr = f" lr={first.lr:g} seed={first.seed}" if self.engine != "mlp" else ""
         return f"{self.activation.label}{setting}{lr} ×{len(self.members)}"
 
     @property
@@ -72,7 +74,7 @@ def run_id(experiment: str, chash: str, activation: str, setting: str, lr: float
 def settings(config: ExperimentConfig, activation: ActivationSpec) -> list[tuple[str, float]]:
     """``(setting, dropout keep)`` of each setting ``activation`` runs in: one per keep
     probability for a classifier with a deterministic activation, else one (no dropout)."""
-    if isinstance(config, CNNExperimentConfig):
+    if isinstance(config, CNNExperimentConfig | TransformerExperimentConfig):
         return [("", 1.0)]
     if activation.stochastic or config.task == "autoencode":
         return [("keep=1.0", 1.0)] if config.task == "classify" else [("", 1.0)]
@@ -80,7 +82,10 @@ def settings(config: ExperimentConfig, activation: ActivationSpec) -> list[tuple
 
 
 def train_size(config: ExperimentConfig, train: int, val: int) -> int:
-    """Samples one run trains on, given the sizes of the train and validation splits."""
+    """Samples one run trains on, given the sizes of the train and validation splits (for the
+    transformer: the windows of one epoch, steps_per_epoch × batch_size, drawn from the bytes)."""
+    if isinstance(config, TransformerExperimentConfig):
+        return config.train.steps_per_epoch * config.train.batch_size
     if isinstance(config, CNNExperimentConfig):
         return train + (val if config.cnn.retrain_full else 0)
     n = train + (val if config.train_on == "train+val" else 0)
@@ -89,7 +94,9 @@ def train_size(config: ExperimentConfig, train: int, val: int) -> int:
 
 def holds_out_validation(config: ExperimentConfig) -> bool:
     """Whether the run's data keep a validation split apart (not trained on)."""
-    return isinstance(config, CNNExperimentConfig) or config.train_on == "train"
+    if isinstance(config, CNNExperimentConfig | TransformerExperimentConfig):
+        return True
+    return config.train_on == "train"
 
 
 def makespan(loads: Iterable[float], workers: int) -> float:
@@ -118,7 +125,7 @@ def plan_jobs(
 
     The MLP engine trains one ensemble per activation and setting, split into one per learning
     rate when that balances ``workers`` (a member's arithmetic does not depend on its ensemble);
-    the CNN engine one job per run. Raises ConfigError beyond ``LIMITS["runs"]`` runs.
+    the CNN and transformer engines one job per run. Raises ConfigError beyond ``LIMITS["runs"]`` runs.
     """
     runs = sum(len(settings(config, a)) for a in activations)
     runs *= len(config.optim.lr) * config.train.seeds
@@ -134,7 +141,7 @@ def plan_jobs(
         for setting, keep in settings(config, spec)
     }
     common = _Common(experiment, config, train_size, out_dir, data_dir, verify, metadata, device)
-    if isinstance(config, CNNExperimentConfig):
+    if isinstance(config, CNNExperimentConfig | TransformerExperimentConfig):
         return [common.job(*k, (m,)) for k, group in members.items() for m in group]
     whole = [common.job(*k, group) for k, group in members.items() if group]
     by_lr = [

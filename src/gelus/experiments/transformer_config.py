@@ -1,0 +1,68 @@
+"""The transformer engine's own configs: typed, frozen, torch-free (the presets import them).
+
+A byte-level decoder-only language model trained by a modern recipe (AdamW with β₂ 0.95, linear
+warmup then cosine decay, weight decay on matrices only, gradient clipping, bf16 autocast on CUDA).
+An "epoch" here is a fixed number of optimizer steps (``train.steps_per_epoch``), each on
+``train.batch_size`` windows of ``model.context + 1`` bytes at random offsets of the training
+split: the model is evaluated after every epoch, and the token budget of a run is
+``epochs × steps_per_epoch × batch_size × context`` bytes, whatever the activation.
+"""
+
+from dataclasses import dataclass
+
+__all__ = [
+    "NORMS",
+    "TransformerModelConfig",
+    "TransformerOptimConfig",
+    "TransformerTrainConfig",
+    "gated_hidden",
+]
+
+NORMS = ("layernorm", "rmsnorm")
+
+
+def gated_hidden(d_model: int, mult: int = 4) -> int:
+    """The hidden width of a gated FFN with the parameters of the elementwise one of width
+    ``mult · d``: 8 · round(2 · mult · d / 3 / 8), i.e. 8·round(8d/3/8) for mult = 4.
+
+    Without biases the elementwise FFN holds 2 · mult · d² weights (d → mult·d → d) and the gated
+    one 3 · d · h (d → 2h, h → d), equal at h = 2 · mult · d / 3, rounded to a multiple of 8.
+    """
+    return 8 * max(1, round(2 * mult * d_model / 3 / 8))
+
+
+@dataclass(frozen=True)
+class TransformerModelConfig:
+    approximate: str = "none"  # plain "gelu": exact x·Φ(x) ("tanh" via gelu_tanh)
+    d_model: int = 128  # residual width d
+    layers: int = 4  # pre-norm blocks
+    heads: int = 4  # attention heads (d_model / heads per head)
+    context: int = 128  # bytes of context; windows of context + 1 bytes give inputs and targets
+    norm: str = "layernorm"  # "layernorm" | "rmsnorm" (both without bias)
+    ffn_mult: int = 4  # elementwise FFN width mult·d; gated: gated_hidden(d, mult)
+    init_std: float = 0.02  # N(0, σ²) weights; residual projections σ/√(2·layers) (GPT-2)
+
+
+@dataclass(frozen=True)
+class TransformerOptimConfig:
+    lr: tuple[float, ...] = (1e-3, 2e-3, 4e-3)  # peak learning-rate grid, every point a run
+    beta1: float = 0.9  # AdamW β₁
+    beta2: float = 0.95  # AdamW β₂ (the GPT recipe)
+    eps: float = 1e-8  # AdamW ε
+    weight_decay: float = 0.1  # decoupled, on weight matrices and embeddings only (ndim ≥ 2)
+    warmup: float = 0.05  # fraction of all steps with a linear warmup from 0 to the peak lr
+    min_lr: float = 0.1  # cosine decay to this fraction of the peak lr at the last step
+    grad_clip: float = 1.0  # clip the global gradient norm to this (0: no clipping)
+
+
+@dataclass(frozen=True)
+class TransformerTrainConfig:
+    epochs: int = 10  # evaluations; each after steps_per_epoch optimizer steps
+    steps_per_epoch: int = 200  # optimizer steps per "epoch" (the corpus is sampled)
+    batch_size: int = 16  # windows per step, at random offsets of the training split
+    seeds: int = 5  # runs per (activation, lr): init, batch order; seeds 0 .. seeds-1
+    eval_bytes: int = 0  # evaluate val and test on their first N bytes (0: the whole splits)
+    eval_batch_size: int = 64  # windows per evaluation batch
+    checkpoint_every: int = 1  # epochs between checkpoints (the last epoch always saves)
+    bf16: bool = True  # CUDA only: bf16 autocast of the forward (the CPU always runs float32)
+    tf32: bool = False  # CUDA only: allow TF32 matmuls

@@ -1,0 +1,254 @@
+"""The transformer engine: the byte GPT's causality, FFN widths and outputs against plain torch,
+pairing by seed, the recipe, exact resume, and a tiny run from preset to report."""
+
+import dataclasses
+import itertools
+import math
+import sqlite3
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gelus.data.text import load_text_file
+from gelus.experiments import PRESETS
+from gelus.experiments.activation_spec import resolve_activation, resolve_activations
+from gelus.experiments.budget import price, workload
+from gelus.experiments.config import (
+    TransformerExperimentConfig,
+    apply_overrides,
+    config_hash,
+    validate,
+)
+from gelus.experiments.errors import ConfigError
+from gelus.experiments.plan import plan_jobs, train_size
+from gelus.experiments.train_mlp import MLPEngine
+from gelus.experiments.transformer import TransformerEngine, build_model, eval_starts, lm_lr
+from gelus.experiments.transformer_config import gated_hidden
+from gelus.experiments.transformer_models import FeedForward
+
+TINY = (
+    "model.d_model=32", "model.layers=2", "model.heads=2", "model.context=16",
+    "train.epochs=2", "train.steps_per_epoch=3", "train.batch_size=4", "train.seeds=2",
+    "optim.lr=3e-3", "train.eval_bytes=2048",
+)  # fmt: skip
+TEXT = "It was the best of times, it was the worst of times; naïve café.\n" * 120
+
+
+def _config(*overrides: str) -> TransformerExperimentConfig:
+    config = apply_overrides(TransformerExperimentConfig(), [*TINY, *overrides])
+    validate(config)
+    return config
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    (root / "text").mkdir()
+    (root / "text" / "corpus.txt").write_text(TEXT, encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def data(corpus):
+    return load_text_file(corpus / "text" / "corpus.txt")
+
+
+def _engine(config, activation: str, data, seed: int = 0, lr: float = 3e-3):
+    config = dataclasses.replace(config, activations=(activation,))
+    jobs = plan_jobs(
+        "t", config, resolve_activations(config.activations), train_size=train_size(config, 0, 0),
+        out_dir="unused",
+    )  # fmt: skip
+    (job,) = [j for j in jobs if j.members[0].seed == seed and j.members[0].lr == lr]
+    return TransformerEngine(job, data, torch.device("cpu"))
+
+
+def test_changing_a_later_byte_leaves_earlier_logits_unchanged():
+    model = build_model(_config(), resolve_activation("gelu"), seed=0).eval()
+    idx = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(1))
+    changed = idx.clone()
+    changed[:, 9] = (changed[:, 9] + 1) % 256
+    with torch.no_grad():
+        a, b = model(idx), model(changed)
+    assert torch.equal(a[:, :9], b[:, :9])
+    assert not torch.allclose(a[:, 9:], b[:, 9:])
+
+
+@pytest.mark.parametrize("d", [32, 64, 128, 768])
+def test_gated_ffns_match_the_elementwise_parameter_count(d):
+    cfg = dataclasses.replace(_config().model, d_model=d)
+    h = 8 * round(8 * d / 3 / 8)  # the documented width
+    assert gated_hidden(d) == h
+    elementwise = FeedForward(cfg, resolve_activation("gelu"))
+    gated = FeedForward(cfg, resolve_activation("swiglu"))
+    n = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert n(elementwise) == 2 * d * 4 * d  # d -> 4d -> d, no biases
+    assert n(gated) == 3 * d * h  # d -> 2h, h -> d
+    assert abs(n(gated) - n(elementwise)) <= 3 * d * 4  # rounding h to 8: at most 4 off
+
+
+_REFERENCE = {
+    "gelu": lambda u: F.gelu(u),
+    "gelu_tanh": lambda u: F.gelu(u, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+    "relu2": lambda u: F.relu(u).square(),
+    "geglu": lambda u: u.chunk(2, -1)[0] * F.gelu(u.chunk(2, -1)[1]),
+    "swiglu": lambda u: u.chunk(2, -1)[0] * F.silu(u.chunk(2, -1)[1]),
+    "reglu": lambda u: u.chunk(2, -1)[0] * F.relu(u.chunk(2, -1)[1]),
+    "generalized_gelu": lambda u: u * 0.5 * (1 + torch.erf(u / math.sqrt(2))),  # μ = 0, σ = 1
+}
+
+
+@pytest.mark.parametrize("name", list(_REFERENCE))
+def test_each_ffn_equals_plain_torch(name):
+    cfg = _config().model
+    ffn = FeedForward(cfg, resolve_activation(name)).double()
+    x = torch.randn(
+        3, 5, cfg.d_model, dtype=torch.float64, generator=torch.Generator().manual_seed(2)
+    )
+    expected = (_REFERENCE[name](x @ ffn.up.weight.T)) @ ffn.down.weight.T
+    torch.testing.assert_close(ffn(x), expected, rtol=1e-10, atol=1e-12)
+
+
+def test_one_seed_gives_every_activation_the_same_start_and_batches(data):
+    config = _config()
+    models = {
+        a: build_model(config, resolve_activation(a), seed=0) for a in ("gelu", "relu", "swiglu")
+    }
+    gelu, relu, swiglu = (dict(m.named_parameters()) for m in models.values())
+    assert all(torch.equal(gelu[k], relu[k]) for k in gelu)  # same shapes: every parameter
+    shared = [k for k in gelu if ".ffn." not in k]
+    assert shared and all(torch.equal(gelu[k], swiglu[k]) for k in shared)
+    other_seed = dict(build_model(config, resolve_activation("gelu"), seed=1).named_parameters())
+    assert not torch.equal(gelu["embed.weight"], other_seed["embed.weight"])
+    engines = [_engine(config, a, data) for a in ("gelu", "swiglu")]
+    draws = [torch.randint(0, 1000, (5,), generator=e.order) for e in engines]
+    assert torch.equal(*draws)
+
+
+def test_the_schedule_warms_up_then_decays_to_its_floor():
+    lrs = [lm_lr(step, 100, 1.0, warmup=0.1, min_lr=0.1) for step in range(100)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in itertools.pairwise(lrs[9:]))
+    assert lrs[-1] == pytest.approx(0.1)
+
+
+def test_evaluation_windows_predict_each_byte_once():
+    starts = eval_starts(100, context=16)
+    assert starts.tolist() == [0, 16, 32, 48, 64, 80]  # the last window ends at byte 96
+    assert eval_starts(100, 16, limit=40).tolist() == [0, 16]
+
+
+def test_gated_and_learnable_activations_train_but_not_stochastic_ones(data):
+    for name in ("geglu", "reglu", "generalized_gelu"):
+        engine = _engine(_config(), name, data)
+        before = {k: v.clone() for k, v in engine.model.state_dict().items()}
+        engine.train_epoch(1)
+        assert any(not torch.equal(before[k], v) for k, v in engine.model.state_dict().items())
+    with pytest.raises(ConfigError, match="stochastic"):
+        TransformerEngine.check_activation(resolve_activation("stochastic_gelu"))
+    with pytest.raises(ConfigError, match="gated"):
+        MLPEngine.check_activation(resolve_activation("swiglu"))
+
+
+def test_weight_decay_only_on_matrices(data):
+    engine = _engine(_config(), "generalized_gelu", data)
+    decayed, plain = engine.optimizer.param_groups
+    assert decayed["weight_decay"] > 0 and all(p.ndim >= 2 for p in decayed["params"])
+    assert plain["weight_decay"] == 0 and all(p.ndim < 2 for p in plain["params"])
+    assert len(plain["params"]) > 0  # norm gains and the activation's μ, σ
+
+
+def _log_to(records: dict):
+    return lambda key, epoch, split, metric, value: records.__setitem__(
+        (key.run_id, epoch, split, metric), value
+    )
+
+
+def test_resume_from_state_continues_bit_identically(data):
+    config = _config()
+    straight, first, records_a, records_b = (
+        *(_engine(config, "gelu", data) for _ in range(2)),
+        {},
+        {},
+    )
+    for epoch in (1, 2):
+        straight.train_epoch(epoch)
+        straight.evaluate(epoch, _log_to(records_a))
+    first.train_epoch(1)
+    first.evaluate(1, _log_to(records_b))
+    state = first.state()
+    resumed = _engine(config, "gelu", data)
+    resumed.load_state(state)
+    resumed.train_epoch(2)
+    resumed.evaluate(2, _log_to(records_b))
+    assert records_a == records_b
+    for (name, a), b in zip(
+        straight.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), name
+
+
+def test_a_too_short_corpus_for_the_context_is_one_data_error(tmp_path):
+    from gelus.data import DataError
+
+    path = tmp_path / "short.txt"
+    path.write_text(TEXT[:6000], encoding="utf-8")
+    short = load_text_file(path)  # long enough for the loader's floor, not for context 128
+    with pytest.raises(DataError, match=r"model\.context=128"):
+        _engine(_config("model.context=128"), "gelu", short)
+
+
+def test_the_preset_validates_prices_and_keeps_quick_small():
+    preset = PRESETS["transformer-lm"]
+    validate(preset.config)
+    assert preset.config.activations == (
+        "gelu", "gelu_tanh", "relu", "silu", "relu2", "geglu", "swiglu", "reglu",
+    )  # fmt: skip
+    assert preset.config.train.seeds >= 5 and len(preset.config.optim.lr) >= 3
+    quick = apply_overrides(preset.config, preset.quick)
+    assert config_hash(quick) != config_hash(preset.config)
+    work = workload(preset, quick=True)
+    assert work.runs == 8 * 5 and work.steps == quick.train.steps_per_epoch
+    cost = price(work, "cpu", repeats=1)
+    assert cost.step_seconds > 0 and math.isfinite(cost.seconds(2))
+
+
+def test_a_tiny_run_records_bits_per_byte_and_the_report_builds(corpus, tmp_path):
+    from gelus.experiments import read_records, read_runs
+    from gelus.experiments.runner import run_experiment
+    from gelus.report.render import write_report
+
+    out = run_experiment(
+        "transformer-lm", out_dir=tmp_path / "out", activations=["gelu", "swiglu"], seeds=2,
+        overrides=TINY[:-3], quick=True, workers=0, data_dir=corpus, dataset="text",
+        progress=False, verify=False,
+    )  # fmt: skip
+    records = read_records(out)
+    bpb = {
+        (r.activation, r.seed, r.split): r.value
+        for r in records
+        if r.metric == "bpb" and r.epoch == 2
+    }
+    assert set(bpb) == {(a, s, split) for a in ("gelu", "swiglu") for s in (0, 1)
+                        for split in ("train", "val", "test")}  # fmt: skip
+    assert all(0 < v < 8.5 for v in bpb.values())
+    loss = {
+        (r.activation, r.seed, r.split): r.value
+        for r in records
+        if r.metric == "loss" and r.epoch == 2
+    }
+    assert all(math.isclose(bpb[k], loss[k] / math.log(2)) for k in bpb)
+    runs = read_runs(out)
+    assert {r.status for r in runs} == {"done"} and len(runs) == 4
+    _, md = write_report(
+        records, runs, tmp_path / "report", presets=PRESETS, activation_figure=False
+    )
+    text = Path(md).read_text(encoding="utf-8")
+    assert "transformer-lm" in text and "bpb" in text
+    with sqlite3.connect(out / "records.sqlite") as db:
+        (n,) = db.execute("select count(*) from records where metric = 'bpb'").fetchone()
+    assert n == 2 * 2 * 2 * 3
