@@ -16,6 +16,7 @@ from gelus._operator import (
     NAMESPACE,
     broadcast_fake,
     broadcast_vmap,
+    cast,
     fast_apply,
     kernel_for,
     route,
@@ -73,7 +74,7 @@ bias_gelu_backward_op.register_vmap(broadcast_vmap(bias_gelu_backward_op, 3))
 def _grad_h(grad: Tensor, x: Tensor, bias: Tensor, approximate: str, accurate: bool) -> Tensor:
     if torch.is_grad_enabled():  # autograd records the backward: a differentiable composition
         h = x + bias
-        return (grad * _gelu.slope(h, approximate, accurate)).to(h.dtype)
+        return cast(grad * _gelu.slope(h, approximate, accurate), h.dtype)
     kernel = kernel_for(bias_gelu_backward_op, kernel_backward, x, grad, bias)
     with below_autograd():
         return kernel(grad, x, bias, approximate, accurate)
@@ -82,8 +83,10 @@ def _grad_h(grad: Tensor, x: Tensor, bias: Tensor, approximate: str, accurate: b
 def _grads(ctx, grad: Tensor, x: Tensor, bias: Tensor, approximate: str, accurate: bool):
     grad_h = _grad_h(grad, x, bias, approximate, accurate)
     # x and the bias receive the sum over the dimensions they were broadcast along.
-    grad_x = grad_h.sum_to_size(x.shape).to(x.dtype) if ctx.needs_input_grad[0] else None
-    grad_bias = grad_h.sum_to_size(bias.shape).to(bias.dtype) if ctx.needs_input_grad[1] else None
+    grad_x = cast(grad_h.sum_to_size(x.shape), x.dtype) if ctx.needs_input_grad[0] else None
+    grad_bias = (
+        cast(grad_h.sum_to_size(bias.shape), bias.dtype) if ctx.needs_input_grad[1] else None
+    )
     return grad_x, grad_bias
 
 
@@ -125,7 +128,7 @@ class _Function(torch.autograd.Function):
     def jvp(ctx, x_t, bias_t, *_):
         x, bias = ctx.saved_tensors
         h = x + bias
-        return (tangent_sum([x_t, bias_t]) * _gelu.slope(h, *ctx.options)).to(h.dtype)
+        return cast(tangent_sum([x_t, bias_t]) * _gelu.slope(h, *ctx.options), h.dtype)
 
 
 def bias_gelu(x: Tensor, bias: Tensor, approximate: str = "none", accurate: bool = False):

@@ -114,7 +114,9 @@ def geglu_backward(grad, x, dim=-1, approximate="none", accurate=False):
     ops = _kernels(x)
     if ops is None or grad.dtype != x.dtype:
         return _geglu.kernel_backward(grad, x, dim, approximate, accurate)
-    return ops.geglu_backward(grad, x, dim, approximate)
+    grad_x = ops.geglu_backward(grad, x, dim, approximate)  # contiguous
+    # in x's memory format (channels_last stays so), as the default and fake kernels give it
+    return grad_x if x.is_contiguous() else torch.empty_like(x).copy_(grad_x)
 
 
 # ---------------------------------------------------------------- parameter gradients

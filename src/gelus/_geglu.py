@@ -13,6 +13,7 @@ from gelus._common import check_floating
 from gelus._operator import (
     NAMESPACE,
     call_kernel,
+    cast,
     fast_apply,
     kernel_for,
     route,
@@ -25,9 +26,15 @@ __all__ = ["check", "geglu", "geglu_backward_op", "geglu_op"]
 
 
 def check(x: Tensor, dim: int) -> None:
-    """ValueError for a scalar, or an odd size along ``dim``."""
+    """ValueError for a scalar, or an odd size along ``dim``; torch's IndexError for a ``dim``
+    out of range."""
     if x.dim() == 0:
         raise ValueError("geglu needs a tensor with at least one dimension, got a scalar")
+    if not -x.dim() <= dim < x.dim():
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-x.dim()}, {x.dim() - 1}], "
+            f"but got {dim})"
+        )
     size = x.shape[dim]
     if size % 2:
         raise ValueError(
@@ -46,7 +53,7 @@ def kernel_forward(x, dim=-1, approximate="none", accurate=False, tame=None) -> 
 def kernel_backward(grad, x, dim=-1, approximate="none", accurate=False, tame=None) -> Tensor:
     """The default kernel of ``gelus::geglu_backward``."""
     value, gate = x.chunk(2, dim=dim)
-    grad_x = torch.empty_like(x, memory_format=torch.contiguous_format)
+    grad_x = torch.empty_like(x)  # x's memory format (channels_last stays channels_last)
     grad_value, grad_gate = grad_x.chunk(2, dim=dim)
     torch.mul(_gelu.kernel_forward(gate, approximate, accurate, tame=tame), grad, out=grad_value)
     product = torch.mul(grad, value)
@@ -88,7 +95,7 @@ def _(x, dim=-1, approximate="none", accurate=False):
 
 @geglu_backward_op.register_fake
 def _(grad, x, dim=-1, approximate="none", accurate=False):
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
+    return torch.empty_like(x)
 
 
 def _batched(t: Tensor, d: int | None, size: int) -> Tensor:
@@ -124,7 +131,7 @@ def _grad(grad, x, dim, approximate, accurate, tame=None) -> Tensor:
     # autograd records the backward: a differentiable composition
     value, gate = x.chunk(2, dim=dim)
     grad_value = grad * _gelu.gelu(gate, approximate, accurate)
-    grad_gate = (grad * value * _gelu.slope(gate, approximate, accurate)).to(x.dtype)
+    grad_gate = cast(grad * value * _gelu.slope(gate, approximate, accurate), x.dtype)
     return torch.cat([grad_value, grad_gate], dim=dim)
 
 
@@ -170,7 +177,7 @@ class _Function(torch.autograd.Function):
             value_t * _gelu.gelu(gate, approximate, accurate),
             value * _gelu.slope(gate, approximate, accurate) * gate_t,
         ]
-        return tangent_sum(terms).to(x.dtype)
+        return cast(tangent_sum(terms), x.dtype)
 
 
 def geglu(x: Tensor, dim: int = -1, approximate: str = "none", accurate: bool = False) -> Tensor:

@@ -23,6 +23,7 @@ from gelus._operator import (
     NAMESPACE,
     broadcast_fake,
     broadcast_vmap,
+    cast,
     device_kernel,
     fast_apply,
     kernel_for,
@@ -127,7 +128,7 @@ def composed_backward(grad, x, mu, sigma, needs_input_grad=(True, True, True)):
     partials = _partials(x.to(dtype), mu.to(dtype), sigma.to(dtype))
     grad = grad.to(dtype)
     return tuple(
-        (grad * partial).sum_to_size(t.shape).to(t.dtype) if needed else None
+        cast((grad * partial).sum_to_size(t.shape), t.dtype) if needed else None
         for partial, t, needed in zip(partials, (x, mu, sigma), needs_input_grad, strict=False)
     )
 
@@ -197,7 +198,7 @@ class _Function(torch.autograd.Function):
         dtype = compute_dtype(x.dtype, mu.dtype, sigma.dtype)
         partials = _partials(x.to(dtype), mu.to(dtype), sigma.to(dtype))
         terms = [None if t is None else p * t for p, t in zip(partials, tangents, strict=True)]
-        return tangent_sum(terms).to(result_dtype(x, mu, sigma))
+        return cast(tangent_sum(terms), result_dtype(x, mu, sigma))
 
 
 class _Compiled(torch.autograd.Function):

@@ -51,6 +51,7 @@ __all__ = [
     "broadcast_fake",
     "broadcast_vmap",
     "call_kernel",
+    "cast",
     "device_kernel",
     "fast_apply",
     "kernel_for",
@@ -128,6 +129,19 @@ def broadcast_vmap(op: Callable[..., Tensor], tensor_count: int) -> Callable:
         return op(*_align(dims, args[:tensor_count]), *args[tensor_count:]), 0
 
     return rule
+
+
+def cast(t: Tensor, dtype: torch.dtype) -> Tensor:
+    """``t.to(dtype)`` for a result that autograd or a torch.func transform may differentiate.
+
+    Under a torch.func transform a composition of a 0-dim float32 tensor with a Python float
+    (``t * 0.5``) carries a float64 tangent (torch 2.13), and a ``.to`` that is a no-op on the
+    value leaves that tangent uncast: ``jvp`` of ``vjp`` returned float64 for a float32 input.
+    A copy casts the tangent too; outside torch.func no copy is made.
+    """
+    if functorch_active():
+        return t.to(dtype, copy=True)
+    return t.to(dtype)
 
 
 def tangent_sum(terms: Sequence[Tensor | None]) -> Tensor | None:
@@ -252,7 +266,7 @@ class UnaryFunction(torch.autograd.Function):
     def backward(ctx, grad: Tensor):
         (x,) = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph=True or torch.func: stay differentiable
-            grad_x = (grad * ctx.member.slope(x, *ctx.options)).to(x.dtype)
+            grad_x = cast(grad * ctx.member.slope(x, *ctx.options), x.dtype)
         else:
             op = ctx.member.backward
             backward = kernel_for(op, ctx.member.backward_kernel, x, grad)
@@ -263,7 +277,7 @@ class UnaryFunction(torch.autograd.Function):
     @staticmethod
     def jvp(ctx, x_t: Tensor, *_) -> Tensor:
         (x,) = ctx.saved_tensors
-        return (x_t * ctx.member.slope(x, *ctx.options)).to(x.dtype)
+        return cast(x_t * ctx.member.slope(x, *ctx.options), x.dtype)
 
 
 def register_unary_autograd(forward_op, member: Unary) -> None:
@@ -279,7 +293,7 @@ def register_unary_autograd(forward_op, member: Unary) -> None:
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         if torch.is_grad_enabled():
-            grad_x = (grad * member.slope(x, *ctx.options)).to(x.dtype)
+            grad_x = cast(grad * member.slope(x, *ctx.options), x.dtype)
         else:
             grad_x = member.backward(grad, x, *ctx.options)
         return (grad_x,) + (None,) * len(ctx.options)

@@ -39,7 +39,8 @@ def stochastic_gelu_mask(x: Tensor, generator: torch.Generator | None = None) ->
     with torch.no_grad():
         dtype = compute_dtype(x.dtype)
         prob = normal_cdf(x.detach().to(dtype))
-        uniform = torch.rand(x.shape, generator=generator, dtype=dtype, device=x.device)
+        # drawn in x's memory order and format (a channels_last x gives a channels_last mask)
+        uniform = torch.empty_like(x, dtype=dtype).uniform_(generator=generator)
         return uniform.ge(prob).logical_not_()
 
 

@@ -32,6 +32,7 @@ from gelus._operator import (
     Unary,
     broadcast_fake,
     broadcast_vmap,
+    cast,
     device_kernel,
     fast_apply,
     kernel_for,
@@ -265,8 +266,10 @@ def tensor_composed_backward(grad, x, beta, needs=(True, True)):
     xc, betac = x.to(dtype), beta.to(dtype)
     partial_x, partial_beta = _tensor_partials(xc, betac)
     grad = grad.to(dtype)
-    grad_x = (grad * partial_x).sum_to_size(x.shape).to(x.dtype) if needs[0] else None
-    grad_beta = (grad * partial_beta).sum_to_size(beta.shape).to(beta.dtype) if needs[1] else None
+    grad_x = cast((grad * partial_x).sum_to_size(x.shape), x.dtype) if needs[0] else None
+    grad_beta = (
+        cast((grad * partial_beta).sum_to_size(beta.shape), beta.dtype) if needs[1] else None
+    )
     return grad_x, grad_beta
 
 
@@ -345,7 +348,7 @@ class _TensorFunction(torch.autograd.Function):
             None if x_t is None else partial_x * x_t,
             None if beta_t is None else partial_beta * beta_t,
         ]
-        return tangent_sum(terms).to(result_dtype(x, beta))
+        return cast(tangent_sum(terms), result_dtype(x, beta))
 
 
 class _TensorCompiled(torch.autograd.Function):

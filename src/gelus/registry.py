@@ -187,10 +187,14 @@ def resolve_activation(name: str, **kwargs: Any) -> tuple[str, dict[str, Any]]:
                     f"for {arg}={value!r} ask for {alias.canonical!r} instead"
                 )
         return alias.canonical, {**alias.kwargs, **kwargs}
-    valid = list_activations(aliases=True)
-    close = difflib.get_close_matches(key, valid, n=3)
+    raise _unknown(name, key)
+
+
+def _unknown(name: object, key: str | None = None) -> UnknownActivationError:
+    """The error for a name that is not registered: the closest names, then every name."""
+    close = difflib.get_close_matches(key, list_activations(aliases=True), n=3) if key else []
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    raise UnknownActivationError(
+    return UnknownActivationError(
         f"unknown activation {name!r}.{hint} Valid names: {', '.join(list_activations())}; "
         f"aliases: {', '.join(sorted(ALIASES))}."
     )
@@ -225,8 +229,9 @@ def get_activation(
         prototype never ties their parameters (pass the instance itself if you want sharing);
       * any other callable ``f(x, **kwargs)``: wrapped in :class:`FunctionActivation`.
 
-    An unknown name raises :class:`UnknownActivationError` (a ``ValueError`` and a ``KeyError``)
-    listing the valid names and the closest matches.
+    An unknown name, or ``None``, raises :class:`UnknownActivationError` (a ``ValueError`` and
+    a ``KeyError``, as Hugging Face's ``get_activation(None)`` raises ``KeyError``) listing the
+    valid names and the closest matches.
 
     Example::
 
@@ -235,6 +240,8 @@ def get_activation(
         >>> get_activation("generalized_gelu", num_channels=128)
         GeneralizedGELU(num_channels=128, channel_dim=-1, learnable=True)
     """
+    if name is None:  # a config without an activation: Hugging Face's lookup raises KeyError
+        raise _unknown(name)
     if isinstance(name, str):
         canonical, arguments = resolve_activation(name, **kwargs)
         try:

@@ -113,6 +113,21 @@ def test_geglu_kernels_match_the_default_kernels(triton_on_cpu):
     assert triton_on_cpu == ["geglu_forward", "geglu_backward"]
 
 
+def test_geglu_gradient_keeps_channels_last_as_the_fake_kernel_says(triton_on_cpu):
+    from gelus import _geglu
+
+    x = torch.randn(2, 8, 3, 3).to(memory_format=torch.channels_last)
+    grad = torch.randn(2, 4, 3, 3)
+    got = _cuda.geglu_backward(grad, x, 1, "none")
+    assert triton_on_cpu == ["geglu_backward"]
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fake = torch.ops.gelus.geglu_backward(mode.from_tensor(grad), mode.from_tensor(x), 1)
+    assert got.stride() == fake.stride() == x.stride()
+    _close(got, _geglu.kernel_backward(grad.double(), x.double(), 1, "none"))
+
+
 def test_generalized_gelu_kernels_give_nan_for_sigma_not_positive(triton_on_cpu):
     """CUDA cannot refuse σ <= 0 without a sync: those channels are nan, value and gradients
     (never x·Φ(−x) for σ = −1, or the step for σ = 0); the others as the default kernel."""
