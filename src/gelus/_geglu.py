@@ -25,11 +25,11 @@ from gelus._torch_compat import below_autograd
 __all__ = ["check", "geglu", "geglu_backward_op", "geglu_op"]
 
 
-def check(x: Tensor, dim: int) -> None:
+def check(x: Tensor, dim: int, name: str = "geglu") -> None:
     """ValueError for a scalar, or an odd size along ``dim``; torch's IndexError for a ``dim``
     out of range."""
     if x.dim() == 0:
-        raise ValueError("geglu needs a tensor with at least one dimension, got a scalar")
+        raise ValueError(f"{name} needs a tensor with at least one dimension, got a scalar")
     if not -x.dim() <= dim < x.dim():
         raise IndexError(
             f"Dimension out of range (expected to be in range of [{-x.dim()}, {x.dim() - 1}], "
@@ -38,7 +38,7 @@ def check(x: Tensor, dim: int) -> None:
     size = x.shape[dim]
     if size % 2:
         raise ValueError(
-            f"geglu splits dim={dim} into two halves, but its size is odd ({size}); "
+            f"{name} splits dim={dim} into two halves, but its size is odd ({size}); "
             "give the projection an even number of output features"
         )
 

@@ -6,6 +6,7 @@
     stochastic_gelu(x, training, generator)                               x·m, m ~ Bernoulli(Φ(x))
     bias_gelu(x, bias, approximate, *, accurate)                          gelu(x + bias)
     geglu(x, dim, approximate, *, accurate)                               a·gelu(b), x = [a, b]
+    swiglu(x, dim), reglu(x, dim)                                         a·silu(b), a·relu(b)
     laplace, relu2, sqrtsoftplus, xielu, hard_mish                        names from HF and timm
 
 Every member is an operator (``torch.ops.gelus.*``; docs/ARCHITECTURE.md): it works in eager,
@@ -25,7 +26,7 @@ arguments raise ``ValueError`` (torch's ``F.gelu`` raises ``RuntimeError`` for a
 import torch
 from torch import Tensor
 
-from gelus import _bias_gelu, _geglu, _gelu, _generalized, _swish
+from gelus import _bias_gelu, _geglu, _gelu, _generalized, _glu, _swish
 from gelus._common import (
     APPROXIMATIONS,
     apply_inplace,
@@ -44,10 +45,12 @@ __all__ = [
     "generalized_gelu",
     "hard_mish",
     "laplace",
+    "reglu",
     "relu2",
     "silu",
     "sqrtsoftplus",
     "stochastic_gelu",
+    "swiglu",
     "swish",
     "xielu",
 ]
@@ -227,3 +230,27 @@ def geglu(x: Tensor, dim: int = -1, approximate: str = "none", *, accurate: bool
     check_floating("geglu", x)
     _geglu.check(x, dim)
     return _geglu.geglu(x, dim, approximate, bool(accurate))
+
+
+def swiglu(x: Tensor, dim: int = -1) -> Tensor:
+    """SwiGLU (Shazeer 2020): x = [a, b] split in halves on ``dim``; returns a · silu(b).
+
+    The convention of :func:`geglu`: the second half is the gate. The output has half of ``x``'s
+    size on ``dim``; half types are computed in float32 and rounded once; only ``x`` is saved.
+    silu's edge cases hold for the gate (silu(−inf) = 0, slope 1 / 0 at ±inf).
+    """
+    check_floating("swiglu", x)
+    _geglu.check(x, dim, "swiglu")
+    return _glu.swiglu(x, dim)
+
+
+def reglu(x: Tensor, dim: int = -1) -> Tensor:
+    """ReGLU (Shazeer 2020): x = [a, b] split in halves on ``dim``; returns a · relu(b).
+
+    The convention of :func:`geglu`: the second half is the gate. The output has half of ``x``'s
+    size on ``dim``; half types are computed in float32 and rounded once; only ``x`` is saved.
+    The gate's slope is 1 above 0 and 0 at and below it, as torch's relu.
+    """
+    check_floating("reglu", x)
+    _geglu.check(x, dim, "reglu")
+    return _glu.reglu(x, dim)

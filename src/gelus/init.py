@@ -34,7 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from gelus.functional import gelu
-from gelus.modules import GEGLU, StochasticGELU
+from gelus.modules import GatedMember, StochasticGELU
 from gelus.registry import get_activation, resolve_activation
 
 __all__ = ["calculate_gain", "init_layer_"]
@@ -103,8 +103,8 @@ def _squared_response(module: nn.Module) -> _SquaredResponse:
         with torch.no_grad():
             if isinstance(module, StochasticGELU) and module.training:
                 values = x * gelu(x)  # E_m[(x·m)²] = x²·Φ(x): the training-time moment
-            elif isinstance(module, GEGLU):
-                values = gelu(x, module.approximate) ** 2  # a·GELU(b) with E[a²] = 1
+            elif isinstance(module, GatedMember):
+                values = module.gate(x) ** 2  # a·g(b) with E[a²] = 1
             else:
                 values = module(x) ** 2
         return values.mean(dim=1).numpy()

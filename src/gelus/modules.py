@@ -31,14 +31,17 @@ __all__ = [
     "XIELU",
     "BiasGELU",
     "ClippedGELU",
+    "GatedMember",
     "GeneralizedGELU",
     "HardMish",
     "Laplace",
     "QuickGELU",
+    "ReGLU",
     "ReLU2",
     "SiLU",
     "SqrtSoftplus",
     "StochasticGELU",
+    "SwiGLU",
     "Swish",
     "TorchScriptUnsupportedError",
 ]
@@ -347,7 +350,19 @@ class BiasGELU(_Member):
         )
 
 
-class GEGLU(_Member):
+class GatedMember(_Member):
+    """What the gated units share (x = [a, b] → a·g(b)): ``dim``, and the gate g itself, for
+    :func:`gelus.init.calculate_gain` (E[(a·g(b))²] = E[g(b)²] for independent unit a, b)."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__(inplace=False)  # the shape changes: accepted and ignored
+        self.dim = dim
+
+    def gate(self, b: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+class GEGLU(GatedMember):
     r"""GEGLU(x) = a·GELU(b) where x = [a, b] is split in two halves along ``dim`` (Shazeer 2020).
 
     The output has half the size of the input along ``dim``, so ``inplace`` is accepted (for
@@ -362,16 +377,68 @@ class GEGLU(_Member):
     """
 
     def __init__(self, dim: int = -1, approximate: str = "none", inplace: bool = False) -> None:
-        super().__init__(inplace=False)
+        super().__init__(dim)
         check_approximate(approximate)
-        self.dim = dim
         self.approximate = approximate
 
     def activation(self, x: Tensor) -> Tensor:
         return F.geglu(x, self.dim, self.approximate)
 
+    def gate(self, b: Tensor) -> Tensor:
+        return F.gelu(b, self.approximate)
+
     def extra_repr(self) -> str:
         return f"dim={self.dim}, approximate={self.approximate!r}"
+
+
+class SwiGLU(GatedMember):
+    r"""SwiGLU(x) = a·SiLU(b) where x = [a, b] is split in two halves along ``dim`` (Shazeer 2020;
+    LLaMA's feed-forward), the second half gated as in :class:`GEGLU`.
+
+    The output has half the size of the input along ``dim``; ``inplace`` is accepted and ignored.
+
+    Example::
+
+        >>> SwiGLU(dim=-1)(torch.randn(4, 32)).shape
+        torch.Size([4, 16])
+    """
+
+    def __init__(self, dim: int = -1, inplace: bool = False) -> None:
+        super().__init__(dim)
+
+    def activation(self, x: Tensor) -> Tensor:
+        return F.swiglu(x, self.dim)
+
+    def gate(self, b: Tensor) -> Tensor:
+        return F.silu(b)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class ReGLU(GatedMember):
+    r"""ReGLU(x) = a·ReLU(b) where x = [a, b] is split in two halves along ``dim`` (Shazeer 2020),
+    the second half gated as in :class:`GEGLU`.
+
+    The output has half the size of the input along ``dim``; ``inplace`` is accepted and ignored.
+
+    Example::
+
+        >>> ReGLU(dim=-1)(torch.randn(4, 32)).shape
+        torch.Size([4, 16])
+    """
+
+    def __init__(self, dim: int = -1, inplace: bool = False) -> None:
+        super().__init__(dim)
+
+    def activation(self, x: Tensor) -> Tensor:
+        return F.reglu(x, self.dim)
+
+    def gate(self, b: Tensor) -> Tensor:
+        return torch.relu(b)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
 
 
 # --------------------------------------------------------------- names from other libraries

@@ -37,10 +37,12 @@ from gelus.modules import (
     GeneralizedGELU,
     HardMish,
     Laplace,
+    ReGLU,
     ReLU2,
     SiLU,
     SqrtSoftplus,
     StochasticGELU,
+    SwiGLU,
     Swish,
 )
 
@@ -71,6 +73,8 @@ ACTIVATIONS: Mapping[str, Callable[..., nn.Module]] = MappingProxyType(
         "stochastic_gelu": StochasticGELU,
         "bias_gelu": BiasGELU,
         "geglu": GEGLU,
+        "swiglu": SwiGLU,
+        "reglu": ReGLU,
         "silu": SiLU,
         "swish": Swish,
         # names from Hugging Face and timm, each its own math (see gelus._extra)
