@@ -119,11 +119,12 @@ NEEDS = {"bias_gelu": {"num_features": 512}}
 # through 8 layers of width 1024 (GEGLU: 2), the others through 30 layers of width 512.
 UNSTABLE = {
     "gelu", "bias_gelu", "clipped_gelu", "geglu", "generalized_gelu", "silu", "swish", "mish",
-    "hardswish", "relu2", "xielu",
+    "hardswish", "relu2", "xielu", "swiglu", "reglu",
 }  # fmt: skip
 # slope ≥ 1.7 per layer (GEGLU 2.14, relu² 2 — homogeneous of degree 2 —, xIELU 1.73, quadratic
 # for x > 0): checked through 2 layers only
-STEEP = {"geglu", "relu2", "xielu"}
+STEEP = {"geglu", "relu2", "xielu", "swiglu", "reglu"}  # SwiGLU 2.17, ReGLU 2 (as GEGLU)
+GATED = {"geglu", "swiglu", "reglu"}  # a·g(b): the input is twice the output
 
 
 def variance_map_slope(name: str) -> float:
@@ -141,8 +142,8 @@ def variance_map_slope(name: str) -> float:
         with torch.no_grad():
             if name == "stochastic_gelu":
                 squared = z * z * torch.from_numpy(special.ndtr(z.numpy()))
-            elif name == "geglu":
-                squared = q * gelus.functional.gelu(z) ** 2  # a·GELU(b), E[a²] = q
+            elif name in GATED:
+                squared = q * module.gate(z) ** 2  # a·g(b), E[a²] = q
             else:
                 squared = module(z) ** 2
         return gain**2 * float(weights @ squared.mean(dim=1).numpy())
@@ -155,7 +156,7 @@ def deep_mlp_second_moment_ratio(name: str, gain=None, depth=30, width=512, batc
     g = torch.Generator().manual_seed(0)
     x = torch.randn(batch, width, generator=g)
     kwargs = {"num_features": width} if name == "bias_gelu" else {}
-    widen = 2 if name == "geglu" else 1  # GEGLU halves its input
+    widen = 2 if name in GATED else 1  # a gated unit halves its input
     h = torch.cat([x, torch.randn(batch, width, generator=g)][:widen], dim=1)  # layer 0
     for _ in range(depth):
         layer = nn.Linear(width, widen * width, bias=False)
@@ -170,6 +171,8 @@ def test_unstable_set_is_where_the_variance_map_expands():
     assert {name for name, slope in slopes.items() if slope > 1 + 1e-6} == UNSTABLE
     assert slopes["gelu"] == pytest.approx(1.144, abs=1e-3)
     assert slopes["geglu"] == pytest.approx(1 + slopes["gelu"], abs=1e-6)
+    assert slopes["swiglu"] == pytest.approx(1 + slopes["silu"], abs=1e-6)
+    assert slopes["reglu"] == pytest.approx(1 + slopes["relu"], abs=1e-6)
     assert slopes["relu"] == pytest.approx(1.0, abs=1e-6)
 
 
