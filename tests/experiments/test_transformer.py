@@ -249,6 +249,7 @@ def test_a_tiny_run_records_bits_per_byte_and_the_report_builds(corpus, tmp_path
     )
     text = Path(md).read_text(encoding="utf-8")
     assert "transformer-lm" in text and "bpb" in text
+    assert "swiglu − gelu" in text and "gelu − swiglu" not in text  # each against exact GELU
     with sqlite3.connect(out / "records.sqlite") as db:
         (n,) = db.execute("select count(*) from records where metric = 'bpb'").fetchone()
     assert n == 2 * 2 * 2 * 3

@@ -455,7 +455,8 @@ _add(
             "optimizer": "AdamW β 0.9 / 0.95, weight decay 0.1 on matrices, warmup 5 % then cosine to 10 %, clip 1",
             "GELU form": "exact (gelu) and tanh (gelu_tanh), both run",
         },
-        protocol=Protocol(select_metrics=("loss",), report_metrics=("bpb", "loss")),
+        # every activation against exact GELU, two-sided
+        protocol=Protocol(select_metrics=("loss",), report_metrics=("bpb", "loss"), reference="gelu"),
         figure=FigureSpec(None, ("bpb", "loss"), ("val", "test")),
         train_size=200 * 16,  # windows per epoch
         fidelity=(

@@ -42,6 +42,9 @@ class Protocol:
     )
     tune_setting: bool = False  # choose the setting (e.g. dropout keep) on validation with the lr
     retrain_key: str | None = None  # tune on key=false, report the key=true config at that lr
+    # compare every other activation with this one (two-sided: better / worse / unresolved)
+    # instead of the paper's pairs (the GELU family against the baselines)
+    reference: str | None = None
 
     def with_rule(self, rule: str) -> "Protocol":
         """This protocol choosing by one of ``SELECTION_RULES`` (split, reporting and retraining

@@ -79,11 +79,17 @@ class ExperimentResult(NamedTuple):
     departures: tuple[str, ...] = ()  # "key=ours (the paper's: theirs)" where the runs differ
 
 
-def _pairs(selections: Sequence[Selection]) -> list[tuple[Selection, Selection]]:
+def _pairs(
+    selections: Sequence[Selection], reference: str | None = None
+) -> list[tuple[Selection, Selection]]:
     """(treatment, reference) pairs on the headline metric: same config and setting, and the same
-    lr when it was not selected. The GELU family is compared with the baselines (ReLU, ELU, …);
-    any other activation (one a researcher brought) with the GELU family and the baselines."""
+    lr when it was not selected. With a protocol's ``reference`` every other activation is
+    compared with it; else the GELU family is compared with the baselines (ReLU, ELU, …) and any
+    other activation (one a researcher brought) with the GELU family and the baselines."""
     headline = [s for s in selections if s.metric == selections[0].metric] if selections else []
+    if reference is not None:
+        anchor = [s for s in headline if s.activation == reference]
+        return _matched([s for s in headline if s.activation != reference], anchor)
     gelus = [s for s in headline if "gelu" in s.activation.lower()]
     baselines = [s for s in headline if s.activation.lower() in BASELINES]
     others = [s for s in headline if s not in gelus and s not in baselines]
@@ -109,9 +115,9 @@ def _matched(
 
 def _verdicts_under(records, protocol: Protocol, configs) -> dict[tuple, str]:
     """{comparison key: verdict word} with the lr chosen by ``protocol``."""
-    selections = select(records, protocol, configs)
+    pairs = _pairs(select(records, protocol, configs), protocol.reference)
     tests = adjust(
-        [compare_paired(t, b, lower_is_better=t.metric != "accuracy") for t, b in _pairs(selections)]
+        [compare_paired(t, b, lower_is_better=t.metric != "accuracy") for t, b in pairs]
     )  # fmt: skip
     return {_comparison_key(c): c.verdict.split()[-1] for c in tests}
 
@@ -256,7 +262,7 @@ def analyse(
             )
             for s in selections
         ]
-        pairs = _pairs(selections)
+        pairs = _pairs(selections, protocol.reference)
         tests = adjust(
             [compare_paired(t, b, lower_is_better=t.metric != "accuracy") for t, b in pairs]
         )  # one family per experiment: Holm over its comparisons
