@@ -6,8 +6,9 @@ configs; the console summary and the report both call :func:`select`, so they ag
 Records of different configs (different ``config_hash``) are never merged: each config is its own
 row, labelled by what differs between the configs (:func:`variant_labels`). A protocol with a
 ``retrain_key`` joins two configs: the lr chosen on the tuning config, the test result from the
-retrain config. A NaN or infinite value marks a diverged run: it counts as the worst value when
-choosing an lr, and is kept (and counted) in the reported values.
+retrain config. A run that diverged (:mod:`gelus.experiments.divergence`: non-finite, or its final
+loss above 10× the trivial predictor's) has NaN values: it counts as the worst value when choosing
+an lr, and is kept (and counted) in the reported values.
 """
 
 import json
@@ -19,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from gelus.experiments.config import flat_config, identity_keys
+from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.protocol import Protocol
 
 __all__ = [
@@ -111,7 +113,7 @@ class Selection(NamedTuple):
 
     @property
     def diverged(self) -> int:
-        """How many runs have a NaN or infinite reported value."""
+        """How many runs diverged (a NaN or infinite reported value)."""
         return sum(not math.isfinite(v) for v in self.values.values())
 
     @property
@@ -179,6 +181,7 @@ def select(
     configs = configs or {}
     if not records:
         return []
+    records = mark_diverged(records, configs)
     present: dict[str, set[str]] = defaultdict(set)
     for r in records:
         present[r.split].add(r.metric)

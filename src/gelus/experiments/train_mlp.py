@@ -19,6 +19,7 @@ from torch import Tensor
 
 from gelus.experiments.activation_spec import ActivationSpec
 from gelus.experiments.config import ConfigError, MLPExperimentConfig
+from gelus.experiments.divergence import TRIVIAL_METRIC
 from gelus.experiments.engine import Log
 from gelus.experiments.plan import Job
 from gelus.experiments.stacked import (
@@ -266,16 +267,42 @@ def evaluate(
     return {"loss": (loss_sum / n).cpu(), "recon_error": (loss_sum / n).cpu()}
 
 
-def _evaluate_all(
-    model: StackedMLP, config: MLPExperimentConfig, data, train_index: Tensor, final: bool
-) -> Metrics:
-    task, batch = config.task, config.train.eval_batch_size
+def _evaluated_splits(data, config: MLPExperimentConfig, train_index: Tensor) -> dict[str, tuple]:
+    """{split name: (split, index)}: what ``evaluate`` reads after each epoch."""
     eval_train = train_index
     if config.train.eval_train_subset:
         eval_train = train_index[: config.train.eval_train_subset]
     splits = {"train": (data.train, eval_train), "test": (data.test, torch.arange(len(data.test)))}
     if data.val is not None:
         splits["val"] = (data.val, torch.arange(len(data.val)))
+    return splits
+
+
+@torch.no_grad()
+def trivial_losses(data, config: MLPExperimentConfig, train_index: Tensor) -> dict[str, float]:
+    """{split: mean squared error per pixel of the training set's mean sample}: the loss of the
+    autoencoder that ignores its input, the reference of the divergence rule
+    (:mod:`gelus.experiments.divergence`)."""
+    batch = config.train.eval_batch_size
+
+    def samples(split, chunk: Tensor) -> Tensor:
+        return split.inputs(chunk).flatten(1).double()
+
+    mean = sum(samples(data.train, c).sum(dim=0) for c in train_index.split(batch)) / len(train_index)
+    losses = {}
+    for name, (split, index) in _evaluated_splits(data, config, train_index).items():
+        squared = sum(
+            float((samples(split, c) - mean).square().mean(dim=1).sum()) for c in index.split(batch)
+        )
+        losses[name] = squared / len(index)
+    return losses
+
+
+def _evaluate_all(
+    model: StackedMLP, config: MLPExperimentConfig, data, train_index: Tensor, final: bool
+) -> Metrics:
+    task, batch = config.task, config.train.eval_batch_size
+    splits = _evaluated_splits(data, config, train_index)
     metrics: Metrics = {}
     for name, (split, index) in splits.items():
         for metric, values in evaluate(model, split, index, task, batch).items():
@@ -342,6 +369,9 @@ class MLPEngine:
         final = epoch == self.config.train.epochs
         metrics = _evaluate_all(self.model, self.config, self.data, self.train_index, final)
         columns = {name: values.tolist() for name, values in metrics.items()}
+        if epoch == 0 and self.config.task != "classify":  # once, with the untrained nets
+            for split, value in trivial_losses(self.data, self.config, self.train_index).items():
+                columns[(split, TRIVIAL_METRIC)] = [value] * len(self.members)
         for member, key in enumerate(self.members):
             for (split, metric), values in columns.items():
                 log(key, epoch, split, metric, values[member])

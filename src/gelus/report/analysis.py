@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from gelus.experiments.config import config_to_dict, flat_config, identity_keys
+from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.presets import Preset
 from gelus.experiments.protocol import SELECTION_RULES, FigureSpec, Protocol
 from gelus.experiments.selection import Selection, run_configs, select
@@ -252,8 +253,11 @@ def analyse(
         # A run still training stops at another epoch than the finished ones: comparing it at its
         # last epoch would mix epochs, so only finished runs enter the statistics.
         unfinished = {r.run_id for r in mine_runs if r.status != "done"}
-        finished = [r for r in by_experiment[name] if r.run_id not in unfinished]
-        selections = select(finished, protocol, run_configs(mine_runs)) if finished else []
+        configs = run_configs(mine_runs)
+        finished = mark_diverged(
+            [r for r in by_experiment[name] if r.run_id not in unfinished], configs
+        )
+        selections = select(finished, protocol, configs) if finished else []
         rows = [
             ResultRow(
                 s,
@@ -266,7 +270,7 @@ def analyse(
         tests = adjust(
             [compare_paired(t, b, lower_is_better=t.metric != "accuracy") for t, b in pairs]
         )  # one family per experiment: Holm over its comparisons
-        tests = _mark_rule_dependence(tests, finished, protocol, run_configs(mine_runs))
+        tests = _mark_rule_dependence(tests, finished, protocol, configs)
         comparisons = []
         for comparison, (t, b) in zip(tests, pairs, strict=True):
             paper_t, paper_b = _paper_number(preset, t), _paper_number(preset, b)
@@ -286,7 +290,7 @@ def analyse(
                 wall_seconds=_wall_seconds(by_experiment[name]),
                 n_runs=len(mine_runs),
                 n_unfinished=len(unfinished),
-                claims=tuple(check_claims(name, finished, protocol, run_configs(mine_runs))),
+                claims=tuple(check_claims(name, finished, protocol, configs)),
                 departures=_departures(preset, mine_runs),
             )
         )

@@ -42,11 +42,15 @@ def _scale(metric: str) -> float:
 def _median_band(
     curves: Sequence[dict[Any, float]], rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """x, median and 95 % band over the curves, at every x present in all of them."""
-    xs = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
-    medians, lows, highs = [], [], []
-    for x in xs:
-        values = [c[x] for c in curves]
+    """x, median and 95 % band over the curves, at every x present in all of them; a non-finite
+    value (a diverged run's NaN) is left out, so it never sets the axis range."""
+    shared = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
+    xs, medians, lows, highs = [], [], [], []
+    for x in shared:
+        values = [c[x] for c in curves if math.isfinite(c[x])]
+        if not values:
+            continue
+        xs.append(x)
         medians.append(np.median(values))
         low, high = bootstrap_ci(values, np.median, rng=rng, n_resamples=1000)
         lows.append(low)
@@ -73,6 +77,9 @@ def plot_curve(
     xs, median, low, high = _median_band(curves, rng)
     if xs.size == 0:
         return ax
+    diverged = sum(not any(map(math.isfinite, c.values())) for c in curves)
+    if diverged and label:
+        label = f"{label} ({diverged} diverged)"
     scale = _scale(metric)
     color = color_for(activation)
     ax.plot(

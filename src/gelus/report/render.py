@@ -14,7 +14,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.presets import Preset
+from gelus.experiments.selection import run_configs
 from gelus.plots.io import save_figure
 from gelus.report.analysis import ExperimentResult, Missing, analyse, environment, is_quick
 from gelus.report.figures import experiment_figures
@@ -251,8 +253,9 @@ def report_blocks(
         Block(
             "p",
             "How to read: n is the number of seeds; each seed contributes its test value at the chosen learning rate "
-            "and epoch. A run whose value is NaN or infinite diverged: medians, means and intervals are over the runs "
-            "that did not, and say how many did. Records of different configs are never merged: each config is its "
+            "and epoch. A run diverged when a final loss is NaN, infinite or above 10× that of the trivial predictor "
+            "(ln(classes) for a classifier; the training mean's error for the autoencoder): medians, means and "
+            "intervals are over the runs that did not, and say how many did; figures leave such runs out. Records of different configs are never merged: each config is its "
             "own row, labelled by the settings that differ. The medians' 95 % intervals are percentile bootstraps "
             "(10,000 resamples, each cell's generator seeded from its own key), a description of spread: with n ≤ 3 "
             "seeds such an interval cannot be wider than the range of the values; none is given for n = 1. "
@@ -428,6 +431,7 @@ def write_report(
     out_dir = Path(out_dir)
     figure_dir = out_dir / "figures"
     rng = np.random.default_rng(seed)
+    records = mark_diverged(records, run_configs(runs))  # the figures leave diverged runs out
     results = analyse(records, runs, presets, rule)
     figures: dict[str, list[tuple[Path, str]]] = {}
     for result in results:
