@@ -183,7 +183,12 @@ def make_training_step(
         with _autocast(cfg, device):
             return F.cross_entropy(model(x).float(), y)
 
-    if cfg.compile is not None:
+    if cfg.compile == "default" and device.type == "cpu" and not channels_last(cfg, device):
+        # NCHW, as configured: left to itself inductor turns the convolutions NHWC, and torch's CPU
+        # weight gradient of a 1×1 stride-2 convolution in NHWC is wrong on some processors (off
+        # by ~20 on an AMD EPYC with torch 2.13; docs/ARCHITECTURE.md)
+        loss_of = torch.compile(loss_of, dynamic=False, options={"layout_optimization": False})
+    elif cfg.compile is not None:
         loss_of = torch.compile(loss_of, mode=cfg.compile, dynamic=False)
 
     def step(x: Tensor, y: Tensor) -> None:

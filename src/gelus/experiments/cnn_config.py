@@ -29,7 +29,7 @@ class _CNNRunOptions:
     train_eval_size: int | None = 10_000  # train loss/error on the first N train images; None: all
     eval_batch_size: int = 500  # images per evaluation batch
     amp_dtype: str | None = None  # None | "bf16" | "fp16" (fp16 on CUDA only, with a GradScaler)
-    channels_last: bool | None = None  # NHWC; None: on CUDA only (slower on CPU oneDNN here)
+    channels_last: bool | None = None  # NHWC; None: on CUDA only (slower on CPU, and wrong on some)
     compile: str | None = None  # None: eager; else the torch.compile mode of the loss + backward
 
     def __post_init__(self) -> None:
