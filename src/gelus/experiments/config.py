@@ -2,7 +2,8 @@
 
 A task config is a tagged union: :class:`MLPExperimentConfig` (tasks ``classify`` and
 ``autoencode``, the stacked-MLP engine), :class:`CNNExperimentConfig` (task ``cnn``) or
-:class:`TransformerExperimentConfig` (task ``lm``, the transformer engine), each
+:class:`TransformerExperimentConfig` (task ``lm``, the transformer engine) or
+:class:`ViTExperimentConfig` (task ``vit``), each
 holding only what its engine reads, so a key an engine does not read does not exist for its
 presets. An override is ``key=value`` with a dotted key into the config (``optim.lr=1e-3``,
 ``train.epochs=10``, ``activations=gelu,relu``); tuple fields take comma-separated values. An
@@ -27,14 +28,18 @@ from gelus.experiments.cnn_config import CIFAR10AllConvConfig, CNNConfig
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.transformer_config import (
     NORMS,
+    POOLS,
     TransformerModelConfig,
     TransformerOptimConfig,
     TransformerTrainConfig,
+    ViTModelConfig,
+    ViTTrainConfig,
 )
 
 __all__ = [
     "BOOKKEEPING_KEYS",
     "LIMITS",
+    "ONE_RUN_PER_JOB",
     "SWEEP_KEYS",
     "TASKS",
     "CNNExperimentConfig",
@@ -49,6 +54,7 @@ __all__ = [
     "OptimConfig",
     "TrainConfig",
     "TransformerExperimentConfig",
+    "ViTExperimentConfig",
     "apply_overrides",
     "check_batch_fits",
     "config_hash",
@@ -59,7 +65,7 @@ __all__ = [
     "validate",
 ]
 
-TASKS = ("classify", "autoencode", "cnn", "lm")
+TASKS = ("classify", "autoencode", "cnn", "lm", "vit")
 INITS = ("unit_norm", "torch")
 # Upper bounds on counts: beyond these a value is a typo, and planning it would exhaust memory.
 LIMITS = {"seeds": 10_000, "epochs": 100_000, "runs": 1_000_000}
@@ -176,7 +182,26 @@ class TransformerExperimentConfig:
     engine: typing.ClassVar[str] = "transformer"
 
 
-ExperimentConfig = MLPExperimentConfig | CNNExperimentConfig | TransformerExperimentConfig
+@dataclass(frozen=True)
+class ViTExperimentConfig:
+    """The ViT engine's config: a small vision transformer per run, the LM's blocks without the
+    mask over image patches, its FFN activation the swept axis; the LM's optimizer config."""
+
+    task: str = "vit"
+    dataset: str = "fashion-mnist"  # gelus.data name of an image classification dataset
+    activations: tuple[str, ...] = ("gelu", "relu")  # one run per activation, lr and seed
+    model: ViTModelConfig = field(default_factory=ViTModelConfig)
+    optim: TransformerOptimConfig = field(default_factory=TransformerOptimConfig)
+    train: ViTTrainConfig = field(default_factory=ViTTrainConfig)
+
+    engine: typing.ClassVar[str] = "vit"
+
+
+ExperimentConfig = (
+    MLPExperimentConfig | CNNExperimentConfig | TransformerExperimentConfig | ViTExperimentConfig
+)
+# the engines that train one network per run (one job each), with a validation split kept apart
+ONE_RUN_PER_JOB = (CNNExperimentConfig, TransformerExperimentConfig, ViTExperimentConfig)
 
 # Sweep axes: each value is its own run, so they are not part of a run's identity hash.
 SWEEP_KEYS = ("activations", "optim.lr", "train.seeds", "train.keep")
@@ -219,7 +244,7 @@ def config_to_dict(config: Any) -> dict[str, Any]:
         )
         return config_to_dict(shared) | {"cnn": config_to_dict(config.cnn)}
     tree = json.loads(json.dumps(dataclasses.asdict(config)))
-    if isinstance(config, TransformerExperimentConfig):
+    if isinstance(config, TransformerExperimentConfig | ViTExperimentConfig):
         return tree  # a new engine: its own shape, no earlier one to keep
     if isinstance(config, MLPExperimentConfig):
         tree["cnn"] = None
@@ -447,15 +472,8 @@ def _cnn_checks(config: CNNExperimentConfig) -> list[tuple[bool, str, str]]:
     return checks
 
 
-def _transformer_checks(config: TransformerExperimentConfig) -> list[tuple[bool, str, str]]:
-    model, optim, train = config.model, config.optim, config.train
-    positive = (model.d_model, model.layers, model.heads, model.context, model.ffn_mult)
+def _optim_checks(optim: TransformerOptimConfig) -> list[tuple[bool, str, str]]:
     return [
-        (config.task == "lm", "task", "lm"),
-        (all(n >= 1 for n in positive), "model.d_model/layers/heads/context/ffn_mult", "at least 1"),
-        (model.d_model % model.heads == 0, "model.heads", "a divisor of model.d_model"),
-        (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
-        (_positive_finite([model.init_std]), "model.init_std", "finite and positive"),
         (0 <= optim.beta1 < 1 and 0 <= optim.beta2 < 1, "optim.beta1/beta2", "in [0, 1)"),
         (_positive_finite([optim.eps]), "optim.eps", "finite and positive"),
         (math.isfinite(optim.weight_decay) and optim.weight_decay >= 0, "optim.weight_decay",
@@ -464,10 +482,40 @@ def _transformer_checks(config: TransformerExperimentConfig) -> list[tuple[bool,
         (0 <= optim.min_lr <= 1, "optim.min_lr", "a fraction in [0, 1]"),
         (math.isfinite(optim.grad_clip) and optim.grad_clip >= 0, "optim.grad_clip",
          "finite and non-negative (0: no clipping)"),
+    ]  # fmt: skip
+
+
+def _vit_checks(config: ViTExperimentConfig) -> list[tuple[bool, str, str]]:
+    model, train = config.model, config.train
+    positive = (model.d_model, model.layers, model.heads, model.patch, model.ffn_mult)
+    return [
+        (config.task == "vit", "task", "vit"),
+        (all(n >= 1 for n in positive), "model.d_model/layers/heads/patch/ffn_mult", "at least 1"),
+        (model.d_model % model.heads == 0, "model.heads", "a divisor of model.d_model"),
+        (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
+        (model.pool in POOLS, "model.pool", f"one of {', '.join(POOLS)}"),
+        (_positive_finite([model.init_std]), "model.init_std", "finite and positive"),
+        (train.train_subset >= 0, "train.train_subset", "0 (all) or a positive count"),
+        (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
+        (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
+        *_optim_checks(config.optim),
+    ]
+
+
+def _transformer_checks(config: TransformerExperimentConfig) -> list[tuple[bool, str, str]]:
+    model, train = config.model, config.train
+    positive = (model.d_model, model.layers, model.heads, model.context, model.ffn_mult)
+    return [
+        (config.task == "lm", "task", "lm"),
+        (all(n >= 1 for n in positive), "model.d_model/layers/heads/context/ffn_mult", "at least 1"),
+        (model.d_model % model.heads == 0, "model.heads", "a divisor of model.d_model"),
+        (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
+        (_positive_finite([model.init_std]), "model.init_std", "finite and positive"),
         (train.steps_per_epoch >= 1, "train.steps_per_epoch", "at least 1"),
         (train.eval_bytes >= 0, "train.eval_bytes", "0 (all) or a positive count"),
         (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
         (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
+        *_optim_checks(config.optim),
     ]  # fmt: skip
 
 
@@ -476,6 +524,7 @@ def validate(config: ExperimentConfig) -> None:
     engine_checks = (
         _cnn_checks if isinstance(config, CNNExperimentConfig)
         else _transformer_checks if isinstance(config, TransformerExperimentConfig)
+        else _vit_checks if isinstance(config, ViTExperimentConfig)
         else _mlp_checks
     )  # fmt: skip
     for ok, key, expected in _shared_checks(config) + engine_checks(config):

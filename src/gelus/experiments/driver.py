@@ -21,11 +21,17 @@ from gelus.experiments.plan import Job
 from gelus.experiments.reuse import evaluate_kept_models, keep_models
 from gelus.experiments.train_mlp import MLPEngine
 from gelus.experiments.transformer import TransformerEngine
+from gelus.experiments.vit import ViTEngine
 
 __all__ = ["ENGINES", "train_job"]
 
 # engine name (``Job.engine``) -> its class; a new engine adds itself here
-ENGINES: dict[str, type] = {"mlp": MLPEngine, "cnn": CNNEngine, "transformer": TransformerEngine}
+ENGINES: dict[str, type] = {
+    "mlp": MLPEngine,
+    "cnn": CNNEngine,
+    "transformer": TransformerEngine,
+    "vit": ViTEngine,
+}
 
 
 def train_job(job: Job, data: Any, store, progress: Callable[[int], None]) -> None:

@@ -2,7 +2,7 @@
 
 A run is one (activation, setting, lr, seed). A ``Job`` is one unit of work with everything a
 worker needs to run it anywhere: a stacked ensemble of the MLP engine (one activation and
-setting; members = seeds × learning rates) or one run of the CNN or transformer engine. Runs already ``done`` are
+setting; members = seeds × learning rates) or one run of the CNN or a transformer engine. Runs already ``done`` are
 never planned. ``budget`` prices what this module plans; ``runner`` executes it.
 """
 
@@ -16,10 +16,12 @@ from pathlib import Path
 from gelus.experiments.activation_spec import ActivationSpec
 from gelus.experiments.config import (
     LIMITS,
+    ONE_RUN_PER_JOB,
     CNNExperimentConfig,
     ConfigError,
     ExperimentConfig,
     TransformerExperimentConfig,
+    ViTExperimentConfig,
     config_hash,
     config_to_dict,
 )
@@ -30,8 +32,8 @@ __all__ = ["Job", "holds_out_validation", "makespan", "plan_jobs", "run_id", "se
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work for ``engine`` ("mlp": a stacked ensemble; "cnn", "transformer": one
-    network)."""
+    """One unit of work for ``engine`` ("mlp": a stacked ensemble; "cnn", "transformer", "vit":
+    one network)."""
 
     engine: str
     experiment: str
@@ -74,7 +76,7 @@ def run_id(experiment: str, chash: str, activation: str, setting: str, lr: float
 def settings(config: ExperimentConfig, activation: ActivationSpec) -> list[tuple[str, float]]:
     """``(setting, dropout keep)`` of each setting ``activation`` runs in: one per keep
     probability for a classifier with a deterministic activation, else one (no dropout)."""
-    if isinstance(config, CNNExperimentConfig | TransformerExperimentConfig):
+    if isinstance(config, ONE_RUN_PER_JOB):
         return [("", 1.0)]
     if activation.stochastic or config.task == "autoencode":
         return [("keep=1.0", 1.0)] if config.task == "classify" else [("", 1.0)]
@@ -86,6 +88,8 @@ def train_size(config: ExperimentConfig, train: int, val: int) -> int:
     transformer: the windows of one epoch, steps_per_epoch × batch_size, drawn from the bytes)."""
     if isinstance(config, TransformerExperimentConfig):
         return config.train.steps_per_epoch * config.train.batch_size
+    if isinstance(config, ViTExperimentConfig):
+        return min(train, config.train.train_subset) if config.train.train_subset else train
     if isinstance(config, CNNExperimentConfig):
         return train + (val if config.cnn.retrain_full else 0)
     n = train + (val if config.train_on == "train+val" else 0)
@@ -94,7 +98,7 @@ def train_size(config: ExperimentConfig, train: int, val: int) -> int:
 
 def holds_out_validation(config: ExperimentConfig) -> bool:
     """Whether the run's data keep a validation split apart (not trained on)."""
-    if isinstance(config, CNNExperimentConfig | TransformerExperimentConfig):
+    if isinstance(config, ONE_RUN_PER_JOB):
         return True
     return config.train_on == "train"
 
@@ -141,7 +145,7 @@ def plan_jobs(
         for setting, keep in settings(config, spec)
     }
     common = _Common(experiment, config, train_size, out_dir, data_dir, verify, metadata, device)
-    if isinstance(config, CNNExperimentConfig | TransformerExperimentConfig):
+    if isinstance(config, ONE_RUN_PER_JOB):
         return [common.job(*k, (m,)) for k, group in members.items() for m in group]
     whole = [common.job(*k, group) for k, group in members.items() if group]
     by_lr = [

@@ -1,4 +1,4 @@
-"""The transformer engine's own configs: typed, frozen, torch-free (the presets import them).
+"""The transformer engines' own configs: typed, frozen, torch-free (the presets import them).
 
 A byte-level decoder-only language model trained by a modern recipe (AdamW with β₂ 0.95, linear
 warmup then cosine decay, weight decay on matrices only, gradient clipping, bf16 autocast on CUDA).
@@ -6,19 +6,27 @@ An "epoch" here is a fixed number of optimizer steps (``train.steps_per_epoch``)
 ``train.batch_size`` windows of ``model.context + 1`` bytes at random offsets of the training
 split: the model is evaluated after every epoch, and the token budget of a run is
 ``epochs × steps_per_epoch × batch_size × context`` bytes, whatever the activation.
+
+The ViT (``ViTModelConfig``, ``ViTTrainConfig``) is the same blocks without the causal mask over
+image patches, trained by the same optimizer config; its epoch is one pass over the training
+images.
 """
 
 from dataclasses import dataclass
 
 __all__ = [
     "NORMS",
+    "POOLS",
     "TransformerModelConfig",
     "TransformerOptimConfig",
     "TransformerTrainConfig",
+    "ViTModelConfig",
+    "ViTTrainConfig",
     "gated_hidden",
 ]
 
 NORMS = ("layernorm", "rmsnorm")
+POOLS = ("mean", "cls")
 
 
 def gated_hidden(d_model: int, mult: int = 4) -> int:
@@ -63,6 +71,31 @@ class TransformerTrainConfig:
     seeds: int = 5  # runs per (activation, lr): init, batch order; seeds 0 .. seeds-1
     eval_bytes: int = 0  # evaluate val and test on their first N bytes (0: the whole splits)
     eval_batch_size: int = 64  # windows per evaluation batch
+    checkpoint_every: int = 1  # epochs between checkpoints (the last epoch always saves)
+    bf16: bool = True  # CUDA only: bf16 autocast of the forward (the CPU always runs float32)
+    tf32: bool = False  # CUDA only: allow TF32 matmuls
+
+
+@dataclass(frozen=True)
+class ViTModelConfig:
+    approximate: str = "none"  # plain "gelu": exact x·Φ(x) ("tanh" via gelu_tanh)
+    d_model: int = 64  # residual width d
+    layers: int = 4  # pre-norm blocks, no mask
+    heads: int = 4  # attention heads (d_model / heads per head)
+    patch: int = 4  # square patches of patch × patch pixels (28 / 4: 49 tokens)
+    pool: str = "mean"  # "mean" over the patches' outputs | "cls": a class token's
+    norm: str = "layernorm"  # "layernorm" | "rmsnorm" (both without bias)
+    ffn_mult: int = 4  # elementwise FFN width mult·d; gated: gated_hidden(d, mult)
+    init_std: float = 0.02  # N(0, σ²) weights; residual projections σ/√(2·layers) (GPT-2)
+
+
+@dataclass(frozen=True)
+class ViTTrainConfig:
+    epochs: int = 10  # passes over the training images
+    batch_size: int = 128  # images per step; the last partial batch of an epoch is dropped
+    seeds: int = 5  # runs per (activation, lr): init, batch order; seeds 0 .. seeds-1
+    train_subset: int = 0  # train on the first N training images (0 = all); quick runs only
+    eval_batch_size: int = 1000  # images per evaluation batch
     checkpoint_every: int = 1  # epochs between checkpoints (the last epoch always saves)
     bf16: bool = True  # CUDA only: bf16 autocast of the forward (the CPU always runs float32)
     tf32: bool = False  # CUDA only: allow TF32 matmuls

@@ -1,5 +1,5 @@
-"""The byte-level GPT of the transformer presets: pre-norm decoder blocks whose FFN activation is
-the experiment's swept axis.
+"""The transformer presets' models: the byte-level GPT and the ViT, pre-norm blocks whose FFN
+activation is the experiment's swept axis (:class:`PatchViT`: the same blocks without the mask).
 
 Shapes: B windows, T ≤ context bytes, d = d_model, H heads of d / H, hidden width h.
 ``ByteGPT(idx [B, T] int64) -> logits [B, T, 256]``: token and learned position embeddings, then
@@ -27,7 +27,18 @@ from torch import Tensor, nn
 from gelus.experiments.activation_spec import ActivationSpec
 from gelus.experiments.transformer_config import TransformerModelConfig, gated_hidden
 
-__all__ = ["VOCAB", "ByteGPT", "FeedForward", "RMSNorm", "ffn_hidden", "init_parameters"]
+__all__ = [
+    "VOCAB",
+    "Block",
+    "ByteGPT",
+    "FeedForward",
+    "PatchViT",
+    "RMSNorm",
+    "SelfAttention",
+    "ffn_hidden",
+    "init_parameters",
+    "norm_layer",
+]
 
 VOCAB = 256  # byte values
 
@@ -47,7 +58,8 @@ class RMSNorm(nn.Module):
         return f"{self.weight.shape[0]}, eps={self.eps}"
 
 
-def _norm(cfg: TransformerModelConfig) -> nn.Module:
+def norm_layer(cfg: TransformerModelConfig) -> nn.Module:
+    """The config's norm over d_model, without bias."""
     if cfg.norm == "rmsnorm":
         return RMSNorm(cfg.d_model)
     return nn.LayerNorm(cfg.d_model, bias=False)
@@ -72,29 +84,29 @@ class FeedForward(nn.Module):
         return self.down(self.act(self.up(x)))
 
 
-class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention: [B, T, d] -> [B, T, d]."""
+class SelfAttention(nn.Module):
+    """Multi-head self-attention, causal (a language model) or not (a ViT): [B, T, d] -> [B, T, d]."""
 
-    def __init__(self, cfg: TransformerModelConfig) -> None:
+    def __init__(self, cfg: TransformerModelConfig, causal: bool = True) -> None:
         super().__init__()
-        self.heads = cfg.heads
+        self.heads, self.causal = cfg.heads, causal
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, T, d/H]
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # [B, H, T, d/H]
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
 
 class Block(nn.Module):
     """x + attn(norm(x)), then + ffn(norm(x)): pre-norm."""
 
-    def __init__(self, cfg: TransformerModelConfig, activation: ActivationSpec) -> None:
+    def __init__(self, cfg, activation: ActivationSpec, causal: bool = True) -> None:
         super().__init__()
-        self.norm1, self.attn = _norm(cfg), CausalSelfAttention(cfg)
-        self.norm2, self.ffn = _norm(cfg), FeedForward(cfg, activation)
+        self.norm1, self.attn = norm_layer(cfg), SelfAttention(cfg, causal)
+        self.norm2, self.ffn = norm_layer(cfg), FeedForward(cfg, activation)
 
     def forward(self, x: Tensor) -> Tensor:
         x = x + self.attn(self.norm1(x))
@@ -110,7 +122,7 @@ class ByteGPT(nn.Module):
         self.embed = nn.Embedding(VOCAB, cfg.d_model)
         self.position = nn.Embedding(cfg.context, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg, activation) for _ in range(cfg.layers))
-        self.norm = _norm(cfg)
+        self.norm = norm_layer(cfg)
 
     def forward(self, idx: Tensor) -> Tensor:
         t = idx.shape[1]
@@ -122,13 +134,49 @@ class ByteGPT(nn.Module):
         return self.norm(x) @ self.embed.weight.T  # the head tied to the embedding
 
 
+class PatchViT(nn.Module):
+    """A vision transformer: images [B, C, H, W] -> logits [B, classes].
+
+    Non-overlapping p × p patches, each flattened and projected to d, plus learned positions (and a
+    class token with ``pool="cls"``); the blocks without a mask; a final norm; the mean over the
+    patches' outputs (or the class token's) into a linear head.
+    """
+
+    def __init__(self, cfg, activation: ActivationSpec, image_shape, num_classes: int) -> None:
+        super().__init__()
+        channels, height, width = image_shape
+        if height % cfg.patch or width % cfg.patch:
+            raise ValueError(f"patch={cfg.patch} does not divide the {height} × {width} images")
+        self.p, self.pool = cfg.patch, cfg.pool
+        tokens = (height // cfg.patch) * (width // cfg.patch) + (cfg.pool == "cls")
+        self.embed = nn.Linear(channels * cfg.patch**2, cfg.d_model, bias=False)
+        self.position = nn.Embedding(tokens, cfg.d_model)
+        self.cls = nn.Parameter(torch.zeros(1, 1, cfg.d_model)) if cfg.pool == "cls" else None
+        self.blocks = nn.ModuleList(Block(cfg, activation, causal=False) for _ in range(cfg.layers))
+        self.norm = norm_layer(cfg)
+        self.head = nn.Linear(cfg.d_model, num_classes, bias=False)
+
+    def forward(self, images: Tensor) -> Tensor:
+        b, c, _, _ = images.shape
+        p = self.p
+        patches = images.unfold(2, p, p).unfold(3, p, p)  # [B, C, H/p, W/p, p, p]
+        x = self.embed(patches.permute(0, 2, 3, 1, 4, 5).reshape(b, -1, c * p * p))
+        if self.cls is not None:
+            x = torch.cat([self.cls.expand(b, -1, -1), x], dim=1)
+        x = x + self.position.weight
+        for block in self.blocks:
+            x = block(x)
+        x = self.norm(x)
+        return self.head(x[:, 0] if self.cls is not None else x.mean(dim=1))
+
+
 def _generator(seed: int, name: str) -> torch.Generator:
     digest = hashlib.sha256(f"{seed}/{name}".encode()).digest()
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
 
 
 @torch.no_grad()
-def init_parameters(model: ByteGPT, seed: int, std: float, layers: int) -> None:
+def init_parameters(model: nn.Module, seed: int, std: float, layers: int) -> None:
     """GPT-2's init, each matrix from its own generator (seed, name): N(0, std²) for embeddings
     and linear weights, std/√(2·layers) for the projections into the residual stream
     (``attn.proj``, ``ffn.down``). Norms keep their ones and the activation's own parameters
