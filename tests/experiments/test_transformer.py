@@ -253,3 +253,22 @@ def test_a_tiny_run_records_bits_per_byte_and_the_report_builds(corpus, tmp_path
     with sqlite3.connect(out / "records.sqlite") as db:
         (n,) = db.execute("select count(*) from records where metric = 'bpb'").fetchone()
     assert n == 2 * 2 * 2 * 3
+
+
+@pytest.mark.parametrize(
+    ("preset", "override", "key"),
+    [
+        ("transformer-lm", "model.heads=3", r"model\.heads"),
+        ("transformer-lm", "model.norm=batchnorm", r"model\.norm"),
+        ("transformer-lm", "optim.warmup=1.5", r"optim\.warmup"),
+        ("transformer-lm", "train.keep=0.5", r"unknown config key"),
+        ("transformer-vit", "model.pool=max", r"model\.pool"),
+        ("transformer-vit", "optim.beta2=1", r"optim\.beta1/beta2"),
+    ],
+)
+def test_out_of_range_transformer_settings_name_their_key(preset, override, key):
+    from gelus.experiments.errors import SettingError
+    from gelus.experiments.runner import resolve_config
+
+    with pytest.raises(SettingError, match=key):
+        resolve_config(preset, overrides=[override])

@@ -27,13 +27,13 @@ from gelus._common import APPROXIMATIONS
 from gelus.experiments.cnn_config import CIFAR10AllConvConfig, CNNConfig
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.transformer_config import (
-    NORMS,
-    POOLS,
     TransformerModelConfig,
     TransformerOptimConfig,
     TransformerTrainConfig,
     ViTModelConfig,
     ViTTrainConfig,
+    lm_checks,
+    vit_checks,
 )
 
 __all__ = [
@@ -472,59 +472,12 @@ def _cnn_checks(config: CNNExperimentConfig) -> list[tuple[bool, str, str]]:
     return checks
 
 
-def _optim_checks(optim: TransformerOptimConfig) -> list[tuple[bool, str, str]]:
-    return [
-        (0 <= optim.beta1 < 1 and 0 <= optim.beta2 < 1, "optim.beta1/beta2", "in [0, 1)"),
-        (_positive_finite([optim.eps]), "optim.eps", "finite and positive"),
-        (math.isfinite(optim.weight_decay) and optim.weight_decay >= 0, "optim.weight_decay",
-         "finite and non-negative"),
-        (0 <= optim.warmup < 1, "optim.warmup", "a fraction in [0, 1)"),
-        (0 <= optim.min_lr <= 1, "optim.min_lr", "a fraction in [0, 1]"),
-        (math.isfinite(optim.grad_clip) and optim.grad_clip >= 0, "optim.grad_clip",
-         "finite and non-negative (0: no clipping)"),
-    ]  # fmt: skip
-
-
-def _vit_checks(config: ViTExperimentConfig) -> list[tuple[bool, str, str]]:
-    model, train = config.model, config.train
-    positive = (model.d_model, model.layers, model.heads, model.patch, model.ffn_mult)
-    return [
-        (config.task == "vit", "task", "vit"),
-        (all(n >= 1 for n in positive), "model.d_model/layers/heads/patch/ffn_mult", "at least 1"),
-        (model.d_model % model.heads == 0, "model.heads", "a divisor of model.d_model"),
-        (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
-        (model.pool in POOLS, "model.pool", f"one of {', '.join(POOLS)}"),
-        (_positive_finite([model.init_std]), "model.init_std", "finite and positive"),
-        (train.train_subset >= 0, "train.train_subset", "0 (all) or a positive count"),
-        (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
-        (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
-        *_optim_checks(config.optim),
-    ]
-
-
-def _transformer_checks(config: TransformerExperimentConfig) -> list[tuple[bool, str, str]]:
-    model, train = config.model, config.train
-    positive = (model.d_model, model.layers, model.heads, model.context, model.ffn_mult)
-    return [
-        (config.task == "lm", "task", "lm"),
-        (all(n >= 1 for n in positive), "model.d_model/layers/heads/context/ffn_mult", "at least 1"),
-        (model.d_model % model.heads == 0, "model.heads", "a divisor of model.d_model"),
-        (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
-        (_positive_finite([model.init_std]), "model.init_std", "finite and positive"),
-        (train.steps_per_epoch >= 1, "train.steps_per_epoch", "at least 1"),
-        (train.eval_bytes >= 0, "train.eval_bytes", "0 (all) or a positive count"),
-        (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
-        (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
-        *_optim_checks(config.optim),
-    ]  # fmt: skip
-
-
 def validate(config: ExperimentConfig) -> None:
     """Check ranges; raise ConfigError naming the key and the valid values."""
     engine_checks = (
         _cnn_checks if isinstance(config, CNNExperimentConfig)
-        else _transformer_checks if isinstance(config, TransformerExperimentConfig)
-        else _vit_checks if isinstance(config, ViTExperimentConfig)
+        else lm_checks if isinstance(config, TransformerExperimentConfig)
+        else vit_checks if isinstance(config, ViTExperimentConfig)
         else _mlp_checks
     )  # fmt: skip
     for ok, key, expected in _shared_checks(config) + engine_checks(config):

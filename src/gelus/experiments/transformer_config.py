@@ -12,6 +12,7 @@ image patches, trained by the same optimizer config; its epoch is one pass over 
 images.
 """
 
+import math
 from dataclasses import dataclass
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "ViTModelConfig",
     "ViTTrainConfig",
     "gated_hidden",
+    "lm_checks",
+    "vit_checks",
 ]
 
 NORMS = ("layernorm", "rmsnorm")
@@ -99,3 +102,56 @@ class ViTTrainConfig:
     checkpoint_every: int = 1  # epochs between checkpoints (the last epoch always saves)
     bf16: bool = True  # CUDA only: bf16 autocast of the forward (the CPU always runs float32)
     tf32: bool = False  # CUDA only: allow TF32 matmuls
+
+
+def _positive_finite(values) -> bool:
+    return all(math.isfinite(v) and v > 0 for v in values)
+
+
+def _optim_checks(optim: TransformerOptimConfig) -> list[tuple[bool, str, str]]:
+    return [
+        (0 <= optim.beta1 < 1 and 0 <= optim.beta2 < 1, "optim.beta1/beta2", "in [0, 1)"),
+        (_positive_finite([optim.eps]), "optim.eps", "finite and positive"),
+        (math.isfinite(optim.weight_decay) and optim.weight_decay >= 0, "optim.weight_decay",
+         "finite and non-negative"),
+        (0 <= optim.warmup < 1, "optim.warmup", "a fraction in [0, 1)"),
+        (0 <= optim.min_lr <= 1, "optim.min_lr", "a fraction in [0, 1]"),
+        (math.isfinite(optim.grad_clip) and optim.grad_clip >= 0, "optim.grad_clip",
+         "finite and non-negative (0: no clipping)"),
+    ]  # fmt: skip
+
+
+def vit_checks(config) -> list[tuple[bool, str, str]]:
+    """(ok, key, expected) of every range a ViT config must satisfy (config.validate raises)."""
+    model, train = config.model, config.train
+    positive = (model.d_model, model.layers, model.heads, model.patch, model.ffn_mult)
+    return [
+        (config.task == "vit", "task", "vit"),
+        (all(n >= 1 for n in positive), "model.d_model/layers/heads/patch/ffn_mult", "at least 1"),
+        (model.d_model % model.heads == 0, "model.heads", "a divisor of model.d_model"),
+        (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
+        (model.pool in POOLS, "model.pool", f"one of {', '.join(POOLS)}"),
+        (_positive_finite([model.init_std]), "model.init_std", "finite and positive"),
+        (train.train_subset >= 0, "train.train_subset", "0 (all) or a positive count"),
+        (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
+        (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
+        *_optim_checks(config.optim),
+    ]
+
+
+def lm_checks(config) -> list[tuple[bool, str, str]]:
+    """(ok, key, expected) of every range a language-model config must satisfy."""
+    model, train = config.model, config.train
+    positive = (model.d_model, model.layers, model.heads, model.context, model.ffn_mult)
+    return [
+        (config.task == "lm", "task", "lm"),
+        (all(n >= 1 for n in positive), "model.d_model/layers/heads/context/ffn_mult", "at least 1"),
+        (model.d_model % model.heads == 0, "model.heads", "a divisor of model.d_model"),
+        (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
+        (_positive_finite([model.init_std]), "model.init_std", "finite and positive"),
+        (train.steps_per_epoch >= 1, "train.steps_per_epoch", "at least 1"),
+        (train.eval_bytes >= 0, "train.eval_bytes", "0 (all) or a positive count"),
+        (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
+        (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
+        *_optim_checks(config.optim),
+    ]  # fmt: skip
