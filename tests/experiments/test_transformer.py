@@ -136,6 +136,16 @@ def test_the_schedule_warms_up_then_decays_to_its_floor():
     assert lrs[-1] == pytest.approx(0.1)
 
 
+def test_flops_per_token_is_six_times_the_weights_plus_attention():
+    from gelus.experiments.transformer_models import flops_per_token
+
+    cfg = _config().model  # d 32, 2 layers, context 16, 4d FFN
+    model = build_model(_config(), resolve_activation("relu"), seed=0)
+    d, layers = cfg.d_model, cfg.layers
+    weights = 256 * d + layers * (3 * d * d + d * d + 2 * 4 * d * d)  # tied head, qkv, proj, ffn
+    assert flops_per_token(model, d, layers, 16) == 6 * weights + 6 * layers * 16 * d
+
+
 def test_evaluation_windows_predict_each_byte_once():
     starts = eval_starts(100, context=16)
     assert starts.tolist() == [0, 16, 32, 48, 64, 80]  # the last window ends at byte 96
@@ -250,6 +260,10 @@ def test_a_tiny_run_records_bits_per_byte_and_the_report_builds(corpus, tmp_path
     text = Path(md).read_text(encoding="utf-8")
     assert "transformer-lm" in text and "bpb" in text
     assert "swiglu − gelu" in text and "gelu − swiglu" not in text  # each against exact GELU
+    sizes = {(r.activation, r.metric): r.value for r in records if r.split == "model"}
+    model = build_model(_config(*TINY[:-3]), resolve_activation("swiglu"), seed=0)
+    assert sizes[("swiglu", "parameters")] == sum(p.numel() for p in model.parameters())
+    assert "| parameters |" in text and "training FLOPs per token" in text
     with sqlite3.connect(out / "records.sqlite") as db:
         (n,) = db.execute("select count(*) from records where metric = 'bpb'").fetchone()
     assert n == 2 * 2 * 2 * 3

@@ -12,7 +12,8 @@ learning rate of one seed sees the same initial embeddings and attention and the
 the same order. After each epoch the engine logs, per split, ``loss`` (nats per byte), ``bpb``
 (bits per byte, loss / ln 2) and ``trivial_loss`` (ln 256, the uniform predictor, for the
 divergence rule): ``train`` from the epoch's steps (their mean), ``val`` and ``test`` over
-consecutive windows that predict each byte of the split once (after the first).
+consecutive windows that predict each byte of the split once (after the first); and under the
+split ``model`` its ``parameters`` and training ``flops_per_token``, for the report's setup.
 """
 
 import math
@@ -27,9 +28,16 @@ from gelus.experiments.activation_spec import ActivationSpec
 from gelus.experiments.engine import Log, check_optimizer_state
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import Job
-from gelus.experiments.transformer_models import VOCAB, ByteGPT, init_parameters
+from gelus.experiments.transformer_models import VOCAB, ByteGPT, flops_per_token, init_parameters
 
-__all__ = ["TransformerEngine", "build_model", "eval_starts", "lm_lr", "make_optimizer"]
+__all__ = [
+    "TransformerEngine",
+    "build_model",
+    "eval_starts",
+    "lm_lr",
+    "make_optimizer",
+    "model_size",
+]
 
 LN2 = math.log(2)
 MIN_WINDOWS = 4  # each split must hold this many windows of the model's context
@@ -75,6 +83,14 @@ def eval_starts(n_bytes: int, context: int, limit: int = 0) -> Tensor:
     target once."""
     n = min(n_bytes, limit) if limit else n_bytes
     return torch.arange(0, n - context, context)
+
+
+def model_size(model: torch.nn.Module, d_model: int, layers: int, tokens: int) -> dict[str, float]:
+    """{"parameters": all of them, "flops_per_token": training FLOPs per token}."""
+    return {
+        "parameters": float(sum(p.numel() for p in model.parameters())),
+        "flops_per_token": float(flops_per_token(model, d_model, layers, tokens)),
+    }
 
 
 def _check_fits(data: Any, context: int) -> None:
@@ -127,6 +143,7 @@ class TransformerEngine:
         }
         self.train_loss = float("nan")
         self.autocast = device.type == "cuda" and config.train.bf16
+        self.size = model_size(self.model, config.model.d_model, config.model.layers, self.context)
 
     def _windows(self, data: Tensor, starts: Tensor) -> Tensor:
         offsets = torch.arange(self.context + 1, device=self.device)
@@ -176,6 +193,8 @@ class TransformerEngine:
             log(self.key, epoch, split, "loss", loss)
             log(self.key, epoch, split, "bpb", loss / LN2)
             log(self.key, epoch, split, "trivial_loss", math.log(VOCAB))
+        for metric, value in self.size.items():
+            log(self.key, epoch, "model", metric, value)
 
     def state(self) -> dict[str, Any]:
         return {

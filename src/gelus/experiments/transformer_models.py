@@ -36,6 +36,7 @@ __all__ = [
     "RMSNorm",
     "SelfAttention",
     "ffn_hidden",
+    "flops_per_token",
     "init_parameters",
     "norm_layer",
 ]
@@ -168,6 +169,19 @@ class PatchViT(nn.Module):
             x = block(x)
         x = self.norm(x)
         return self.head(x[:, 0] if self.cls is not None else x.mean(dim=1))
+
+
+def flops_per_token(model: nn.Module, d_model: int, layers: int, tokens: int) -> int:
+    """Training FLOPs per token (forward and backward): 6·N + 6·layers·tokens·d (Kaplan et al.
+    2020), N the weights a token multiplies by (every matrix but the position table, the tied
+    head included), the second term attention's scores and weighted sums over ``tokens``
+    positions, counted whole: a causal mask would halve what is needed, not what SDPA's math
+    path computes. An elementwise activation's own cost (a few FLOPs per hidden unit) is left out.
+    """
+    weights = sum(
+        p.numel() for name, p in model.named_parameters() if p.ndim >= 2 and "position" not in name
+    )
+    return 6 * weights + 6 * layers * tokens * d_model
 
 
 def _generator(seed: int, name: str) -> torch.Generator:

@@ -10,7 +10,7 @@ standardised with the training split's mean and standard deviation.
 As for the LM, a seed fixes the init (each parameter from its own generator) and the batch order
 for every activation and lr. After each epoch it logs ``loss`` (nats), ``error`` and
 ``trivial_loss`` (ln classes) for ``train`` (the epoch's steps, in training mode), ``val`` and
-``test``.
+``test``; under the split ``model`` its ``parameters`` and training ``flops_per_token``.
 """
 
 import math
@@ -24,7 +24,7 @@ from gelus.experiments.activation_spec import ActivationSpec
 from gelus.experiments.engine import Log, check_optimizer_state
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import Job
-from gelus.experiments.transformer import TransformerEngine, lm_lr, make_optimizer
+from gelus.experiments.transformer import TransformerEngine, lm_lr, make_optimizer, model_size
 from gelus.experiments.transformer_models import PatchViT, init_parameters
 
 __all__ = ["ViTEngine", "build_vit"]
@@ -71,6 +71,8 @@ class ViTEngine:
         self.classes = data.num_classes
         self.autocast = device.type == "cuda" and config.train.bf16
         self.train_metrics = (float("nan"), float("nan"))
+        tokens = self.model.position.weight.shape[0]
+        self.size = model_size(self.model, config.model.d_model, config.model.layers, tokens)
 
     def _batch(self, name: str, index: Tensor) -> tuple[Tensor, Tensor]:
         split = self.splits[name]
@@ -129,6 +131,8 @@ class ViTEngine:
             log(self.key, epoch, split, "loss", loss)
             log(self.key, epoch, split, "error", error)
             log(self.key, epoch, split, "trivial_loss", math.log(self.classes))
+        for metric, value in self.size.items():
+            log(self.key, epoch, "model", metric, value)
 
     def state(self) -> dict[str, Any]:
         return {

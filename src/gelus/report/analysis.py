@@ -195,7 +195,29 @@ def _distinct(values: Sequence[Any]) -> str:
     return ", ".join(seen)
 
 
-def _setup(preset: Preset | None, runs: Sequence[Any]) -> tuple[tuple[str, str, str], ...]:
+# what an engine records about each run's model (split "model"), shown per activation in the setup
+_MODEL_METRICS = {
+    "parameters": ("parameters", lambda v: f"{v:,.0f}"),
+    "flops_per_token": ("training FLOPs per token", lambda v: f"{v / 1e6:.2f} M"),
+}
+
+
+def _model_sizes(records: Sequence[Any]) -> dict[str, str]:
+    """{aspect: "activation value; …"} of the model metrics in ``records``."""
+    sizes: dict[str, dict[str, float]] = defaultdict(dict)
+    for r in records:
+        if r.split == "model" and r.metric in _MODEL_METRICS:
+            sizes[r.metric][r.activation] = r.value
+    return {
+        label: "; ".join(f"{a} {form(v)}" for a, v in sizes[metric].items())
+        for metric, (label, form) in _MODEL_METRICS.items()
+        if metric in sizes
+    }
+
+
+def _setup(
+    preset: Preset | None, runs: Sequence[Any], records: Sequence[Any] = ()
+) -> tuple[tuple[str, str, str], ...]:
     configs = [flat_config(_json(r.config_json)) for r in runs]
     metadata = [_json(r.metadata_json) for r in runs]
     paper = dict(preset.paper_setup) if preset else {}
@@ -214,7 +236,7 @@ def _setup(preset: Preset | None, runs: Sequence[Any]) -> tuple[tuple[str, str, 
         "batch size": config("train.batch_size"),
         "GELU form": config("model.approximate"),
         "dropout": _distinct(sorted({r.setting for r in runs if r.setting})),
-    }
+    } | _model_sizes(records)
     aspects = list(dict.fromkeys([*paper, *(k for k, v in ours.items() if v)]))
     return tuple((a, paper.get(a, "—"), ours.get(a) or "not recorded") for a in aspects)
 
@@ -284,7 +306,7 @@ def analyse(
                 rules=tuple(dict.fromkeys(s.rule for s in selections)),
                 rows=tuple(rows),
                 comparisons=tuple(comparisons),
-                setup=_setup(preset, mine_runs),
+                setup=_setup(preset, mine_runs, by_experiment[name]),
                 paper_summary=preset.paper_summary if preset else "",
                 notes=" ".join(preset.fidelity) if preset else "",
                 wall_seconds=_wall_seconds(by_experiment[name]),
