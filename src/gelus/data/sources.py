@@ -41,12 +41,16 @@ __all__ = [
     "extract_archive",
     "fetch",
     "find",
+    "recorded_sha256",
     "search_dirs",
     "sha256_file",
     "verify_file",
 ]
 
 _CHUNK = 1 << 20
+# A folder's checksums recorded on first download, for files published without one (a
+# RemoteFile whose sha256 is ""): one "<sha256>  <name>" line each, checked thereafter.
+RECORDED_SUMS = "SHA256SUMS"
 # Checking a .gz file's content hashes at most this many decompressed bytes (the largest recorded
 # content, Fashion-MNIST's training images, is 47 MB): more is a bomb, not the recorded file.
 MAX_CONTENT_BYTES = 1 << 27
@@ -57,7 +61,9 @@ class RemoteFile:
     """A file as distributed: its name, SHA-256, size in bytes and mirrors (tried in order).
 
     ``content_sha256`` is the SHA-256 of the decompressed bytes of a ``.gz`` file: it verifies a copy
-    that was recompressed (Debian's Fashion-MNIST) or stored uncompressed.
+    that was recompressed (Debian's Fashion-MNIST) or stored uncompressed. An empty ``sha256``: no
+    checksum is published; the first download records its own (``RECORDED_SUMS``), which every
+    later check and download must match.
     """
 
     name: str
@@ -195,12 +201,15 @@ def _match(directory: Path, layout: Layout) -> tuple[Path, ...] | None:
 def find(spec: DatasetSpec, data_dir: str | os.PathLike | None = None) -> Location | None:
     """The first searched directory holding every file of one of ``spec``'s layouts, or None."""
     for directory in search_dirs(spec, data_dir):
-        if not directory.is_dir():
+        try:
+            if not directory.is_dir():
+                continue
+            for index, layout in enumerate(spec.layouts):
+                files = _match(directory, layout)
+                if files is not None:
+                    return Location(directory, index, files)
+        except PermissionError:  # a folder this user cannot read holds nothing it can use
             continue
-        for index, layout in enumerate(spec.layouts):
-            files = _match(directory, layout)
-            if files is not None:
-                return Location(directory, index, files)
     return None
 
 
@@ -240,6 +249,24 @@ def content_sha256(path: Path, limit: int | None = None) -> str:
     return digest.hexdigest()
 
 
+def recorded_sha256(directory: Path, name: str) -> str | None:
+    """The SHA-256 recorded for ``name`` in ``directory/SHA256SUMS`` on its first download."""
+    try:
+        lines = (directory / RECORDED_SUMS).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        digest, _, recorded = line.partition("  ")
+        if recorded == name:
+            return digest
+    return None
+
+
+def _record_sha256(directory: Path, name: str, digest: str) -> None:
+    with open(directory / RECORDED_SUMS, "a", encoding="utf-8") as sums:
+        sums.write(f"{digest}  {name}\n")
+
+
 def verify_file(path: Path, remote: RemoteFile | None, content: bytes | None = None) -> bool:
     """Check ``path`` against its recorded checksum: True if verified, False if none applies.
 
@@ -250,6 +277,13 @@ def verify_file(path: Path, remote: RemoteFile | None, content: bytes | None = N
     """
     if remote is None:
         return False
+    if not remote.sha256:  # none published: the one recorded on its first download, if any
+        expected = recorded_sha256(path.parent, remote.name)
+        if expected is None or path.name != remote.name:
+            return False
+        if (actual := sha256_file(path)) != expected:
+            _mismatch(path, expected, actual, what="file (as recorded on its first download)")
+        return True
     if path.name == remote.name:
         actual = sha256_file(path)
         if actual == remote.sha256:
@@ -284,6 +318,7 @@ def download_file(remote: RemoteFile, directory: Path, progress: bool = True) ->
 
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / remote.name
+    expected = remote.sha256 or recorded_sha256(directory, remote.name)  # None: record it now
     failures, rejected = [], False
     for url in remote.urls:
         descriptor, temporary = tempfile.mkstemp(
@@ -306,13 +341,15 @@ def download_file(remote: RemoteFile, directory: Path, progress: bool = True) ->
                     out.write(chunk)
                     digest.update(chunk)
                     bar.update(len(chunk))
-            if digest.hexdigest() != remote.sha256:
+            if expected is not None and digest.hexdigest() != expected:
                 rejected = True
                 failures.append(
-                    f"{url}: SHA-256 {digest.hexdigest()}, expected {remote.sha256} (rejected)"
+                    f"{url}: SHA-256 {digest.hexdigest()}, expected {expected} (rejected)"
                 )
                 continue
             os.replace(temporary, target)
+            if expected is None:
+                _record_sha256(directory, remote.name, digest.hexdigest())
             return target
         except (urllib.error.URLError, OSError, ValueError) as error:
             failures.append(f"{url}: {error}")

@@ -40,6 +40,9 @@ __all__ = [
 ]
 
 DB_NAME = "records.sqlite"
+# Stamped in ``PRAGMA user_version`` by every writer; 0 in a database written before the stamp,
+# read as this version when its columns are this version's.
+SCHEMA_VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -113,6 +116,41 @@ class RecordsError(SettingError):
         return type(self), (self.template, self.parameter)
 
 
+def _columns() -> dict[str, tuple[str, ...]]:
+    return {"runs": RunInfo._fields, "records": Record._fields}
+
+
+def _check_schema(connection: sqlite3.Connection, path: Path) -> None:
+    """Raise RecordsError, naming both versions, for a database of another schema (tables not
+    created yet are fine: a writer creates them)."""
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    differences = []
+    for table, expected in _columns().items():
+        found = [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
+        if not found:
+            continue
+        extra = [c for c in found if c not in expected]
+        lacking = [c for c in expected if c not in found]
+        if extra:
+            differences.append(f"{table} has the extra column(s) {', '.join(extra[:3])}")
+        if lacking:
+            differences.append(f"{table} lacks {', '.join(lacking[:3])}")
+        if not extra and not lacking and tuple(found) != expected:
+            differences.append(f"{table} has its columns in another order")
+    if version in (0, SCHEMA_VERSION) and not differences:
+        return
+    from gelus import __version__
+
+    what = f"schema version {version}" if version else "an unstamped schema"
+    newer = " (written by a newer gelus: upgrade gelus)" if version > SCHEMA_VERSION else ""
+    raise RecordsError(
+        f"{path}: records of {what}{newer}"
+        + (f" ({'; '.join(differences)})" if differences else "")
+        + f"; gelus {__version__} reads schema version {SCHEMA_VERSION}. Read it with the gelus "
+        "that wrote it (its runs' code_version), or give {out_dir} another folder"
+    )
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     """Open (or create) the records database at ``path``, in WAL mode with the schema.
 
@@ -128,10 +166,15 @@ def _connect(path: Path) -> sqlite3.Connection:
             problems = [row[0] for row in connection.execute("PRAGMA quick_check").fetchall()]
             if problems != ["ok"]:
                 raise sqlite3.DatabaseError("; ".join(problems[:3]))
+            _check_schema(connection, path)
         connection.execute("PRAGMA journal_mode=WAL")
         # WAL + NORMAL: durable at checkpoints, never corrupt
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.executescript(_SCHEMA)
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except RecordsError:
+        connection.close()
+        raise
     except sqlite3.Error as error:
         if connection is not None:
             connection.close()
@@ -139,10 +182,17 @@ def _connect(path: Path) -> sqlite3.Connection:
     return connection
 
 
-def _records_error(path: Path, error: sqlite3.Error) -> RecordsError | DiskFullError:
+def _records_error(
+    path: Path, error: sqlite3.Error, reading: bool = False
+) -> RecordsError | DiskFullError:
     text = str(error)
     if is_disk_full(error):
         return DiskFullError(path)
+    if reading and any(word in text for word in ("unable to open", "readonly")):
+        return RecordsError(
+            f"{path}: cannot open the records database to read it ({text}); its folder must be "
+            "readable, and an unfinished -wal file beside it needs the folder to be writable"
+        )
     if any(word in text for word in ("readonly", "unable to open", "read-only", "permission")):
         return RecordsError(
             f"{path}: cannot open the records database for writing ({text}); give {{out_dir}} a "
@@ -230,33 +280,62 @@ class RecordStore:
         self.connection.close()
 
 
-def read_records(out_dir: str | os.PathLike) -> list[Record]:
-    """Every record in ``out_dir/records.sqlite``, ordered by run, epoch, split and metric."""
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """Open ``path`` for reading only: nothing is created, converted or written, so a read-only
+    folder (an archive, a read-only mount) reads as a writable one.
+
+    A WAL database needs its ``-shm`` index to be read; in a folder that cannot be written, one
+    archived without it opens ``immutable`` (no other process can be writing there), unless a
+    ``-wal`` file holds records not yet in the database: those would be missed, so that is refused.
+    """
+    uri = path.resolve().as_uri()
+    try:
+        connection = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=120.0)
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return connection
+    except sqlite3.OperationalError as error:
+        wal = path.with_name(path.name + "-wal")
+        cannot = any(word in str(error) for word in ("unable to open", "readonly"))
+        if not cannot or (wal.exists() and wal.stat().st_size > 0):
+            raise _records_error(path, error, reading=True) from None
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
+
+
+def _read(out_dir: str | os.PathLike, table: str, order: str) -> list[tuple]:
+    """The rows of ``table`` (checked, read-only), ordered by ``order``; [] without a database."""
     path = Path(out_dir) / DB_NAME
     if not path.exists():
         return []
-    connection = _connect(path)
+    connection = None
     try:
-        rows = connection.execute(
-            "SELECT * FROM records ORDER BY run_id, epoch, split, metric"
-        ).fetchall()
+        connection = _open_read_only(path)
+        problems = [row[0] for row in connection.execute("PRAGMA quick_check").fetchall()]
+        if problems != ["ok"]:
+            raise sqlite3.DatabaseError("; ".join(problems[:3]))
+        _check_schema(connection, path)
+        if not connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).fetchone():
+            return []
+        return connection.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+    except sqlite3.Error as error:
+        raise _records_error(path, error, reading=True) from None
     finally:
-        connection.close()
+        if connection is not None:
+            connection.close()
+
+
+def read_records(out_dir: str | os.PathLike) -> list[Record]:
+    """Every record in ``out_dir/records.sqlite``, ordered by run, epoch, split and metric
+    (read-only: the folder may be read-only)."""
+    rows = _read(out_dir, "records", "run_id, epoch, split, metric")
     # SQLite stores a NaN as NULL (and keeps ±inf): a NULL value is a diverged run's NaN
     return [Record(*row[:-1], math.nan if row[-1] is None else row[-1]) for row in rows]
 
 
 def read_runs(out_dir: str | os.PathLike) -> list[RunInfo]:
-    """Every run in ``out_dir/records.sqlite``, ordered by run id."""
-    path = Path(out_dir) / DB_NAME
-    if not path.exists():
-        return []
-    connection = _connect(path)
-    try:
-        rows = connection.execute("SELECT * FROM runs ORDER BY run_id").fetchall()
-    finally:
-        connection.close()
-    return [RunInfo(*row) for row in rows]
+    """Every run in ``out_dir/records.sqlite``, ordered by run id (read-only)."""
+    return [RunInfo(*row) for row in _read(out_dir, "runs", "run_id")]
 
 
 def code_version() -> str:

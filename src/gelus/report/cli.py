@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -127,13 +128,25 @@ def missing_experiments(recorded: set[str], data_dir: Path | None = None) -> lis
     return missing
 
 
+def _load(run_dir: Path, command: str = "report") -> tuple[list, list]:
+    """The records and runs of ``run_dir``, saying on stderr which runs were left out and why."""
+    from gelus.report.sources import load
+
+    loaded = load(run_dir)
+    for line in loaded.skipped[:5]:
+        print(f"gelus {command}: warning: {line}", file=sys.stderr)
+    if len(loaded.skipped) > 5:
+        print(f"gelus {command}: warning: {len(loaded.skipped) - 5} more runs left out", file=sys.stderr)
+    return loaded.records, loaded.runs
+
+
 def _report(args: argparse.Namespace) -> int:
     _prepare_matplotlib()
     from gelus.experiments.errors import CommandError
     from gelus.report.render import write_report
-    from gelus.report.sources import load_records, load_runs, presets
+    from gelus.report.sources import presets
 
-    records, runs = load_records(args.run_dir), load_runs(args.run_dir)
+    records, runs = _load(args.run_dir)
     if not records:
         raise CommandError(
             f"{args.run_dir}/records.sqlite holds no records yet: let `gelus run` finish an epoch first"
@@ -168,7 +181,7 @@ def reproduce(
     from gelus.experiments.errors import CommandError
     from gelus.report.analysis import Missing
     from gelus.report.render import write_report
-    from gelus.report.sources import load_records, load_runs, presets
+    from gelus.report.sources import presets
 
     out.mkdir(parents=True, exist_ok=True)
     missing = []
@@ -196,10 +209,10 @@ def reproduce(
             f"no experiment could run (missing data for: {names}); "
             "see `gelus data --help` for where to put the files"
         )
+    records, runs = _load(out)
     return write_report(
-        load_records(out), load_runs(out), out / "report", presets=presets(), missing=missing,
-        source=str(out),
-    )  # fmt: skip
+        records, runs, out / "report", presets=presets(), missing=missing, source=str(out)
+    )
 
 
 def plan(

@@ -86,12 +86,13 @@ def _cell(value: Any) -> Any:
 
 
 def export(run_dir: str | Path, out: str | Path, fmt: str = "csv") -> list[Path]:
-    """Write the run folder's tables into ``out`` as CSV or Parquet; returns the files."""
+    """Write the run folder's tables into ``out`` as CSV or Parquet; returns the files (a run
+    whose stored config is damaged is left out, as in the report)."""
     from gelus.experiments.presets import PRESETS
     from gelus.report.analysis import analyse
-    from gelus.report.sources import load_records, load_runs
+    from gelus.report.sources import load
 
-    records, runs = load_records(run_dir), load_runs(run_dir)
+    records, runs, _ = load(run_dir)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data = tables(records, runs, analyse(records, runs, PRESETS))

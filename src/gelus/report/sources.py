@@ -4,12 +4,15 @@ Everything the report needs from ``gelus.experiments`` and ``gelus.data`` goes t
 functions here, so that a change in those interfaces is fixed in one place.
 """
 
+import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from gelus.experiments.records import Record, RunInfo, read_records, read_runs
 
-__all__ = ["DatasetStatus", "dataset_status", "load_records", "load_runs", "presets"]
+__all__ = [
+    "DatasetStatus", "Loaded", "dataset_status", "load", "load_records", "load_runs", "presets",
+]  # fmt: skip
 
 
 def _database(run_dir: str | Path) -> Path:
@@ -35,6 +38,39 @@ def load_runs(run_dir: str | Path) -> list[RunInfo]:
     """All runs of ``run_dir``; a directory without records is a SettingError."""
     _database(run_dir)
     return read_runs(run_dir)
+
+
+class Loaded(NamedTuple):
+    """A run directory's records and runs, without the runs whose stored config or metadata
+    cannot be read (``skipped``: one line each saying which and why)."""
+
+    records: list[Record]
+    runs: list[RunInfo]
+    skipped: list[str]
+
+
+def _unreadable(run: RunInfo) -> str | None:
+    for what, text in (("config", run.config_json), ("metadata", run.metadata_json)):
+        try:
+            parsed = json.loads(text) if text else {}
+        except (TypeError, ValueError) as error:
+            return f"its stored {what} is not JSON ({str(error)[:60]})"
+        if not isinstance(parsed, dict):
+            return f"its stored {what} is a JSON {type(parsed).__name__}, not an object"
+    return None
+
+
+def load(run_dir: str | Path) -> Loaded:
+    """The records and runs of ``run_dir`` (read-only), a run whose stored config or metadata is
+    damaged left out with its records, so that the rest can be reported."""
+    records, runs = load_records(run_dir), load_runs(run_dir)
+    problems = {run.run_id: why for run in runs if (why := _unreadable(run)) is not None}
+    skipped = [f"run {run_id} left out: {why}" for run_id, why in problems.items()]
+    return Loaded(
+        [r for r in records if r.run_id not in problems],
+        [r for r in runs if r.run_id not in problems],
+        skipped,
+    )
 
 
 def presets() -> dict[str, Any]:
