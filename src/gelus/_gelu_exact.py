@@ -11,6 +11,7 @@ Eager kernels take any float dtype (half types computed in float32, rounded once
 modify their inputs; ``out=`` lets a caller that owns a temporary receive the result there.
 """
 
+import functools
 import math
 
 import torch
@@ -71,7 +72,16 @@ def forward(
     else:
         y = F.gelu(x.clamp(-GELU_CLAMP, GELU_TAME))  # −inf -> gelu(−40) = −0; +inf -> finite
         y = torch.where(x > GELU_TAME, x, y)  # gelu(x) = x there, and at +inf
+    if x.device.type == "cpu" and _cpu_kernel_drops_negative_zero():
+        y.copysign_(x)  # gelu(x) has x's sign everywhere, so this changes only gelu(−0) = +0
     return _finish(y, dtype, out)
+
+
+@functools.cache
+def _cpu_kernel_drops_negative_zero() -> bool:
+    """Whether torch's CPU ``F.gelu`` returns +0 for −0 on this processor (oneDNN's AVX2 kernel
+    does; its AVX-512 one keeps −0): measured once, on a tensor long enough for that kernel."""
+    return not bool(F.gelu(torch.full((64,), -0.0)).signbit().all())
 
 
 def backward(
