@@ -2,11 +2,14 @@
 file that is empty, binary or too short."""
 
 import hashlib
+import zipfile
+from dataclasses import replace
 
 import pytest
 import torch
 
-from gelus.data import DATASETS, DataError, find, load
+from _data_fixtures import http_server
+from gelus.data import DATASETS, DataError, fetch, find, load
 from gelus.data.errors import ChecksumError
 from gelus.data.sources import DatasetSpec, RemoteFile
 from gelus.data.text import (
@@ -128,3 +131,55 @@ def test_fortunes_is_pinned_file_by_file():
 def test_the_installed_fortunes_load_and_verify():
     data = load("fortunes")
     assert (len(data.train), len(data.val), len(data.test)) == DATASETS["fortunes"].split_sizes
+
+
+def _served(spec_name: str, directory, base_url: str, name: str):
+    """The catalog's spec with its one download served from ``base_url``, no system folders."""
+    remote = replace(DATASETS[spec_name].remote_file(name), urls=(base_url + name,))
+    return replace(DATASETS[spec_name], remote=(remote,), system_dirs=())
+
+
+def test_a_download_without_a_published_checksum_is_pinned_by_its_first(tmp_path):
+    served, root = tmp_path / "served", tmp_path / "data"
+    served.mkdir()
+    (served / "input.txt").write_text(PROSE, encoding="utf-8")
+    with http_server(served) as base_url:
+        spec = _served("tiny-shakespeare", served, base_url, "input.txt")
+        directory = fetch(spec, root, progress=False)
+        recorded = (directory / "SHA256SUMS").read_text(encoding="utf-8")
+        assert recorded == f"{hashlib.sha256(PROSE.encode()).hexdigest()}  input.txt\n"
+        data = load(spec, root)
+        assert len(data.train) + len(data.val) + len(data.test) == len(PROSE.encode())
+        (directory / "input.txt").write_text(PROSE.upper(), encoding="utf-8")  # altered later
+        with pytest.raises(ChecksumError, match="first download"):
+            load(spec, root)
+        (directory / "input.txt").unlink()
+        (served / "input.txt").write_text(PROSE.upper(), encoding="utf-8")  # the source changed
+        with pytest.raises(ChecksumError, match="rejected"):
+            fetch(spec, root, progress=False)
+    assert not (directory / "input.txt").exists()
+
+
+def test_enwik8_is_read_from_its_zip_and_split_by_bytes(tmp_path):
+    served, root = tmp_path / "served", tmp_path / "data"
+    served.mkdir()
+    content = ("<page><text>Ünïcode wiki text</text></page>\n" * 400).encode()
+    with zipfile.ZipFile(served / "enwik8.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("enwik8", content)
+    with http_server(served) as base_url:
+        spec = _served("enwik8", served, base_url, "enwik8.zip")
+        fetch(spec, root, progress=False)
+    data = load(spec, root)
+    joined = torch.cat([data.train.data, data.val.data, data.test.data])
+    assert bytes(joined.tolist()) == content
+    assert len(data.train) == int(len(content) * 0.9)
+    (root / "enwik8" / "enwik8.zip").write_bytes(b"not a zip")
+    with pytest.raises(DataError):
+        load(spec, root, verify=False)
+
+
+def test_the_network_corpora_are_listed_with_their_downloads():
+    for name in ("tiny-shakespeare", "enwik8"):
+        spec = DATASETS[name]
+        assert spec.downloads and all(spec.remote_file(n).sha256 == "" for n in spec.downloads)
+    assert DATASETS["enwik8"].split_sizes == (90_000_000, 5_000_000, 5_000_000)

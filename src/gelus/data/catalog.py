@@ -25,7 +25,7 @@ from gelus.data.sources import (
     find,
     search_dirs,
 )
-from gelus.data.text import SPLIT_FRACTIONS, VOCAB, load_text
+from gelus.data.text import ENWIK8_BYTES, SPLIT_FRACTIONS, VOCAB, load_enwik8, load_text
 from gelus.data.timit import CONTEXT, NUM_COEFFICIENTS, NUM_PHONES, load_timit
 
 __all__ = ["DATASETS", "get_spec", "how_to_get", "load"]
@@ -337,6 +337,36 @@ _FORTUNES = DatasetSpec(
     split_sizes=_text_sizes(sum(size for _, size in _FORTUNES_FILES.values())),
 )
 
+_SHAKESPEARE_URL = (
+    "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+)
+# no checksum is published for either: "" pins each by the SHA-256 of its first download
+_TINY_SHAKESPEARE = DatasetSpec(
+    name="tiny-shakespeare",
+    title="tiny-shakespeare (Karpathy's char-rnn), 1.1 MB of UTF-8 text, byte-level",
+    layouts=((("input.txt",),),),
+    loader=load_text,
+    remote=(RemoteFile("input.txt", "", 1_115_394, (_SHAKESPEARE_URL,)),),
+    downloads=("input.txt",),
+    citation="Karpathy (2015), char-rnn",
+    sample_shape=(1,),
+    num_classes=VOCAB,
+    split_sizes=_text_sizes(1_115_394),
+)
+
+_ENWIK8 = DatasetSpec(
+    name="enwik8",
+    title="enwik8 (Hutter Prize), the first 10^8 bytes of English Wikipedia, byte-level",
+    layouts=((("enwik8",),), (("enwik8.zip",),)),
+    loader=load_enwik8,
+    remote=(RemoteFile("enwik8.zip", "", 36_445_475, ("http://mattmahoney.net/dc/enwik8.zip",)),),
+    downloads=("enwik8.zip",),
+    citation="Hutter (2006), the Hutter Prize; Mahoney, Large Text Compression Benchmark",
+    sample_shape=(1,),
+    num_classes=VOCAB,
+    split_sizes=_text_sizes(ENWIK8_BYTES),  # 90 / 5 / 5 M bytes, the standard split
+)
+
 _TEXT = DatasetSpec(
     name="text",
     title="any UTF-8 text file of yours (corpus.txt), byte-level",
@@ -348,7 +378,10 @@ _TEXT = DatasetSpec(
     split_sizes=_text_sizes(1_000_000),  # for planning only: the user's file decides
 )
 
-_ALL = (_MNIST, _FASHION_MNIST, _CIFAR10, _CIFAR100, _TWITTER_POS, _TIMIT, _FORTUNES, _TEXT)
+_ALL = (
+    _MNIST, _FASHION_MNIST, _CIFAR10, _CIFAR100, _TWITTER_POS, _TIMIT,
+    _FORTUNES, _TINY_SHAKESPEARE, _ENWIK8, _TEXT,
+)  # fmt: skip
 DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in _ALL}
 
 

@@ -10,13 +10,17 @@ default (enwik8's convention), so no window of the held-out parts was seen in tr
 The offline corpus is Debian's ``fortunes`` package (``/usr/share/games/fortunes``): 42 files of
 English fortune cookies, 2.57 MB, concatenated in name order; every file is pinned by its SHA-256
 (the ASCII-art file is left out: pictures, not prose). Any other UTF-8 text file works too
-(``text`` dataset: ``corpus.txt`` in its folder, or :func:`load_text_file`).
+(``text`` dataset: ``corpus.txt`` in its folder, or :func:`load_text_file`). Where a network
+exists, ``gelus data fetch`` downloads tiny-shakespeare (Karpathy's char-rnn ``input.txt``) and
+enwik8 (the first 10⁸ bytes of an English Wikipedia dump, Hutter Prize; read from its zip, split
+90 / 5 / 5 M as is standard), each pinned by the SHA-256 recorded on its first download.
 
 A file that is empty, binary (a NUL byte, or not UTF-8), or too short to give each split a few
 windows raises one :class:`~gelus.data.errors.DataError` saying which.
 """
 
 import hashlib
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,6 +36,7 @@ __all__ = [
     "SPLIT_FRACTIONS",
     "ByteSplit",
     "check_text",
+    "load_enwik8",
     "load_text",
     "load_text_file",
     "random_text",
@@ -163,6 +168,34 @@ def load_text(
     check_text(data, where)
     digest = hashlib.sha256(data).hexdigest()[:12]
     return _dataset(data, spec.name, f"{location.directory} (sha256 {digest}…)", validation)
+
+
+ENWIK8_BYTES = 100_000_000
+
+
+def load_enwik8(
+    location: Location, spec: DatasetSpec, *, validation: bool = True, verify: bool = True
+) -> Dataset:
+    """enwik8 from ``enwik8`` or ``enwik8.zip`` (its one member read, at most 10⁸ bytes): a byte
+    benchmark, used as its bytes are (XML with UTF-8 text; not decoded), split 90 / 5 / 5 M."""
+    (path,) = location.files
+    if verify:
+        verify_file(path, spec.remote_file(path.name))
+    if path.suffix == ".zip":
+        try:
+            with zipfile.ZipFile(path) as archive:
+                info = archive.getinfo("enwik8")
+                if info.file_size > ENWIK8_BYTES:
+                    raise DataError(f"{path}: its enwik8 is {info.file_size:,} bytes, not 10⁸")
+                with archive.open(info) as member:
+                    data = member.read(ENWIK8_BYTES + 1)
+        except (zipfile.BadZipFile, KeyError, OSError) as error:
+            raise DataError(f"{path}: not the enwik8 zip ({error})") from None
+    else:
+        data = path.read_bytes()
+    if not data or len(data) > ENWIK8_BYTES:
+        raise DataError(f"{path}: {len(data):,} bytes; enwik8 is 10⁸ bytes")
+    return _dataset(data, spec.name, str(path), validation)
 
 
 def random_text(sizes: Sequence[int], seed: int = 0, name: str = "random") -> Dataset:
