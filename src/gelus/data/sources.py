@@ -201,12 +201,15 @@ def _match(directory: Path, layout: Layout) -> tuple[Path, ...] | None:
 def find(spec: DatasetSpec, data_dir: str | os.PathLike | None = None) -> Location | None:
     """The first searched directory holding every file of one of ``spec``'s layouts, or None."""
     for directory in search_dirs(spec, data_dir):
-        if not directory.is_dir():
+        try:
+            if not directory.is_dir():
+                continue
+            for index, layout in enumerate(spec.layouts):
+                files = _match(directory, layout)
+                if files is not None:
+                    return Location(directory, index, files)
+        except PermissionError:  # a folder this user cannot read holds nothing it can use
             continue
-        for index, layout in enumerate(spec.layouts):
-            files = _match(directory, layout)
-            if files is not None:
-                return Location(directory, index, files)
     return None
 
 
