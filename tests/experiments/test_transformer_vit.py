@@ -128,7 +128,7 @@ def test_the_preset_validates_and_prices():
     validate(preset.config)
     assert preset.config.model.pool == "mean" and preset.config.train.seeds >= 5
     work = workload(preset, quick=True)
-    assert work.runs == 8 * 5 and work.steps == 5000 // 128
+    assert work.runs == 8 * 5 and work.steps == 10_000 // 128
     cost = price(work, "cpu", repeats=1)
     assert cost.step_seconds > 0 and math.isfinite(cost.seconds(2))
 

@@ -525,8 +525,8 @@ _add(
             "model.d_model=32",
             "model.layers=2",
             "model.heads=2",
-            "train.epochs=2",
-            "train.train_subset=5000",
+            "train.epochs=3",
+            "train.train_subset=10000",
             "train.seeds=5",  # the fewest seeds for which the report states a paired verdict
             "optim.lr=2e-3",
         ),
