@@ -1,4 +1,5 @@
-"""``gelus bench``: ``kernels`` (activation speed and memory) and ``training`` (training throughput)."""
+"""``gelus bench``: ``kernels`` (activation speed and memory), ``training`` (training throughput)
+and ``transformer`` (the transformer engine's step)."""
 
 import argparse
 import importlib
@@ -17,7 +18,7 @@ QUICK_SIZES = "2^16,2^20"
 
 def register(subparsers) -> None:
     """Add ``gelus bench`` with its ``kernels`` and ``training`` subcommands."""
-    bench = subparsers.add_parser("bench", help="benchmarks: kernels, training")
+    bench = subparsers.add_parser("bench", help="benchmarks: kernels, training, transformer")
     commands = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
 
     kernels = commands.add_parser(
@@ -62,9 +63,20 @@ def register(subparsers) -> None:
     training.set_defaults(func=_training_main)
     importlib.import_module("gelus.bench.training").add_arguments(training)
 
+    transformer = commands.add_parser(
+        "transformer",
+        help="the transformer engine's step vs a plain loop and the bmm rate, per activation",
+    )
+    transformer.set_defaults(func=_transformer_main)
+    importlib.import_module("gelus.bench.transformer").add_arguments(transformer)
+
 
 def _training_main(args: argparse.Namespace) -> int:
     return importlib.import_module("gelus.bench.training").main(args)
+
+
+def _transformer_main(args: argparse.Namespace) -> int:
+    return importlib.import_module("gelus.bench.transformer").main(args)
 
 
 def _select(members: str | None, candidates):

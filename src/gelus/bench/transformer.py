@@ -1,0 +1,178 @@
+"""``gelus bench transformer``: the transformer engine's training step against a plain loop and GEMM.
+
+In one process on one thread, round by round (interleaved, median of rounds), at the
+``transformer-lm`` shape (d 128, 4 layers, 4 heads, context 128, batch 16 by default):
+
+* plain loop: a byte GPT written the obvious way, nanoGPT-style (the same shapes: pre-norm,
+  causal SDPA, tied head, no biases, ``F.gelu`` in the FFN), AdamW with β₂ 0.95, clipping, one
+  model at a time, a batch gathered from random offsets per step;
+* the engine: :class:`~gelus.experiments.transformer.TransformerEngine` training one run of each
+  requested activation (its steps alone: ``train_epoch`` over ``--steps`` steps), so each
+  activation's time per step is measured under the same conditions as the others;
+* ``torch.bmm`` of [8, 512, 512] × [8, 512, 512]: the machine's matmul rate.
+
+Reported per row: s/step, the ratio to the plain loop, and model FLOP/s — training FLOPs per token
+(6·N + 6·layers·context·d, :func:`~gelus.experiments.transformer_models.flops_per_token`) times
+the tokens of a step, over its time — as a fraction of the bmm rate.
+"""
+
+import argparse
+import json
+import math
+
+__all__ = ["add_arguments", "main"]
+
+ACTIVATIONS = ("gelu", "relu", "swiglu")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``gelus bench transformer``."""
+    parser.add_argument(
+        "--activations",
+        nargs="+",
+        default=list(ACTIVATIONS),
+        help=f"engine rows (default {' '.join(ACTIVATIONS)})",
+    )
+    parser.add_argument("--d-model", type=int, default=128, help="residual width (default 128)")
+    parser.add_argument("--layers", type=int, default=4, help="blocks (default 4)")
+    parser.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
+    parser.add_argument("--context", type=int, default=128, help="bytes of context (default 128)")
+    parser.add_argument("--batch", type=int, default=16, help="windows per step (default 16)")
+    parser.add_argument("--steps", type=int, default=5, help="steps per row per round (default 5)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument("--json", metavar="PATH", help="write the results as JSON")  # fmt: skip
+
+
+def _config(args):
+    from gelus.experiments.config import TransformerExperimentConfig, apply_overrides
+
+    return apply_overrides(TransformerExperimentConfig(), [
+        f"model.d_model={args.d_model}", f"model.layers={args.layers}",
+        f"model.heads={args.heads}", f"model.context={args.context}",
+        f"train.batch_size={args.batch}", f"train.steps_per_epoch={args.steps}", "train.seeds=1",
+        "optim.lr=1e-3", "activations=gelu",
+    ])  # fmt: skip
+
+
+class _PlainGPT:
+    """The obvious byte GPT and its training step (what a user would write without the harness)."""
+
+    def __init__(self, args, data) -> None:
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+        d, heads, context = args.d_model, args.heads, args.context
+
+        class Block(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.ln1, self.ln2 = nn.LayerNorm(d, bias=False), nn.LayerNorm(d, bias=False)
+                self.qkv, self.proj = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+                self.fc, self.out = nn.Linear(d, 4 * d, bias=False), nn.Linear(4 * d, d, bias=False)
+
+            def forward(self, x):
+                b, t, _ = x.shape
+                q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+                q, k, v = (z.view(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+                return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+        class GPT(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.wte, self.wpe = nn.Embedding(256, d), nn.Embedding(context, d)
+                self.blocks = nn.ModuleList(Block() for _ in range(args.layers))
+                self.ln = nn.LayerNorm(d, bias=False)
+
+            def forward(self, idx):
+                x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+                for block in self.blocks:
+                    x = block(x)
+                return self.ln(x) @ self.wte.weight.T
+
+        torch.manual_seed(0)
+        self.model, self.data, self.args = GPT(), data, args
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-3, betas=(0.9, 0.95))
+        self.F, self.torch = F, torch
+
+    def steps(self) -> None:
+        torch, args = self.torch, self.args
+        for _ in range(args.steps):
+            starts = torch.randint(0, len(self.data) - args.context - 1, (args.batch,))
+            window = torch.stack([self.data[s : s + args.context + 1] for s in starts]).long()
+            logits = self.model(window[:, :-1])
+            loss = self.F.cross_entropy(logits.reshape(-1, 256), window[:, 1:].reshape(-1))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+
+
+def _engine_rows(args, data):
+    """{activation: (run its --steps steps, training FLOPs per step)}."""
+    import dataclasses
+
+    import torch
+
+    from gelus.experiments.activation_spec import resolve_activations
+    from gelus.experiments.plan import plan_jobs, train_size
+    from gelus.experiments.transformer import TransformerEngine
+
+    rows = {}
+    for spec in resolve_activations(args.activations):
+        config = dataclasses.replace(_config(args), activations=(spec.text,))
+        (job,) = plan_jobs("bench", config, [spec], train_size=train_size(config, 0, 0),
+                           out_dir="bench")  # fmt: skip
+        engine = TransformerEngine(job, data, torch.device("cpu"))
+        tokens = args.batch * args.context
+        rows[f"engine {spec.label}"] = (
+            lambda engine=engine: engine.train_epoch(1),
+            engine.size["flops_per_token"] * tokens,
+        )
+    return rows
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the benchmark and print its table."""
+    import torch
+
+    from gelus.bench.timing import format_table, interleaved_rounds, median
+    from gelus.bench.training import _bmm
+    from gelus.data.text import random_text
+
+    torch.set_num_threads(1)
+    size = max(4, args.batch + 4) * (args.context + 1) * 8
+    data = random_text((size, 8 * (args.context + 1)))
+    plain = _PlainGPT(args, data.train.data)
+    rows = _engine_rows(args, data)
+    bmm, bmm_flops = _bmm((8, 512, 512))
+    candidates = {"plain loop (F.gelu)": plain.steps} | {k: f for k, (f, _) in rows.items()}
+    candidates["bmm [8, 512, 512]"] = bmm
+    times = interleaved_rounds(candidates, args.rounds, calls=dict.fromkeys(candidates, 1))
+    bmm_rate = bmm_flops / median(times["bmm [8, 512, 512]"])
+    plain_step = median(times["plain loop (F.gelu)"]) / args.steps
+    flops_per_step = rows[next(iter(rows))][1] if rows else math.nan
+    table, results = [], {}
+    for name, per_call in times.items():
+        if name.startswith("bmm"):
+            continue
+        step = median(per_call) / args.steps
+        flops = rows[name][1] if name in rows else flops_per_step  # the plain loop: gelu's shape
+        share = flops / step / bmm_rate
+        results[name] = {"seconds_per_step": step, "vs_plain": step / plain_step,
+                         "model_flops_per_second": flops / step, "of_bmm_rate": share}  # fmt: skip
+        table.append([name, f"{step * 1e3:.1f} ms", f"{step / plain_step:.3f}×",
+                      f"{flops / step / 1e9:.2f}", f"{share:.0%}"])  # fmt: skip
+    print(
+        f"one thread, d {args.d_model}, {args.layers} layers, context {args.context}, batch "
+        f"{args.batch}; median of {args.rounds} interleaved rounds of {args.steps} steps; bmm "
+        f"[8, 512, 512]: {bmm_rate / 1e9:.2f} GFLOP/s; model FLOPs = 6·N + 6·layers·context·d "
+        "per token"
+    )
+    print(format_table(["row", "s/step", "vs plain", "GFLOP/s", "of bmm"], table))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump({"bmm_flops_per_second": bmm_rate, "rows": results}, out, indent=1)
+    return 0
