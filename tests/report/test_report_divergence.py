@@ -1,5 +1,6 @@
-"""The report applies the divergence rule: a finite but absurd loss is a diverged run, counted and
-kept out of medians, verdicts and the curves' axes."""
+"""What the report concludes survives scrutiny: a finite but absurd loss is a diverged run (counted,
+kept out of medians, verdicts and the curves' axes), and a claim whose verdict depends on the
+lr-selection rule says so."""
 
 import math
 
@@ -60,3 +61,27 @@ def test_the_curves_axis_range_comes_from_the_runs_that_did_not_diverge(tmp_path
     write_database(tmp_path, _with_absurd_loss(records), runs)
     assert main(["report", str(tmp_path)]) == 0
     assert "1 of 3 diverged" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_a_claim_whose_verdict_changes_with_the_selection_rule_is_marked_with_each_rules(
+    monkeypatch,
+):
+    from gelus.report import analysis
+    from gelus.report.claims import ClaimCheck
+
+    def by_rule(name, records, protocol, configs):
+        verdict = "✓ holds" if protocol.select_metrics[0] == "loss" else "· unresolved"
+        return [ClaimCheck(name, "GELU is lowest", "train loss", (), verdict)]
+
+    monkeypatch.setattr(analysis, "check_claims", by_rule)
+    records, runs = make_records(seeds=(0, 1, 2))
+    (result,) = analyse(records, runs, PRESETS)
+    (claim,) = result.claims
+    assert claim.verdict == "✓ holds"  # the preset's own rule: validation loss, last epoch
+    for rule, word in [("val-loss-last", "holds"), ("val-loss-best", "holds"),
+                       ("val-error-last", "unresolved"), ("val-error-best", "unresolved")]:  # fmt: skip
+        assert f"{rule} {word}" in claim.depends
+    monkeypatch.setattr(analysis, "check_claims", lambda *a: by_rule(*a)[:0] or [
+        ClaimCheck("x", "c", "m", (), "✓ holds")])  # fmt: skip
+    (steady,) = analyse(records, runs, PRESETS)
+    assert steady.claims[0].depends == ""  # the same verdict under every rule: no mark

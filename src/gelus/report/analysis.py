@@ -127,18 +127,47 @@ def _comparison_key(c: Comparison) -> tuple:
     return (c.variant, c.setting, c.treatment, c.baseline, c.lr)
 
 
+def _applicable_rules(records, protocol: Protocol) -> list[str]:
+    """The rules of ``SELECTION_RULES`` the records allow (a best-epoch rule needs epochs)."""
+    recorded = {(r.split, r.metric) for r in records}
+    epochs = {r.epoch for r in records}
+    return [
+        name
+        for name, (metric, epoch) in SELECTION_RULES.items()
+        if (protocol.select_split, metric) in recorded and not (epoch == "best" and len(epochs) < 2)
+    ]  # e.g. the noise experiment's kept models: only the last epoch was evaluated
+
+
+def _claims_under_every_rule(name: str, records, protocol: Protocol, configs) -> list:
+    """The paper's claims checked with the protocol's lr choice, each marked with every rule's
+    verdict where the rules disagree."""
+    checks = check_claims(name, records, protocol, configs)
+    if not records or not checks:
+        return checks
+    by_rule = {}
+    for rule in _applicable_rules(records, protocol):
+        found = check_claims(name, records, protocol.with_rule(rule), configs)
+        by_rule[rule] = {c.claim: c.verdict for c in found}
+    marked = []
+    for check in checks:
+        verdicts = {rule: found.get(check.claim) for rule, found in by_rule.items()}
+        if len({v for v in verdicts.values() if v}) > 1:
+            check = check._replace(
+                depends=", ".join(f"{rule} {v.split()[-1]}" for rule, v in verdicts.items() if v)
+            )
+        marked.append(check)
+    return marked
+
+
 def _mark_rule_dependence(tests, records, protocol, configs) -> list[Comparison]:
     """Each verdict recomputed with the lr chosen by every rule of ``SELECTION_RULES`` (those the
     records allow); one that changes is marked "depends on the selection rule" with each rule's."""
     if not records:
         return tests
-    recorded = {(r.split, r.metric) for r in records}
-    epochs = {r.epoch for r in records}
-    by_rule = {}
-    for name, (metric, epoch) in SELECTION_RULES.items():
-        if (protocol.select_split, metric) not in recorded or (epoch == "best" and len(epochs) < 2):
-            continue  # e.g. the noise experiment's kept models: only the last epoch was evaluated
-        by_rule[name] = _verdicts_under(records, protocol.with_rule(name), configs)
+    by_rule = {
+        name: _verdicts_under(records, protocol.with_rule(name), configs)
+        for name in _applicable_rules(records, protocol)
+    }
     marked = []
     for c in tests:
         words = {name: verdicts.get(_comparison_key(c)) for name, verdicts in by_rule.items()}
@@ -312,7 +341,7 @@ def analyse(
                 wall_seconds=_wall_seconds(by_experiment[name]),
                 n_runs=len(mine_runs),
                 n_unfinished=len(unfinished),
-                claims=tuple(check_claims(name, finished, protocol, configs)),
+                claims=tuple(_claims_under_every_rule(name, finished, protocol, configs)),
                 departures=_departures(preset, mine_runs),
             )
         )

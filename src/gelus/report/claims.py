@@ -29,6 +29,7 @@ class ClaimCheck(NamedTuple):
     measure: str  # what was compared
     comparisons: tuple[Comparison, ...]
     verdict: str  # "✓ holds", "✗ contradicted", "· unresolved", or "— not run"
+    depends: str = ""  # where another selection rule gives another verdict: each rule's
 
 
 def _verdict(comparisons: Sequence[Comparison], wanted: Sequence[str]) -> str:

@@ -200,7 +200,10 @@ def claims_block(results: Sequence[ExperimentResult]) -> Block:
                 f"{_verdict(c)}"
                 for c in check.comparisons
             )
-            rows.append((result.name, check.claim, check.measure, check.verdict, detail or "—"))
+            verdict = check.verdict
+            if check.depends:
+                verdict += f" — depends on the selection rule ({check.depends})"
+            rows.append((result.name, check.claim, check.measure, verdict, detail or "—"))
     headers = ("experiment", "the paper's claim", "measured as", "verdict", "paired comparisons")
     return Block("table", headers=headers, rows=tuple(rows))
 
