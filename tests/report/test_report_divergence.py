@@ -85,3 +85,21 @@ def test_a_claim_whose_verdict_changes_with_the_selection_rule_is_marked_with_ea
         ClaimCheck("x", "c", "m", (), "✓ holds")])  # fmt: skip
     (steady,) = analyse(records, runs, PRESETS)
     assert steady.claims[0].depends == ""  # the same verdict under every rule: no mark
+
+
+def test_every_figure_title_fits_inside_its_figure():
+    records, runs = make_records(settings=("keep=1.0",), lrs=(1e-3,))  # one panel: the narrowest
+    (result,) = analyse(records, runs, PRESETS)
+    figures = experiment_figures(
+        records, [row.selection for row in result.rows], result.figure,
+        title="mnist-classification with a long variant label", rng=np.random.default_rng(0),
+    )  # fmt: skip
+    assert figures
+    for kind, fig in figures.items():
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        box = fig._suptitle.get_window_extent(renderer=canvas.get_renderer())
+        width = fig.get_figwidth() * fig.dpi
+        assert box.x0 >= 0 and box.x1 <= width, (kind, box, width)

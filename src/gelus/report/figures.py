@@ -9,6 +9,7 @@ before this module if you draw without a display (``gelus report`` does).
 """
 
 import math
+import textwrap
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +34,13 @@ METRIC_LABELS = {
     "seconds": "wall time (s)",
 }
 _PERCENT = {"error", "accuracy"}  # stored as fractions, drawn as percentages
+
+
+def _title(fig: Figure, text: str, fontsize: float = 10) -> None:
+    """The figure's title, wrapped to the figure's width (a one-panel figure is narrow)."""
+    # ~0.55 em per character of the default sans-serif font, 72 points per inch
+    per_line = max(20, int(fig.get_figwidth() * 72 / (0.55 * fontsize)) - 4)
+    fig.suptitle(textwrap.fill(text, per_line), fontsize=fontsize)
 
 
 def _scale(metric: str) -> float:
@@ -181,7 +189,7 @@ def _curve_figure(
     text = (
         f"{title}: {METRIC_LABELS.get(metric, metric)} per epoch, median over seeds (95 % CI band)"
     )
-    fig.suptitle(f"Figure {spec.number}. {text}" if spec.number else text, fontsize=10)
+    _title(fig, f"Figure {spec.number}. {text}" if spec.number else text)
     return fig if any(ax.lines for ax in axes) else None
 
 
@@ -270,7 +278,7 @@ def _noise_figure(
         if ax.lines:
             ax.legend(fontsize=8)
     text = f"{title}: robustness to input noise, median over seeds (95 % CI band)"
-    fig.suptitle(f"Figure {spec.number}. {text}" if spec.number else text, fontsize=10)
+    _title(fig, f"Figure {spec.number}. {text}" if spec.number else text)
     return fig if any(ax.lines for ax in axes) else None
 
 
@@ -317,7 +325,7 @@ def _summary_figure(
     rule = (
         "the chosen learning rate" if all(s.lr_selected for s in chosen) else "each learning rate"
     )
-    fig.suptitle(f"{title}: test result at {rule}, median over seeds (95 % CI)", fontsize=10)
+    _title(fig, f"{title}: test result at {rule}, median over seeds (95 % CI)")
     return fig
 
 
@@ -365,7 +373,7 @@ def _lr_figure(records: Sequence[Any], selections: Sequence[Selection], title: s
             ax.set_ylabel(f"{split} {metric}" + (" (%)" if scale != 1 else ""))
             ax.set_title(setting or "all runs", fontsize=9)
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"{title}: {metric} at the last epoch against the learning rate", fontsize=10)
+    _title(fig, f"{title}: {metric} at the last epoch against the learning rate")
     return fig
 
 

@@ -444,7 +444,7 @@ def write_report(
         for kind, fig in drawn.items():
             png, _ = save_figure(fig, figure_dir, f"{_slug(result.name)}-{kind}")
             figures.setdefault(result.name, []).append(
-                (png, fig.get_suptitle() if hasattr(fig, "get_suptitle") else kind)
+                (png, " ".join(fig.get_suptitle().split()) if hasattr(fig, "get_suptitle") else kind)
             )
     figure1 = None
     if activation_figure:
