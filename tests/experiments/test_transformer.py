@@ -286,3 +286,31 @@ def test_out_of_range_transformer_settings_name_their_key(preset, override, key)
 
     with pytest.raises(SettingError, match=key):
         resolve_config(preset, overrides=[override])
+
+
+def test_a_checkpoint_on_disk_resumes_through_the_driver_bit_identically(data, tmp_path):
+    from gelus.experiments.checkpoint import save_checkpoint
+    from gelus.experiments.driver import _resume
+
+    config = _config()
+    straight, first = _engine(config, "swiglu", data), _engine(config, "swiglu", data)
+    records_a, records_b = {}, {}
+    for epoch in (1, 2):
+        straight.train_epoch(epoch)
+        straight.evaluate(epoch, _log_to(records_a))
+    first.train_epoch(1)
+    first.evaluate(1, _log_to(records_b))
+    path = tmp_path / "run.pt"
+    job = dataclasses.replace(
+        plan_jobs("t", dataclasses.replace(config, activations=("swiglu",)),
+                  resolve_activations(["swiglu"]), train_size=train_size(config, 0, 0),
+                  out_dir=tmp_path)[0],
+        checkpoint_path=str(path),
+    )  # fmt: skip
+    save_checkpoint(path, {"run_ids": job.run_ids, "epoch": 1, "seconds": 1.0,
+                           "engine": first.state()})  # fmt: skip
+    resumed = _engine(config, "swiglu", data)
+    assert _resume(job, resumed, path) == (1, 1.0)  # it fits the fresh engine and loads
+    resumed.train_epoch(2)
+    resumed.evaluate(2, _log_to(records_b))
+    assert records_a == records_b
