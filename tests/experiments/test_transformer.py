@@ -314,3 +314,16 @@ def test_a_checkpoint_on_disk_resumes_through_the_driver_bit_identically(data, t
     resumed.train_epoch(2)
     resumed.evaluate(2, _log_to(records_b))
     assert records_a == records_b
+
+
+def test_a_corpus_too_short_for_the_context_is_refused_before_any_job(corpus, tmp_path):
+    from gelus.data import DataError
+    from gelus.experiments.runner import run_experiment
+
+    with pytest.raises(DataError, match=r"model\.context=1024"):
+        run_experiment(
+            "transformer-lm", out_dir=tmp_path / "out", activations=["gelu"], seeds=1,
+            overrides=["model.context=1024"], quick=True, workers=0, data_dir=corpus,
+            dataset="text", progress=False, verify=False,
+        )  # fmt: skip
+    assert not (tmp_path / "out" / "records.sqlite").exists()

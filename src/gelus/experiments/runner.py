@@ -194,6 +194,10 @@ def _resolve_data(
         check_batch_fits(config, n_train)
     except ConfigError as error:
         raise ConfigError(f"{preset.name}: {error.template}", error.parameter) from None
+    from gelus.experiments.driver import ENGINES
+
+    if (check_data := getattr(ENGINES[config.engine], "check_data", None)) is not None:
+        check_data(config, data)  # an engine's own needs (a corpus long enough for its context)
     return config, n_train, source
 
 

@@ -121,6 +121,12 @@ class TransformerEngine:
                 "activations",
             )
 
+    @staticmethod
+    def check_data(config, data: Any) -> None:
+        """Raise DataError unless every split holds a few windows of the model's context
+        (checked before any job starts, and again by each engine)."""
+        _check_fits(data, config.model.context)
+
     def __init__(self, job: Job, data: Any, device: torch.device) -> None:
         config = self.config = job.config
         (self.key,) = job.members
