@@ -9,7 +9,9 @@ the checkpoints, the Ray path and the budget use only this protocol::
     engine.state() / engine.load_state(state)         # what a checkpoint holds
 
 :func:`gelus.experiments.driver.train_job` is the loop around it. A new engine plugs in by adding
-its class to ``driver.ENGINES`` (and its config to :mod:`gelus.experiments.config`).
+its class to ``driver.ENGINES`` (and its config to :mod:`gelus.experiments.config`). Optionally
+it has ``check_data(config, data)``, which the runner calls on the loaded dataset before any job
+starts (the transformer checks that its corpus holds a few windows of its context).
 """
 
 from collections.abc import Callable, Mapping
