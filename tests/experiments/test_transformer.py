@@ -327,3 +327,39 @@ def test_a_corpus_too_short_for_the_context_is_refused_before_any_job(corpus, tm
             dataset="text", progress=False, verify=False,
         )  # fmt: skip
     assert not (tmp_path / "out" / "records.sqlite").exists()
+
+
+_USER_ACTIVATIONS = """
+import torch
+from torch import nn
+
+
+class TanhGLU(nn.Module):
+    gated = True
+
+    def forward(self, x):
+        a, b = x.chunk(2, dim=-1)
+        return a * torch.tanh(b)
+
+
+class NotReallyGated(nn.Module):
+    gated = True
+
+    def forward(self, x):
+        return torch.tanh(x)
+"""
+
+
+def test_a_users_gated_activation_gets_the_gated_width(tmp_path, monkeypatch, data):
+    from gelus.experiments.activation_spec import ActivationError
+
+    (tmp_path / "my_glus.py").write_text(_USER_ACTIVATIONS, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    spec = resolve_activation("tglu=my_glus:TanhGLU")
+    assert spec.gated and spec.label == "tglu"
+    ffn = FeedForward(_config().model, spec)
+    assert ffn.down.in_features == gated_hidden(32) and ffn.up.out_features == 2 * gated_hidden(32)
+    engine = _engine(_config(), "tglu=my_glus:TanhGLU", data)
+    engine.train_epoch(1)
+    with pytest.raises(ActivationError, match="gated"):
+        resolve_activation("my_glus:NotReallyGated")
