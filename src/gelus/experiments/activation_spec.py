@@ -36,7 +36,6 @@ from torch import nn
 
 import gelus
 from gelus.experiments.errors import SettingError
-from gelus.experiments.gated import GATED_FALLBACKS, GatedUnit
 from gelus.registry import FunctionActivation
 from gelus.registry import resolve_activation as registry_name
 
@@ -128,18 +127,13 @@ def resolve_activation(activation: object, approximate: str = "none") -> Activat
         canonical = ""
         label = label or attribute.rsplit(".", 1)[-1]
     else:
-        fallback = None
         try:
             canonical = registry_name(spec)[0]
         except (KeyError, ValueError) as error:
-            if spec.lower() not in GATED_FALLBACKS:  # a gated name the library lacks yet
-                message = error.args[0] if isinstance(error, KeyError) and error.args else error
-                raise ActivationError(str(message)) from None
-            canonical = fallback = spec.lower()
+            message = error.args[0] if isinstance(error, KeyError) and error.args else str(error)
+            raise ActivationError(str(message)) from None
         kind, path, code_hash, label = "registry", "", "", label or spec
-        if fallback:
-            factory = _GatedFactory(fallback)
-        elif canonical == "gelu" and spec.lower() == "gelu":
+        if canonical == "gelu" and spec.lower() == "gelu":
             factory = _Factory(spec, {"approximate": approximate})
         else:
             factory = _Factory(spec, {})
@@ -199,16 +193,6 @@ class _Factory:
 
     def __call__(self) -> nn.Module:
         return gelus.get_activation(self.name, **self.kwargs)
-
-
-@dataclass(frozen=True)
-class _GatedFactory:
-    """A gated activation the registry lacks (:mod:`gelus.experiments.gated`)."""
-
-    name: str
-
-    def __call__(self) -> nn.Module:
-        return GatedUnit(self.name)
 
 
 def _split_label(text: str) -> tuple[str | None, str]:
