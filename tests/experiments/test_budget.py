@@ -85,3 +85,36 @@ def test_a_calibration_is_cached_by_job_shape_code_and_machine(monkeypatch):
     other = workload(PRESETS["twitter-pos"], quick=False)  # another config: its own calibration
     with pytest.raises(pytest.fail.Exception, match="priced again"):
         budget.cached_price(other, "cpu")
+
+
+def test_a_cpu_calibration_times_a_smaller_step_and_scales_it_by_members_or_batch():
+    from gelus.experiments.budget import _scaled_down
+
+    timit = workload(PRESETS["timit"])
+    smaller, factor = _scaled_down(timit)
+    (job,) = smaller.planned
+    assert len(job.members) == 2 and factor == timit.members / 2  # a stacked step ∝ its members
+    wrn = workload(PRESETS["cifar100-wrn"])
+    smaller, factor = _scaled_down(wrn)
+    assert smaller.config.train.batch_size == 16 and factor == 128 / 16  # a CNN step ∝ its batch
+    assert smaller.planned[0].config.train.batch_size == 16
+    lm = workload(PRESETS["transformer-lm"])
+    assert _scaled_down(lm) == (lm, 1.0)  # small enough to time as it is
+
+
+def test_a_cpu_calibration_runs_one_thread_as_a_worker_does_and_restores_the_setting(monkeypatch):
+    from gelus.experiments import budget
+
+    seen = []
+    monkeypatch.setattr(budget, "_cache_path", lambda: __import__("pathlib").Path("/nonexistent/x"))
+    monkeypatch.setattr(
+        budget, "price", lambda work, device, repeats: seen.append(torch.get_num_threads())
+        or budget.Cost(work, device, 1.0, 1e-3),
+    )  # fmt: skip
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        budget.cached_price(workload(PRESETS["mnist-classification"]), "cpu")
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -42,7 +42,7 @@ __all__ = [
     "workload",
 ]
 
-_EVAL_SAMPLES = 200  # random test samples the evaluation is timed on
+_EVAL_SAMPLES = 64  # random test samples the evaluation is timed on (its cost is per sample)
 _EVAL_WINDOWS = 16  # the transformer's: windows of its context
 
 
@@ -181,15 +181,41 @@ def step_functions(work: Workload, device: torch.device):
     )
 
 
+# A CPU calibration times a smaller step and scales it up: a stacked ensemble's step costs in
+# proportion to its members (one batched matmul per layer for all), a CNN's to its batch. Timing
+# the whole step of the largest presets (TIMIT's ensemble, the CIFAR-100 WRN) took minutes.
+_PRICED_MEMBERS = 2
+_PRICED_BATCH = 16
+
+
+def _scaled_down(work: Workload) -> tuple[Workload, float]:
+    """``work`` with its largest job cut to at most ``_PRICED_MEMBERS`` members (stacked MLP) or
+    its batch to ``_PRICED_BATCH`` (CNN), and the factor its step time is to be scaled by."""
+    job = max(work.planned, key=lambda j: len(j.members))
+    if job.engine == "mlp" and len(job.members) > _PRICED_MEMBERS:
+        smaller = dataclasses.replace(job, members=job.members[:_PRICED_MEMBERS])
+        return dataclasses.replace(work, planned=(smaller,)), len(job.members) / _PRICED_MEMBERS
+    batch = work.config.train.batch_size
+    if job.engine == "cnn" and batch > _PRICED_BATCH:
+        train = dataclasses.replace(work.config.train, batch_size=_PRICED_BATCH)
+        config = dataclasses.replace(work.config, train=train)
+        smaller = dataclasses.replace(job, config=config)
+        return dataclasses.replace(work, config=config, planned=(smaller,)), batch / _PRICED_BATCH
+    return work, 1.0
+
+
 def price(work: Workload, device: str = "cpu", repeats: int = 3) -> Cost:
     """Time ``repeats`` training steps of one of ``work``'s jobs (its network, its ensemble size,
-    its batch) and evaluations on ``device``, after a warm-up; medians."""
+    its batch) and evaluations on ``device``, after a warm-up; medians. On the CPU the step is
+    timed on a smaller job and scaled (``_scaled_down``)."""
     dev = torch.device(device)
-    step, evaluate, evaluated = step_functions(work, dev)
+    timed, scale = _scaled_down(work) if dev.type == "cpu" else (work, 1.0)
+    step, evaluate, evaluated = step_functions(timed, dev)
     # a compiled step compiles on its first call and records its CUDA graphs on the next ones
     compiled = work.engine == "cnn" and work.config.cnn.compile is not None
-    step_seconds = _median_seconds(step, repeats, dev, warmups=3 if compiled else 1)
-    eval_seconds = _median_seconds(evaluate, repeats, dev) / evaluated
+    step_seconds = scale * _median_seconds(step, repeats, dev, warmups=3 if compiled else 1)
+    # the step warmed the model up; an evaluation costs per sample, so one timing suffices
+    eval_seconds = _median_seconds(evaluate, repeats, dev, warmups=0) / evaluated
     return Cost(work, str(dev), step_seconds, eval_seconds)
 
 
@@ -206,7 +232,7 @@ def _calibration_key(work: Workload, device: str) -> str:
     parts = [
         work.experiment, config_hash(work.config), job.activation.label, len(job.members), device,
         code_version(), torch.__version__, platform.processor() or platform.machine(),
-        _cpu_model(), torch.get_num_threads(),
+        _cpu_model(), "one thread per CPU worker",
     ]  # fmt: skip
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
@@ -248,7 +274,13 @@ def cached_price(work: Workload, device: str = "cpu") -> tuple[Cost, dict]:
         cost = Cost(work, str(torch.device(device)), float(entry["step"]), float(entry["eval"]))
         return cost, entry | {"cached": True}
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    cost = price(work, device, repeats=1)
+    threads = torch.get_num_threads()
+    try:
+        if torch.device(device).type == "cpu":
+            torch.set_num_threads(1)  # as a CPU worker runs (PERFORMANCE.md: one thread each)
+        cost = price(work, device, repeats=1)
+    finally:
+        torch.set_num_threads(threads)
     entry = {"step": cost.step_seconds, "eval": cost.eval_seconds_per_sample, "load": load,
              "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
     cache = (cache if isinstance(cache, dict) else {}) | {key: entry}
