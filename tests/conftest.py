@@ -8,14 +8,12 @@ nan, −0 → −0, FLT_MAX → FLT_MAX, finite gradients); ``neutral`` calls th
 that make them functions of x alone (bias −0, a gate's value half 1, μ = 0, σ = 1).
 """
 
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy import special
 
 # Triton decides at import time whether its kernels (and its own library functions) are compiled
 # or interpreted, so the switch must come before anything imports triton. Without CUDA the kernels
@@ -24,89 +22,24 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import gelus.functional as G  # after the switch above
-
-SQRT_2PI = math.sqrt(2.0 * math.pi)
-TANH_A = 2.0 * math.sqrt(2.0 / math.pi)
-
-
-# ------------------------------------------------------------------------------ oracles
-
-
-def exact(x):
-    return x * special.ndtr(x)
-
-
-def exact_slope(x):
-    return special.ndtr(x) + x * np.exp(-0.5 * x * x) / SQRT_2PI
-
-
-def tanh_form(x):  # = x/2·(1 + tanh(√(2/π)(x + 0.044715x³))), without the cancellation
-    return x * special.expit(TANH_A * (x + 0.044715 * x**3))
-
-
-def tanh_slope(x):
-    s = special.expit(TANH_A * (x + 0.044715 * x**3))
-    return s + x * TANH_A * (1.0 + 3.0 * 0.044715 * x * x) * s * (1.0 - s)
-
-
-def swish(beta):
-    return lambda x: x * special.expit(beta * x)
-
-
-def swish_slope(beta):
-    def slope(x):
-        s = special.expit(beta * x)
-        return s + beta * x * s * (1.0 - s)
-
-    return slope
-
-
-def laplace(x):  # Hugging Face LaplaceActivation: 0.5·(1 + erf((x − μ)/(σ√2)))
-    return special.ndtr((x - 0.707107) / 0.282095)
-
-
-def laplace_slope(x):
-    z = (x - 0.707107) / 0.282095
-    return np.exp(-0.5 * z * z) / SQRT_2PI / 0.282095
-
-
-def relu2(x):
-    return np.maximum(x, 0.0) ** 2
-
-
-def relu2_slope(x):
-    return 2.0 * np.maximum(x, 0.0)
-
-
-def sqrtsoftplus(x):
-    return np.sqrt(np.logaddexp(0.0, x))
-
-
-def sqrtsoftplus_slope(x):
-    return special.expit(x) / (2.0 * np.sqrt(np.logaddexp(0.0, x)))
-
-
-def xielu(x, alpha_p=0.8, alpha_n=0.8, beta=0.5, eps=-1e-6):  # HF XIELUActivation._xielu_python
-    return np.where(
-        x > 0,
-        alpha_p * x * x + beta * x,
-        (np.expm1(np.minimum(x, eps)) - x) * alpha_n + beta * x,
-    )
-
-
-def xielu_slope(x, alpha_p=0.8, alpha_n=0.8, beta=0.5, eps=-1e-6):
-    inside = np.where(x < eps, np.exp(np.minimum(x, eps)), 0.0)
-    return np.where(x > 0, 2 * alpha_p * x + beta, (inside - 1.0) * alpha_n + beta)
-
-
-def hard_mish(x):  # timm: 0.5·x·(x + 2).clamp(0, 2)
-    return 0.5 * x * np.clip(x + 2.0, 0.0, 2.0)
-
-
-def hard_mish_slope(x):
-    inside = (x > -2.0) & (x < 0.0)
-    return np.where(inside, x + 1.0, np.where(x >= 0.0, 1.0, 0.0))
-
+from oracles import (
+    exact,
+    exact_slope,
+    hard_mish,
+    hard_mish_slope,
+    laplace,
+    laplace_slope,
+    relu2,
+    relu2_slope,
+    sqrtsoftplus,
+    sqrtsoftplus_slope,
+    swish,
+    swish_slope,
+    tanh_form,
+    tanh_slope,
+    xielu,
+    xielu_slope,
+)
 
 # ------------------------------------------------------------------------------ the table
 

@@ -1,4 +1,5 @@
-"""Shared by the Triton kernel tests: the device, the kernels, and float64 oracles."""
+"""Shared by the Triton kernel tests: the device, the kernels, and their float64 oracles (from
+tests/oracles.py)."""
 
 import math
 import os
@@ -17,6 +18,8 @@ tl = pytest.importorskip("triton.language")
 mpmath = pytest.importorskip("mpmath")
 
 from gelus._triton import interpreting, load  # noqa: E402
+from oracles import cdf, mpmath_oracle, pdf, ulp_error  # noqa: E402
+from oracles import gelu_oracle as oracle  # noqa: E402
 
 __all__ = [
     "DEVICE", "FLOATS", "FORMS", "NATIVE_FMA_EXACT", "cdf", "exact_fma", "fma_probe", "mpmath",
@@ -104,58 +107,13 @@ def _native_fma_exact() -> bool | None:
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 FORMS = ("none", "tanh", "sigmoid")
-SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 
-# ---------------------------------------------------------------- float64 oracles (numpy, scipy)
 
 
 NATIVE_FMA_EXACT = _native_fma_exact()
 if NATIVE_FMA_EXACT is False and interpreting():
     _install_exact_fma()
-
-
-def cdf(x):
-    return 0.5 * scipy_special.erfc(-x / math.sqrt(2.0))
-
-
-def pdf(x):
-    return np.exp(-0.5 * x * x) / SQRT_2PI
-
-
-def tanh_z(x):
-    a = 2.0 * math.sqrt(2.0 / math.pi)
-    return x * a * (1.0 + 0.044715 * x * x), a * (1.0 + 3 * 0.044715 * x * x)
-
-
-def oracle(x, approximate="none"):
-    """(value, slope) of GELU in the given form, float64."""
-    with np.errstate(all="ignore"):
-        if approximate == "none":
-            return x * cdf(x), cdf(x) + x * pdf(x)
-        if approximate == "tanh":
-            z, dz = tanh_z(x)
-            s = scipy_special.expit(z)
-            return x * s, s + x * dz * s * (1 - s)
-        z = 1.702 * x
-        s = scipy_special.expit(z)
-        return x * s, s + z * s * (1 - s)
-
-
-def mpmath_oracle(points):
-    """(x·Φ(x), Φ(x) + x·φ(x)) to 40 digits, rounded to float64."""
-    mpmath.mp.dps = 40
-    xs = [mpmath.mpf(float(p)) for p in points]
-    value = np.array([float(x * mpmath.ncdf(x)) for x in xs])
-    slope = np.array([float(mpmath.ncdf(x) + x * mpmath.npdf(x)) for x in xs])
-    return value, slope
-
-
-def ulp_error(result: torch.Tensor, reference: np.ndarray) -> np.ndarray:
-    """|result − reference| in units of the spacing of the result's dtype at the reference."""
-    np_dtype = {torch.float32: np.float32, torch.float64: np.float64}[result.dtype]
-    spacing = np.spacing(np.abs(reference).astype(np_dtype)).astype(np.float64)
-    return np.abs(result.double().cpu().numpy() - reference) / spacing
 
 
 def on_device(values, dtype=torch.float32):

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import gelus.functional as G
-from conftest import exact, swish, tanh_form
+from oracles import exact, swish, tanh_form
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh", "sigmoid"])

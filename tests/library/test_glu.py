@@ -1,36 +1,18 @@
 """SwiGLU a·silu(b) and ReGLU a·relu(b) (gelus/_glu.py): GEGLU's convention (the second half is
-the gate, on any dim), against float64 oracles written here with scipy and numpy."""
+the gate, on any dim), against float64 oracles (tests/oracles.py)."""
 
 import math
 
 import numpy as np
 import pytest
 import torch
-from scipy import special
 
 import gelus
 import gelus.functional as G
-
-
-def silu(b):
-    return b * special.expit(b)
-
-
-def silu_slope(b):
-    s = special.expit(b)
-    return s + b * s * (1.0 - s)
-
-
-def relu(b):
-    return np.maximum(b, 0.0)
-
-
-def relu_slope(b):
-    return (b > 0).astype(np.float64)
-
+from oracles import relu, relu_slope, swish, swish_slope
 
 MEMBERS = {
-    "swiglu": (G.swiglu, gelus.SwiGLU, silu, silu_slope),
+    "swiglu": (G.swiglu, gelus.SwiGLU, swish(1.0), swish_slope(1.0)),
     "reglu": (G.reglu, gelus.ReGLU, relu, relu_slope),
 }
 
@@ -108,7 +90,7 @@ def test_gate_edge_cases_with_a_unit_value_half(dtype):
         # d/da a·g(b) = g(b)
         assert torch.equal(grad[0][[0, 4]], b[[0, 4]])
     assert G.swiglu(x, 0)[0, 3].signbit()  # silu(−0) = −0
-    assert G.swiglu(x, 0)[0, 7].item() == pytest.approx(silu(-1.0), rel=1e-2)
+    assert G.swiglu(x, 0)[0, 7].item() == pytest.approx(swish(1.0)(-1.0), rel=1e-2)
 
 
 @pytest.mark.parametrize("name", MEMBERS)

@@ -7,20 +7,20 @@ import math
 
 import pytest
 import torch
-from scipy import special
 
 import gelus
+import oracles
 
 F64 = torch.float64
 X = torch.linspace(-6, 6, 241, dtype=F64)
 
 
 def exact_gelu(x):
-    return x * torch.from_numpy(special.ndtr(x.numpy()))
+    return torch.from_numpy(oracles.exact(x.numpy()))
 
 
 def tanh_gelu(x):
-    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    return torch.from_numpy(oracles.tanh_form(x.numpy()))
 
 
 def sigmoid_gelu(x):
