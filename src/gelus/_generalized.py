@@ -87,13 +87,22 @@ def forward(x: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:
     return _value(x.to(dtype), mu.to(dtype), sigma.to(dtype)).to(result_dtype(x, mu, sigma))
 
 
-def _partials(x: Tensor, mu: Tensor, sigma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """∂f/∂x, ∂f/∂μ, ∂f/∂σ (broadcast shape), 1 / 0 at x = ±inf instead of inf·0 = nan."""
+def _partials(
+    x: Tensor, mu: Tensor, sigma: Tensor, by_reciprocal: bool = False
+) -> tuple[Tensor, Tensor, Tensor]:
+    """∂f/∂x, ∂f/∂μ, ∂f/∂σ (broadcast shape), 1 / 0 at x = ±inf instead of inf·0 = nan.
+
+    ``by_reciprocal``: z = (x − μ)·(1/σ), a different expression from the forward's (x − μ)/σ, so
+    that a compiled graph cannot share z between forward and backward; torch 2.14's partitioner
+    then kept z for backward beside x (one more input-sized tensor), where 2.13 recomputed it.
+    """
     sigma = positive_sigma(sigma)
-    z = (x - mu) / sigma
+    inverse = torch.reciprocal(sigma) if by_reciprocal else None
+    z = (x - mu) * inverse if by_reciprocal else (x - mu) / sigma
     pdf = normal_pdf(z)
     vanishing = pdf == 0
-    slope = torch.where(vanishing, 0.0, x * pdf / sigma)  # x·φ(z)/σ, common to all three
+    scaled = x * pdf * inverse if by_reciprocal else x * pdf / sigma
+    slope = torch.where(vanishing, 0.0, scaled)  # x·φ(z)/σ, common to all three
     slope_z = torch.where(vanishing, 0.0, slope * z)
     return normal_cdf(z) + slope, -slope, -slope_z
 
@@ -216,7 +225,7 @@ class _Compiled(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         x, mu, sigma = ctx.saved_tensors
-        partials = _partials(x, mu, sigma)
+        partials = _partials(x, mu, sigma, by_reciprocal=True)
         return tuple(
             (grad * partial).sum_to_size(t.shape) if needed else None
             for partial, t, needed in zip(
