@@ -20,7 +20,7 @@ from gelus.cli import explain, main
 from gelus.data import DataError
 from gelus.experiments import read_records
 from gelus.experiments.records import RecordStore, RunKey
-from test_experiments_run import TINY, write_tiny_mnist
+from test_run import TINY, write_tiny_mnist
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 SETTINGS = [*TINY, "train.keep=0.5", "optim.lr=1e-3", "train.train_subset=200"]

@@ -30,8 +30,8 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 case "${1:-all}" in
 tests | all)
     step tests python3 -m pytest -q -p no:cacheprovider -n 8 tests/library/test_triton_cuda.py \
-        tests/library/test_cuda_wiring.py tests/bench/test_bench_cuda.py tests/experiments/test_experiments_cuda.py \
-        tests/experiments/test_device_batches.py tests/experiments/test_budget.py tests/experiments/test_experiments_device.py ;;&
+        tests/library/test_cuda_wiring.py tests/bench/test_kernels_on_cuda.py tests/experiments/test_runs_on_cuda.py \
+        tests/experiments/test_device_batches.py tests/experiments/test_budget.py tests/experiments/test_device.py ;;&
 kernels | all)
     step bench-kernels python3 -m gelus bench kernels --device cuda
     step gpt2-step python3 -m gelus.bench.gpt2_step ;;&

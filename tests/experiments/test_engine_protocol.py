@@ -17,7 +17,7 @@ from gelus.experiments.budget import Workload, price
 from gelus.experiments.config import apply_overrides, config_hash
 from gelus.experiments.plan import plan_jobs
 from gelus.experiments.sweep import LocalExecutor
-from test_experiments_run import write_tiny_mnist
+from test_run import write_tiny_mnist
 from toy_engine import ToyConfig
 
 TESTS = Path(__file__).resolve().parent

@@ -13,7 +13,7 @@ import torch
 from gelus.cli import main
 from gelus.experiments import read_records, read_runs
 from test_cli_errors import _argv, _error
-from test_experiments_run import TINY, write_tiny_mnist
+from test_run import TINY, write_tiny_mnist
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import plan_jobs, train_size
 from gelus.experiments.sweep import load_dataset
 from gelus.experiments.vit import ViTEngine, build_vit
-from test_experiments_run import write_tiny_mnist
+from test_run import write_tiny_mnist
 
 TINY = (
     "model.d_model=16", "model.layers=1", "model.heads=2", "model.patch=7",

@@ -8,7 +8,7 @@ from gelus.experiments.presets import PRESETS
 from gelus.experiments.protocol import Protocol
 from gelus.experiments.selection import select, variant_labels
 from gelus.report.stats import adjust, bootstrap_ci, compare_paired, iqm, summarize
-from test_report_synthetic import Record
+from test_synthetic import Record
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 13, 40])

@@ -20,7 +20,7 @@ import pytest
 
 from gelus.cli import main
 from gelus.experiments.records import RecordsError, RecordStore, read_records, read_runs
-from test_report_synthetic import make_records, write_database
+from test_synthetic import make_records, write_database
 
 NOBODY = 65534
 

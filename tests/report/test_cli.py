@@ -10,7 +10,7 @@ import gelus.experiments
 from gelus.cli import main
 from gelus.experiments.presets import PRESETS
 from gelus.report import sources
-from test_report_synthetic import make_records, write_database
+from test_synthetic import make_records, write_database
 
 
 def test_report_command_writes_html_and_markdown(tmp_path, capsys):

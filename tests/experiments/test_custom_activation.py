@@ -11,7 +11,7 @@ import torch
 from gelus.cli import main as gelus_main
 from gelus.experiments import read_records, read_runs, run_experiment
 from gelus.experiments.errors import SettingError
-from test_experiments_run import TINY, write_tiny_mnist
+from test_run import TINY, write_tiny_mnist
 
 SMALL = [*TINY, "train.train_subset=300", "train.eval_train_subset=100", "train.keep=1"]
 ACTS = textwrap.dedent(
@@ -128,7 +128,7 @@ def test_the_mlp_engine_takes_the_device_flag(workspace):
     root, _ = workspace
     if torch.cuda.is_available():
         pytest.skip(
-            "checks the refusal on a machine without CUDA; tests/test_experiments_cuda.py runs it"
+            "checks the refusal on a machine without CUDA; tests/test_runs_on_cuda.py runs it"
         )
     with pytest.raises(SettingError, match="no CUDA device"):
         _run(root, ["gelu"], device="cuda")

@@ -12,8 +12,8 @@ from gelus.data import DATASETS, DatasetSpec, SplitSizes, find, load
 from gelus.data.cifar import CIFAR_VALIDATION_SIZE
 from gelus.data.idx import MNIST_VALIDATION_SIZE
 from gelus.data.pos import TAGS
-from test_data_pos import write_pos
-from test_data_timit import write_timit
+from test_pos import write_pos
+from test_timit import write_timit
 
 # Split sizes that the user's files decide, with how far the real files may differ from the spec.
 APPROXIMATE = {"timit": 0.1}  # frames, from the utterance counts at 10 ms per frame

@@ -16,7 +16,7 @@ from gelus.experiments.selection import select
 from gelus.plots.io import save_figure
 from gelus.plots.palette import PALETTE, color_for
 from gelus.report.figures import experiment_figures, plot_curve
-from test_report_synthetic import make_records, value_of
+from test_synthetic import make_records, value_of
 
 
 def _figures(records, experiment):

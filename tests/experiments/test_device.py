@@ -1,7 +1,7 @@
 """Where runs compute: the device names, the default number of workers, GPUs taken in turn.
 
 The CUDA side is shown on the CPU through torch's device count (monkeypatched); the workers'
-actual ``torch.cuda.set_device`` runs on the GPU machine (test_experiments_cuda.py).
+actual ``torch.cuda.set_device`` runs on the GPU machine (test_runs_on_cuda.py).
 """
 
 import multiprocessing

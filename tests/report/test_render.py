@@ -15,7 +15,7 @@ import pytest
 from gelus.experiments.presets import PRESETS
 from gelus.report.analysis import Missing
 from gelus.report.render import QUICK_BANNER, write_report
-from test_report_synthetic import make_records, value_of
+from test_synthetic import make_records, value_of
 
 SEEDS = (0, 1, 2)
 

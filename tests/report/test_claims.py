@@ -3,7 +3,7 @@
 from gelus.experiments.presets import PRESETS
 from gelus.experiments.selection import run_configs
 from gelus.report.claims import check_claims
-from test_report_synthetic import make_records
+from test_synthetic import make_records
 
 
 def test_figure_2_is_judged_on_training_loss_and_holds_when_gelu_trains_lowest():

@@ -16,7 +16,7 @@ from gelus.experiments.presets import PRESETS
 from gelus.experiments.selection import run_configs
 from gelus.report.analysis import analyse
 from gelus.report.figures import experiment_figures
-from test_report_synthetic import make_records, write_database
+from test_synthetic import make_records, write_database
 
 
 def _with_absurd_loss(records, activation="gelu", seed=2):

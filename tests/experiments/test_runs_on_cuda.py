@@ -78,7 +78,7 @@ def test_run_job_keeps_tf32_off_unless_asked(tmp_path):
 
 def test_mnist_classification_on_cuda_end_to_end(tmp_path):
     from gelus.experiments import read_records, read_runs, run_experiment
-    from test_experiments_run import TINY, write_tiny_mnist
+    from test_run import TINY, write_tiny_mnist
 
     write_tiny_mnist(tmp_path / "data" / "mnist")
     run_experiment(
