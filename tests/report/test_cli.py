@@ -160,18 +160,3 @@ def test_the_report_never_crashes_on_nan_inf_or_huge_values(experiment, tmp_path
     assert main(["report", str(tmp_path)]) == 0
     md = (tmp_path / "report" / "report.md").read_text()
     assert "diverged" in md
-
-
-def test_reproduce_runs_the_papers_presets_and_those_beyond_it_only_when_named(
-    tmp_path, fake_engine, monkeypatch
-):
-    presets = {n: PRESETS[n] for n in ("mnist-classification", "transformer-vit")}  # both data
-    monkeypatch.setattr(sources, "presets", lambda: presets)  # on Fashion-MNIST
-    assert main(["reproduce", "--quick", "--out", str(tmp_path / "a"), "--workers", "1"]) == 0
-    assert [call[0] for call in fake_engine] == ["mnist-classification"]
-    md = (tmp_path / "a" / "report" / "report.md").read_text()
-    assert "transformer-vit" not in md  # not listed as missing either: it is not the paper's
-    fake_engine.clear()
-    argv = ["reproduce", "--quick", "--out", str(tmp_path / "b"), "--workers", "1"]
-    assert main([*argv, "--experiments", "transformer-vit"]) == 0
-    assert [call[0] for call in fake_engine] == ["transformer-vit"]

@@ -71,7 +71,6 @@ class Preset:
     substitute: str | None = None  # dataset used (and recorded) when config.dataset is absent
     fidelity: tuple[str, ...] = ()  # choices that follow the paper, and deviations from it
     quick: tuple[str, ...] = ()  # overrides for `--quick`
-    in_paper: bool = True  # False: beyond the paper (`gelus reproduce` runs it only when named)
 
     @property
     def dataset(self) -> str:
@@ -437,7 +436,6 @@ LM_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "relu2", "geglu", "swiglu
 _add(
     Preset(
         name="transformer-lm",
-        in_paper=False,
         title="Byte-level transformer language model: the FFN activation swept",
         citation="Not in the paper: GELU where it is used today, the FFN of a GPT-style model (Radford et al. 2019); gated forms after Shazeer (2020), arXiv:2002.05202",
         config=TransformerExperimentConfig(
@@ -489,7 +487,6 @@ _add(
 _add(
     Preset(
         name="transformer-vit",
-        in_paper=False,
         title="Vision transformer on Fashion-MNIST: the FFN activation swept",
         citation="Not in the paper: GELU in a ViT's FFN (Dosovitskiy et al. 2021, arXiv:2010.11929); gated forms after Shazeer (2020), arXiv:2002.05202",
         config=ViTExperimentConfig(

@@ -89,8 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         nargs="+",
         metavar="NAME",
         default=None,
-        help="only these presets (default: the paper's, in its order; the presets beyond the "
-        "paper, transformer-lm and transformer-vit, when named)",
+        help="only these presets (default: all, in the paper's order)",
     )
     add_executor_arguments(repro)
     repro.set_defaults(func=_reproduce, threads=1)
@@ -112,11 +111,6 @@ def _data_status(preset: Any, data_dir: Path | None) -> Any:
     return status
 
 
-def _chosen(preset: Any, experiments: list[str] | None) -> bool:
-    """Whether `gelus reproduce` runs ``preset``: named in ``experiments``, else one of the paper's."""
-    return preset.name in experiments if experiments is not None else preset.in_paper
-
-
 def missing_experiments(recorded: set[str], data_dir: Path | None = None) -> list[Any]:
     """Presets with no records, each with its dataset and how to get it (or run it)."""
     from gelus.report.analysis import Missing
@@ -124,7 +118,7 @@ def missing_experiments(recorded: set[str], data_dir: Path | None = None) -> lis
 
     missing = []
     for name, preset in presets().items():
-        if name in recorded or not preset.in_paper:
+        if name in recorded:
             continue
         status = _data_status(preset, data_dir)
         how = (
@@ -192,7 +186,7 @@ def reproduce(
     out.mkdir(parents=True, exist_ok=True)
     missing = []
     for name, preset in presets().items():
-        if not _chosen(preset, experiments):
+        if experiments is not None and name not in experiments:
             continue
         status = _data_status(preset, data_dir)
         if not status.present:
@@ -243,7 +237,7 @@ def plan(
     priced = [
         cached_price(workload(preset, quick), device)
         for name, preset in chosen.items()
-        if _chosen(preset, experiments)
+        if experiments is None or name in experiments
     ]
     costs = [cost for cost, _ in priced]
     loads = sorted({round(c["load"], 1) for _, c in priced if c["load"] == c["load"]})
