@@ -105,7 +105,32 @@ def _check_fits(data: Any, context: int) -> None:
             )
 
 
-class TransformerEngine:
+class SteppedState:
+    """The checkpoint of an engine with one ``model``, one ``optimizer``, a batch-order generator
+    ``order`` and a step count ``step`` (the LM's and the ViT's)."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    order: torch.Generator
+    step: int
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "order_rng": self.order.get_state(),
+            "step": torch.tensor(self.step),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        check_optimizer_state(self.optimizer)
+        self.order.set_state(state["order_rng"])
+        self.step = int(state["step"])
+
+
+class TransformerEngine(SteppedState):
     """The engine protocol for one language-model run (a job of one member)."""
 
     evaluates_before_training = False
@@ -201,21 +226,6 @@ class TransformerEngine:
             log(self.key, epoch, split, "trivial_loss", math.log(VOCAB))
         for metric, value in self.size.items():
             log(self.key, epoch, "model", metric, value)
-
-    def state(self) -> dict[str, Any]:
-        return {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "order_rng": self.order.get_state(),
-            "step": torch.tensor(self.step),
-        }
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        check_optimizer_state(self.optimizer)
-        self.order.set_state(state["order_rng"])
-        self.step = int(state["step"])
 
     @classmethod
     def evaluated_samples(cls, config, train: int, val: int, test: int) -> int:

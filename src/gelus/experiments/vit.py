@@ -21,10 +21,16 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gelus.experiments.activation_spec import ActivationSpec
-from gelus.experiments.engine import Log, check_optimizer_state
+from gelus.experiments.engine import Log
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import Job
-from gelus.experiments.transformer import TransformerEngine, lm_lr, make_optimizer, model_size
+from gelus.experiments.transformer import (
+    SteppedState,
+    TransformerEngine,
+    lm_lr,
+    make_optimizer,
+    model_size,
+)  # fmt: skip
 from gelus.experiments.transformer_models import PatchViT, init_parameters
 
 __all__ = ["ViTEngine", "build_vit"]
@@ -41,7 +47,7 @@ def build_vit(config, activation: ActivationSpec, seed: int, image_shape, classe
     return model
 
 
-class ViTEngine:
+class ViTEngine(SteppedState):
     """The engine protocol for one ViT run (a job of one member)."""
 
     evaluates_before_training = False
@@ -133,21 +139,6 @@ class ViTEngine:
             log(self.key, epoch, split, "trivial_loss", math.log(self.classes))
         for metric, value in self.size.items():
             log(self.key, epoch, "model", metric, value)
-
-    def state(self) -> dict[str, Any]:
-        return {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "order_rng": self.order.get_state(),
-            "step": torch.tensor(self.step),
-        }
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        check_optimizer_state(self.optimizer)
-        self.order.set_state(state["order_rng"])
-        self.step = int(state["step"])
 
     @classmethod
     def evaluated_samples(cls, config, train: int, val: int, test: int) -> int:
