@@ -10,6 +10,12 @@ from gelus.experiments import PRESETS
 from gelus.experiments.budget import budget_table, makespan, price, workload
 
 
+@pytest.fixture(autouse=True)
+def _private_price_cache(monkeypatch, tmp_path):
+    """Calibrations go to a fresh cache per test: none is read from, or left in, the user's home."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
 def test_the_mnist_grid_is_120_runs_in_8_ensembles_of_15():
     w = workload(PRESETS["mnist-classification"])  # 4 activations × 2 dropout settings
     assert (w.engine, w.jobs, w.members, w.runs, w.epochs) == ("mlp", 8, 15, 120, 50)
@@ -102,11 +108,13 @@ def test_a_cpu_calibration_times_a_smaller_step_and_scales_it_by_members_or_batc
     assert _scaled_down(lm) == (lm, 1.0)  # small enough to time as it is
 
 
-def test_a_cpu_calibration_runs_one_thread_as_a_worker_does_and_restores_the_setting(monkeypatch):
+def test_a_cpu_calibration_runs_one_thread_as_a_worker_does_and_restores_the_setting(
+    monkeypatch, tmp_path
+):
     from gelus.experiments import budget
 
     seen = []
-    monkeypatch.setattr(budget, "_cache_path", lambda: __import__("pathlib").Path("/nonexistent/x"))
+    monkeypatch.setattr(budget, "_cache_path", lambda: tmp_path / "plan-prices.json")
     monkeypatch.setattr(
         budget, "price", lambda work, device, repeats: seen.append(torch.get_num_threads())
         or budget.Cost(work, device, 1.0, 1e-3),
@@ -114,7 +122,7 @@ def test_a_cpu_calibration_runs_one_thread_as_a_worker_does_and_restores_the_set
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        budget.cached_price(workload(PRESETS["mnist-classification"]), "cpu")
-        assert seen == [1] and torch.get_num_threads() == 2
+        _, calibration = budget.cached_price(workload(PRESETS["mnist-classification"]), "cpu")
+        assert not calibration["cached"] and seen == [1] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
