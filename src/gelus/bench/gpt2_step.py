@@ -4,9 +4,15 @@
     python -m gelus.bench.gpt2_step --activations torch-tanh,torch-exact,gelu,gelu_new,triton-exact
 
 One step = forward under bf16 autocast, cross-entropy, backward, fused AdamW, zero_grad. The model
-is GPT-2 small written here in plain torch (token + position embeddings, 12 pre-LayerNorm blocks
-of causal attention (``F.scaled_dot_product_attention``) and a 768 → 3072 → 768 MLP with the
-activation under test, a tied head), random init: a step's time does not depend on the weights.
+is the transformer-lm preset's :class:`~gelus.experiments.transformer_models.ByteGPT` (the
+project's one GPT definition) at GPT-2 small's shape: GPT-2's 50257-token vocabulary, token and
+learned position embeddings, 12 pre-LayerNorm blocks of causal attention
+(``F.scaled_dot_product_attention``) and a 768 → 3072 → 768 MLP with the activation under test, a
+final LayerNorm and a tied head, GPT-2's init (``init_parameters``, seed 0). It differs from
+GPT-2 small in having no biases (in the linear layers and the LayerNorms: 0.1 M of GPT-2's 124 M
+parameters) and no dropout; a step's time barely depends on either. A gated registry activation
+(``geglu``) gets the FFN width of equal parameters, as in the preset. Random tokens: a step's time
+does not depend on the weights or the text.
 
 Activations: ``torch-tanh`` (``nn.GELU(approximate="tanh")``) and ``torch-exact`` (``nn.GELU()``)
 are the baselines; any gelus registry name (``gelu``, ``gelu_new``, ...) is the library as it
@@ -17,27 +23,42 @@ them before they are wired into the operators. Times: median of ``--steps`` step
 """
 
 import argparse
-import math
 import statistics
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["GPT", "GPTConfig", "main", "make_activation", "measure"]
+from gelus.experiments.activation_spec import ActivationSpec, resolve_activation
+from gelus.experiments.transformer_config import TransformerModelConfig
+from gelus.experiments.transformer_models import ByteGPT, init_parameters
+
+__all__ = ["GPTConfig", "activation_spec", "gpt2_model", "main", "make_activation", "measure"]
+
+# The rows that are not registry names: torch's baselines and the Triton kernels called directly.
+BENCH_ACTIVATIONS = ("torch-tanh", "torch-exact", "triton-exact", "triton-tanh")
 
 
 @dataclass(frozen=True)
 class GPTConfig:
+    """The bench's shape: GPT-2 small's model and the batch of one step."""
+
     layers: int = 12  # GPT-2 small
     width: int = 768  # embedding size; the MLP is 4× wider
     heads: int = 12
     vocab: int = 50257
     context: int = 1024  # sequence length
     batch: int = 8
+
+    def model_config(self) -> TransformerModelConfig:
+        return TransformerModelConfig(
+            d_model=self.width, layers=self.layers, heads=self.heads, context=self.context,
+            norm="layernorm", ffn_mult=4, init_std=0.02,
+        )  # fmt: skip
 
 
 class _TritonGELU(torch.autograd.Function):
@@ -81,51 +102,23 @@ def make_activation(name: str) -> nn.Module:
     return get_activation(name)
 
 
-class Block(nn.Module):
-    def __init__(self, config: GPTConfig, activation: str) -> None:
-        super().__init__()
-        self.heads = config.heads
-        self.norm1 = nn.LayerNorm(config.width)
-        self.qkv = nn.Linear(config.width, 3 * config.width)
-        self.proj = nn.Linear(config.width, config.width)
-        self.norm2 = nn.LayerNorm(config.width)
-        self.up = nn.Linear(config.width, 4 * config.width)
-        self.act = make_activation(activation)
-        self.down = nn.Linear(4 * config.width, config.width)
-
-    def forward(self, x: Tensor) -> Tensor:  # x: [batch, time, width]
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.norm1(x)).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(attention.transpose(1, 2).reshape(b, t, c))
-        return x + self.down(self.act(self.up(self.norm2(x))))
+def activation_spec(name: str) -> ActivationSpec:
+    """The row's activation as the spec ByteGPT builds its FFNs from: a registry name through the
+    harness's resolver (which knows the gated ones; an unknown name fails with the list of names),
+    the torch baselines and the Triton Function as plain factories."""
+    if name not in BENCH_ACTIVATIONS:
+        return resolve_activation(name)
+    return ActivationSpec(
+        text=name, label=name, kind="factory", canonical="", approximate="none",
+        stochastic=False, gated=False, parameters=False, factory=partial(make_activation, name),
+    )  # fmt: skip
 
 
-class GPT(nn.Module):
-    def __init__(self, config: GPTConfig, activation: str) -> None:
-        super().__init__()
-        self.token = nn.Embedding(config.vocab, config.width)
-        self.position = nn.Embedding(config.context, config.width)
-        self.blocks = nn.ModuleList(Block(config, activation) for _ in range(config.layers))
-        self.norm = nn.LayerNorm(config.width)
-        self.head = nn.Linear(config.width, config.vocab, bias=False)
-        self.head.weight = self.token.weight  # tied, as in GPT-2
-        for name, p in self.named_parameters():
-            if p.dim() == 2:  # GPT-2's init; residual projections scaled by 1/√(2·layers)
-                std = (
-                    0.02 / math.sqrt(2 * config.layers)
-                    if name.endswith(("proj.weight", "down.weight"))
-                    else 0.02
-                )
-                nn.init.normal_(p, 0.0, std)
-
-    def forward(self, tokens: Tensor) -> Tensor:  # tokens: [batch, time] -> logits
-        positions = torch.arange(tokens.shape[1], device=tokens.device)
-        x = self.token(tokens) + self.position(positions)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.norm(x))
+def gpt2_model(config: GPTConfig, activation: str) -> ByteGPT:
+    """The preset's ByteGPT at ``config``'s shape with GPT-2's init (seed 0), on the CPU."""
+    model = ByteGPT(config.model_config(), activation_spec(activation), vocab=config.vocab)
+    init_parameters(model, seed=0, std=0.02, layers=config.layers)
+    return model
 
 
 def measure(config: GPTConfig, activations: list[str], compiled: bool, steps: int, warmup: int,
@@ -137,8 +130,7 @@ def measure(config: GPTConfig, activations: list[str], compiled: bool, steps: in
     dtype = torch.bfloat16
     runs = {}
     for name in activations:
-        torch.manual_seed(0)
-        model = GPT(config, name).to(device)
+        model = gpt2_model(config, name).to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
         forward = torch.compile(model) if compiled else model
 
@@ -193,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     config = GPTConfig(args.layers, args.width, args.heads, args.vocab, args.context, args.batch)
     activations = [a.strip() for a in args.activations.split(",") if a.strip()]
     for name in activations:
-        make_activation(name)  # an unknown name fails here, with the list of names
+        activation_spec(name)  # an unknown name fails here, with the list of names
     print(f"GPT-2 step: {config}, device {args.device}"
           + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
           + f", torch {torch.__version__}; median of {args.steps} steps")  # fmt: skip

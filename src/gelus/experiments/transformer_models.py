@@ -115,12 +115,19 @@ class Block(nn.Module):
 
 
 class ByteGPT(nn.Module):
-    """A decoder-only byte-level language model: idx [B, T] int64 -> logits [B, T, 256]."""
+    """A decoder-only byte-level language model: idx [B, T] int64 -> logits [B, T, vocab].
 
-    def __init__(self, cfg: TransformerModelConfig, activation: ActivationSpec) -> None:
+    ``vocab`` is 256 (bytes) for the presets; ``gelus.bench.gpt2_step`` passes GPT-2's 50257 to
+    time the same model at GPT-2 small's shape. It is an argument, not a config field, so the
+    presets' config hashes do not move.
+    """
+
+    def __init__(
+        self, cfg: TransformerModelConfig, activation: ActivationSpec, vocab: int = VOCAB
+    ) -> None:
         super().__init__()
         self.context = cfg.context
-        self.embed = nn.Embedding(VOCAB, cfg.d_model)
+        self.embed = nn.Embedding(vocab, cfg.d_model)
         self.position = nn.Embedding(cfg.context, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg, activation) for _ in range(cfg.layers))
         self.norm = norm_layer(cfg)
