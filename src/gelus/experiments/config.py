@@ -205,8 +205,11 @@ ONE_RUN_PER_JOB = (CNNExperimentConfig, TransformerExperimentConfig, ViTExperime
 
 # Sweep axes: each value is its own run, so they are not part of a run's identity hash.
 SWEEP_KEYS = ("activations", "optim.lr", "train.seeds", "train.keep")
-# Keys that do not change a run's results.
-BOOKKEEPING_KEYS = ("train.checkpoint_every", "train.eval_batch_size", "train.keep_models")
+# Keys that do not change a run's results (``train.stack``: a run trained stacked equals the same
+# run trained alone to float tolerance).
+BOOKKEEPING_KEYS = (
+    "train.checkpoint_every", "train.eval_batch_size", "train.keep_models", "train.stack",
+)  # fmt: skip
 # Keys users reach for that live elsewhere, for the "did you mean" of an unknown key.
 _SEE_ALSO = {
     "optim.eps": "cnn.adam_eps",

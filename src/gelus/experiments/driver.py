@@ -21,6 +21,7 @@ from gelus.experiments.plan import Job
 from gelus.experiments.reuse import evaluate_kept_models, keep_models
 from gelus.experiments.train_mlp import MLPEngine
 from gelus.experiments.transformer import TransformerEngine
+from gelus.experiments.transformer_stacked import StackedTransformerEngine
 from gelus.experiments.vit import ViTEngine
 
 __all__ = ["ENGINES", "train_job"]
@@ -30,6 +31,7 @@ ENGINES: dict[str, type] = {
     "mlp": MLPEngine,
     "cnn": CNNEngine,
     "transformer": TransformerEngine,
+    "transformer-stacked": StackedTransformerEngine,
     "vit": ViTEngine,
 }
 
@@ -98,5 +100,3 @@ def _resume(job: Job, engine, path: Path) -> tuple[int, float]:
         set_aside(path, f"does not fit this job: {problem}")
         return 0, 0.0
     return epoch, float(state.get("seconds", 0.0))
-
-

@@ -2,8 +2,9 @@
 
 A run is one (activation, setting, lr, seed). A ``Job`` is one unit of work with everything a
 worker needs to run it anywhere: a stacked ensemble of the MLP engine (one activation and
-setting; members = seeds × learning rates) or one run of the CNN or a transformer engine. Runs already ``done`` are
-never planned. ``budget`` prices what this module plans; ``runner`` executes it.
+setting; members = seeds × learning rates), one run of the CNN or a transformer engine, or the
+language model's runs of one activation stacked when ``train.stack`` says so on the device. Runs
+already ``done`` are never planned. ``budget`` prices what this module plans; ``runner`` executes it.
 """
 
 import hashlib
@@ -26,14 +27,23 @@ from gelus.experiments.config import (
     config_to_dict,
 )
 from gelus.experiments.records import RunKey
+from gelus.experiments.transformer_config import stacks_runs
 
-__all__ = ["Job", "holds_out_validation", "makespan", "plan_jobs", "run_id", "settings", "train_size"]
+__all__ = [
+    "Job",
+    "holds_out_validation",
+    "makespan",
+    "plan_jobs",
+    "run_id",
+    "settings",
+    "train_size",
+]
 
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work for ``engine`` ("mlp": a stacked ensemble; "cnn", "transformer", "vit":
-    one network)."""
+    """One unit of work for ``engine`` ("mlp", "transformer-stacked": a stacked ensemble; "cnn",
+    "transformer", "vit": one network)."""
 
     engine: str
     experiment: str
@@ -56,7 +66,8 @@ class Job:
     def label(self) -> str:
         setting = f" {self.setting}" if self.setting else ""
         first = self.members[0]
-        lr = f" lr={first.lr:g} seed={first.seed}" if self.engine != "mlp" else ""
+        one = self.engine != "mlp" and len(self.members) == 1
+        lr = f" lr={first.lr:g} seed={first.seed}" if one else ""
         return f"{self.activation.label}{setting}{lr} ×{len(self.members)}"
 
     @property
@@ -129,7 +140,9 @@ def plan_jobs(
 
     The MLP engine trains one ensemble per activation and setting, split into one per learning
     rate when that balances ``workers`` (a member's arithmetic does not depend on its ensemble);
-    the CNN and transformer engines one job per run. Raises ConfigError beyond ``LIMITS["runs"]`` runs.
+    the CNN and transformer engines one job per run, but the language model's runs go the MLP's
+    way where ``stacks_runs`` (``train.stack``, the device) says they train stacked. Raises
+    ConfigError beyond ``LIMITS["runs"]`` runs.
     """
     runs = sum(len(settings(config, a)) for a in activations)
     runs *= len(config.optim.lr) * config.train.seeds
@@ -144,8 +157,12 @@ def plan_jobs(
         for spec in activations
         for setting, keep in settings(config, spec)
     }
-    common = _Common(experiment, config, train_size, out_dir, data_dir, verify, metadata, device)
-    if isinstance(config, ONE_RUN_PER_JOB):
+    stacked = isinstance(config, TransformerExperimentConfig) and stacks_runs(config, device)
+    engine = "transformer-stacked" if stacked else config.engine
+    common = _Common(
+        experiment, config, train_size, out_dir, data_dir, verify, metadata, device, engine
+    )
+    if isinstance(config, ONE_RUN_PER_JOB) and not stacked:
         return [common.job(*k, (m,)) for k, group in members.items() for m in group]
     whole = [common.job(*k, group) for k, group in members.items() if group]
     by_lr = [
@@ -181,6 +198,7 @@ class _Common:
     verify: bool
     metadata: dict | None
     device: str
+    engine: str
 
     def job(self, spec: ActivationSpec, setting: str, keep: float, group) -> Job:
         run_ids = "\n".join(k.run_id for k in group)
@@ -188,7 +206,7 @@ class _Common:
         stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{self.experiment}-{spec.label}-{setting}")
         out_dir = Path(self.out_dir)
         return Job(
-            engine=self.config.engine,
+            engine=self.engine,
             experiment=self.experiment,
             config=self.config,
             activation=spec,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 __all__ = [
     "NORMS",
     "POOLS",
+    "STACK_MODES",
     "TransformerModelConfig",
     "TransformerOptimConfig",
     "TransformerTrainConfig",
@@ -25,11 +26,18 @@ __all__ = [
     "ViTTrainConfig",
     "gated_hidden",
     "lm_checks",
+    "lm_step_flops",
+    "stacks_runs",
     "vit_checks",
 ]
 
 NORMS = ("layernorm", "rmsnorm")
 POOLS = ("mean", "cls")
+STACK_MODES = ("auto", "on", "off")
+# train.stack=auto stacks on CUDA while one run's training step is below this many FLOPs: the
+# preset's (1.1e10) is far less arithmetic than its kernel launches cost a GPU; the GPT-2-small
+# shape's (9e12) fills one, and 15 such members would not fit in its memory (not measured on a GPU)
+STACK_MAX_STEP_FLOPS = 1e12
 
 
 def gated_hidden(d_model: int, mult: int = 4) -> int:
@@ -77,6 +85,7 @@ class TransformerTrainConfig:
     checkpoint_every: int = 1  # epochs between checkpoints (the last epoch always saves)
     bf16: bool = True  # CUDA only: bf16 autocast of the forward (the CPU always runs float32)
     tf32: bool = False  # CUDA only: allow TF32 matmuls
+    stack: str = "auto"  # an activation's runs as one stacked job: on | off | auto (CUDA, small)
 
 
 @dataclass(frozen=True)
@@ -153,5 +162,24 @@ def lm_checks(config) -> list[tuple[bool, str, str]]:
         (train.eval_bytes >= 0, "train.eval_bytes", "0 (all) or a positive count"),
         (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
         (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
+        (train.stack in STACK_MODES, "train.stack", f"one of {', '.join(STACK_MODES)}"),
         *_optim_checks(config.optim),
     ]  # fmt: skip
+
+
+def lm_step_flops(config) -> float:
+    """Training FLOPs of one language-model step, from the config alone: 6·N + 6·layers·context·d
+    per token (``flops_per_token``), N ≈ layers·(4 + 2·ffn_mult)·d² + 256·d weights."""
+    model = config.model
+    d, layers, context = model.d_model, model.layers, model.context
+    weights = layers * (4 + 2 * model.ffn_mult) * d * d + 256 * d
+    return (6 * weights + 6 * layers * context * d) * context * config.train.batch_size
+
+
+def stacks_runs(config, device: str) -> bool:
+    """Whether the language model's runs of one activation train as one stacked job on
+    ``device``: ``train.stack`` on or off, or auto: on CUDA while a run's step is small (below
+    ``STACK_MAX_STEP_FLOPS``). On one CPU thread stacking lost to one model per job."""
+    if config.train.stack != "auto":
+        return config.train.stack == "on"
+    return device.startswith("cuda") and lm_step_flops(config) < STACK_MAX_STEP_FLOPS

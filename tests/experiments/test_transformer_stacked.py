@@ -1,0 +1,188 @@
+"""The stacked language-model engine: each member equals its run trained alone, a checkpoint
+resumes it bit for bit, ``train.stack`` picks it per device without moving a config hash, and a
+stacked sweep writes the records an unstacked one writes."""
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from gelus.data.text import load_text_file
+from gelus.experiments import PRESETS, read_records, read_runs
+from gelus.experiments.activation_spec import resolve_activations
+from gelus.experiments.config import (
+    TransformerExperimentConfig,
+    apply_overrides,
+    config_hash,
+    validate,
+)
+from gelus.experiments.errors import ConfigError
+from gelus.experiments.plan import plan_jobs, train_size
+from gelus.experiments.transformer import TransformerEngine
+from gelus.experiments.transformer_stacked import StackedTransformerEngine
+
+TINY = (
+    "model.d_model=16", "model.layers=2", "model.heads=2", "model.context=16",
+    "train.epochs=2", "train.steps_per_epoch=3", "train.batch_size=4", "train.seeds=3",
+    "optim.lr=3e-3,1e-2", "train.eval_bytes=2048",
+)  # fmt: skip
+TEXT = "It was the best of times, it was the worst of times; naïve café.\n" * 120
+CPU = torch.device("cpu")
+
+
+def _config(*overrides: str) -> TransformerExperimentConfig:
+    config = apply_overrides(TransformerExperimentConfig(), [*TINY, *overrides])
+    validate(config)
+    return config
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    (root / "text").mkdir()
+    (root / "text" / "corpus.txt").write_text(TEXT, encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def data(corpus):
+    return load_text_file(corpus / "text" / "corpus.txt")
+
+
+def _jobs(config, activation: str, stack: str, out_dir="unused", device="cpu"):
+    config = dataclasses.replace(
+        config,
+        activations=(activation,),
+        train=dataclasses.replace(config.train, stack=stack),
+    )
+    return plan_jobs(
+        "t", config, resolve_activations(config.activations), train_size=train_size(config, 0, 0),
+        out_dir=out_dir, device=device,
+    )  # fmt: skip
+
+
+def _stacked(config, activation: str, data, out_dir="unused") -> StackedTransformerEngine:
+    (job,) = _jobs(config, activation, "on", out_dir)
+    return StackedTransformerEngine(job, data, CPU)
+
+
+def _log_to(records: dict):
+    return lambda key, epoch, split, metric, value: records.__setitem__(
+        (key.run_id, epoch, split, metric), value
+    )
+
+
+def _train(engine, epochs, records: dict) -> None:
+    for epoch in epochs:
+        engine.train_epoch(epoch)
+        engine.evaluate(epoch, _log_to(records))
+
+
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+def test_each_member_equals_its_run_trained_alone(data, activation):
+    config = _config()
+    stacked, together = _stacked(config, activation, data), {}
+    assert len(stacked.members) == 3 * 2  # seeds × lrs, each with its own lr schedule
+    _train(stacked, (1, 2), together)
+    alone = {}
+    for job in _jobs(config, activation, "off"):
+        single = TransformerEngine(job, data, CPU)
+        _train(single, (1, 2), alone)
+        (member,) = [m for m in stacked.members if m.key == job.members[0]]
+        for (name, a), b in zip(
+            single.model.named_parameters(), member.model.parameters(), strict=True
+        ):
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
+    assert together.keys() == alone.keys()  # the same metrics, splits and epochs per run
+    assert {key[2:] for key in together} >= {("train", "trivial_loss"), ("test", "bpb"),
+                                             ("model", "parameters"), ("model", "flops_per_token")}  # fmt: skip
+    for key, value in alone.items():
+        assert math.isclose(together[key], value, rel_tol=1e-5), key
+
+
+def test_a_checkpoint_mid_run_resumes_bit_identically_through_the_driver(data, tmp_path):
+    from gelus.experiments.checkpoint import save_checkpoint
+    from gelus.experiments.driver import _resume
+
+    config = _config()
+    straight, first = _stacked(config, "swiglu", data), _stacked(config, "swiglu", data)
+    records_a, records_b = {}, {}
+    _train(straight, (1, 2), records_a)
+    _train(first, (1,), records_b)
+    (job,) = _jobs(config, "swiglu", "on", tmp_path)
+    path = tmp_path / "run.pt"
+    job = dataclasses.replace(job, checkpoint_path=str(path))
+    save_checkpoint(path, {"run_ids": job.run_ids, "epoch": 1, "seconds": 1.0,
+                           "engine": first.state()})  # fmt: skip
+    resumed = _stacked(config, "swiglu", data)
+    assert _resume(job, resumed, path) == (1, 1.0)  # it fits the fresh engine and loads
+    _train(resumed, (2,), records_b)
+    assert records_a == records_b
+    for a, b in zip(straight.members, resumed.members, strict=True):
+        assert a.step == b.step == 6
+        assert torch.equal(a.order.get_state(), b.order.get_state())
+        for (name, x), y in zip(
+            a.model.state_dict().items(), b.model.state_dict().values(), strict=True
+        ):
+            assert torch.equal(x, y), name
+
+
+def test_a_members_checkpoint_is_its_single_runs(data):
+    from gelus.experiments.engine import state_mismatch
+
+    config = _config()
+    single = TransformerEngine(_jobs(config, "gelu", "off")[0], data, CPU)
+    single.train_epoch(1)
+    stacked = _stacked(config, "gelu", data)
+    stacked.train_epoch(1)
+    assert state_mismatch(single.state(), stacked.state()["members"][0]) is None
+
+
+def test_stack_is_chosen_per_device_and_moves_no_config_hash():
+    preset = PRESETS["transformer-lm"].config
+    for stack in ("auto", "on", "off"):
+        changed = apply_overrides(preset, [f"train.stack={stack}"])
+        assert config_hash(changed) == config_hash(preset)
+    specs = resolve_activations(["gelu", "swiglu"])
+    n = train_size(preset, 0, 0)
+
+    def engines(config, device):
+        jobs = plan_jobs("t", config, specs, train_size=n, out_dir="x", device=device)
+        return [(job.engine, len(job.members)) for job in jobs]
+
+    runs = preset.train.seeds * len(preset.optim.lr)
+    assert engines(preset, "cpu") == [("transformer", 1)] * 2 * runs  # auto: one model per job
+    assert engines(preset, "cuda") == [("transformer-stacked", runs)] * 2
+    on = apply_overrides(preset, ["train.stack=on"])
+    assert engines(on, "cpu") == [("transformer-stacked", runs)] * 2
+    off = apply_overrides(preset, ["train.stack=off"])
+    assert engines(off, "cuda") == [("transformer", 1)] * 2 * runs
+    gpt2 = apply_overrides(preset, ["model.d_model=768", "model.layers=12", "model.heads=12",
+                                    "model.context=1024"])  # fmt: skip
+    assert engines(gpt2, "cuda") == [("transformer", 1)] * 2 * runs  # a GPU's worth each
+    with pytest.raises(ConfigError, match=r"train\.stack"):
+        validate(apply_overrides(preset, ["train.stack=yes"]))
+
+
+def test_a_stacked_sweep_writes_the_records_of_an_unstacked_one(corpus, tmp_path):
+    from gelus.experiments.runner import run_experiment
+
+    def sweep(stack: str):
+        out = run_experiment(
+            "transformer-lm", out_dir=tmp_path / stack, activations=["gelu", "swiglu"], seeds=2,
+            overrides=[*TINY[:-3], f"train.stack={stack}"], quick=True, workers=0,
+            data_dir=corpus, dataset="text", progress=False, verify=False, device="cpu",
+        )  # fmt: skip
+        assert {run.status for run in read_runs(out)} == {"done"}
+        assert not list((out / "checkpoints").glob("*.pt"))
+        return {
+            (r.run_id, r.epoch, r.split, r.metric): r.value
+            for r in read_records(out)
+            if r.metric != "seconds"
+        }
+
+    stacked, alone = sweep("on"), sweep("off")
+    assert stacked.keys() == alone.keys() and len({key[0] for key in stacked}) == 4
+    for key, value in alone.items():
+        assert math.isclose(stacked[key], value, rel_tol=1e-5), key
