@@ -25,7 +25,15 @@ from gelus.data.sources import (
     find,
     search_dirs,
 )
-from gelus.data.text import ENWIK8_BYTES, SPLIT_FRACTIONS, VOCAB, load_enwik8, load_text
+from gelus.data.text import (
+    ENWIK8_BYTES,
+    SPLIT_FRACTIONS,
+    TEXT_FILE_PREFIX,
+    VOCAB,
+    load_enwik8,
+    load_named_text_file,
+    load_text,
+)
 from gelus.data.timit import CONTEXT, NUM_COEFFICIENTS, NUM_PHONES, load_timit
 
 __all__ = ["DATASETS", "get_spec", "how_to_get", "load"]
@@ -372,7 +380,8 @@ _TEXT = DatasetSpec(
     title="any UTF-8 text file of yours (corpus.txt), byte-level",
     layouts=((("corpus.txt",),),),
     loader=load_text,
-    instructions="no download: save any UTF-8 text file (at least tens of kB) as corpus.txt",
+    instructions="no download: save any UTF-8 text file (at least tens of kB) as corpus.txt, or "
+    "name the file by its path: gelus run transformer-lm --dataset path/to/file.txt",
     sample_shape=(1,),
     num_classes=VOCAB,
     split_sizes=_text_sizes(1_000_000),  # for planning only: the user's file decides
@@ -432,7 +441,12 @@ def load(
     validation split (``val``); ``False`` trains on it too and sets ``val`` to None. ``verify``
     checks files against their recorded SHA-256 (``ChecksumError`` on a mismatch).
     Raises ``DatasetNotFoundError`` with the steps to get the files when none are found.
+
+    A ``text:<sha256 prefix>:<path>`` name (``gelus.data.text.text_file_dataset``) is that text
+    file, checked against its SHA-256 prefix whatever ``verify`` says: the prefix is its identity.
     """
+    if isinstance(name, str) and name.startswith(TEXT_FILE_PREFIX):
+        return load_named_text_file(name, validation=validation)
     spec = name if isinstance(name, DatasetSpec) else get_spec(name)
     location = find(spec, data_dir)
     if location is None and download and spec.downloads:

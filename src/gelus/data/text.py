@@ -10,7 +10,8 @@ default (enwik8's convention), so no window of the held-out parts was seen in tr
 The offline corpus is Debian's ``fortunes`` package (``/usr/share/games/fortunes``): 42 files of
 English fortune cookies, 2.57 MB, concatenated in name order; every file is pinned by its SHA-256
 (the ASCII-art file is left out: pictures, not prose). Any other UTF-8 text file works too
-(``text`` dataset: ``corpus.txt`` in its folder, or :func:`load_text_file`). Where a network
+(``text`` dataset: ``corpus.txt`` in its folder, or :func:`load_text_file`), or named by its path
+(:func:`text_file_dataset`: the dataset ``text:<SHA-256 prefix>:<absolute path>``). Where a network
 exists, ``gelus data fetch`` downloads tiny-shakespeare (Karpathy's char-rnn ``input.txt``) and
 enwik8 (the first 10⁸ bytes of an English Wikipedia dump, Hutter Prize; read from its zip, split
 90 / 5 / 5 M as is standard), each pinned by the SHA-256 recorded on its first download.
@@ -20,6 +21,7 @@ windows raises one :class:`~gelus.data.errors.DataError` saying which.
 """
 
 import hashlib
+import os
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,25 +30,32 @@ import torch
 from torch import Tensor
 
 from gelus.data.dataset import Dataset, Split
-from gelus.data.errors import DataError
+from gelus.data.errors import ChecksumError, DataError
 from gelus.data.sources import DatasetSpec, Location, verify_file
 
 __all__ = [
     "MIN_WINDOWS",
     "SPLIT_FRACTIONS",
+    "TEXT_FILE_PREFIX",
     "ByteSplit",
     "check_text",
+    "is_text_path",
     "load_enwik8",
+    "load_named_text_file",
     "load_text",
     "load_text_file",
+    "min_text_file_bytes",
     "random_text",
     "split_text",
+    "text_file_dataset",
 ]
 
 SPLIT_FRACTIONS = (0.90, 0.05, 0.05)  # train / val / test, contiguous, in this order
 MIN_WINDOWS = 4  # each split must hold at least this many windows of a model's context
 _LOADER_CONTEXT = 64  # the context the loader checks against (the engine checks its own)
 VOCAB = 256  # byte values
+TEXT_FILE_PREFIX = "text:"  # a text file named by its path: text:<sha256 prefix>:<absolute path>
+_DIGEST_DIGITS = 12
 
 
 class ByteSplit(Split):
@@ -150,6 +159,59 @@ def load_text_file(path: str | Path, *, validation: bool = True, name: str = "te
         raise DataError(f"{path}: cannot read it ({error.strerror or error})") from None
     check_text(data, str(path))
     return _dataset(data, name, str(path), validation)
+
+
+def is_text_path(name: str) -> bool:
+    """Whether a dataset argument is a file's path rather than a catalog name: it ends in .txt or
+    holds a path separator, which no catalog name does."""
+    return name.endswith(".txt") or "/" in name or os.sep in name
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise DataError(f"{path}: cannot read it ({error.strerror or error})") from None
+
+
+def min_text_file_bytes(context: int) -> int:
+    """The fewest bytes :func:`text_file_dataset` accepts for a model of ``context``."""
+    return min_bytes(max(context, _LOADER_CONTEXT))
+
+
+def text_file_dataset(path: str | Path, context: int = _LOADER_CONTEXT) -> tuple[str, str]:
+    """(dataset name, source) of the UTF-8 text file at ``path``, checked as :func:`check_text`
+    does for the larger of ``context`` and the loader's context.
+
+    The name, ``text:<first 12 hex digits of the SHA-256>:<absolute path>``, is what a run's config
+    (and so its config hash) holds: two different texts, or one text in two places, never share a
+    run, and :func:`load_named_text_file` refuses the file once its content changed. The source
+    adds the whole SHA-256, for the records.
+    """
+    path = Path(path).expanduser().resolve()
+    data = _read(path)
+    check_text(data, str(path), max(context, _LOADER_CONTEXT))
+    digest = hashlib.sha256(data).hexdigest()
+    name = f"{TEXT_FILE_PREFIX}{digest[:_DIGEST_DIGITS]}:{path}"
+    return name, f"{path} (sha256 {digest})"
+
+
+def load_named_text_file(name: str, *, validation: bool = True) -> Dataset:
+    """The corpus of a :func:`text_file_dataset` name; ChecksumError if the file's content is no
+    longer the one the name was made from (runs of the old text must not read the new)."""
+    digest, _, path = name.removeprefix(TEXT_FILE_PREFIX).partition(":")
+    if not path:
+        raise DataError(f"{name}: not a text file's dataset name (text:<sha256 prefix>:<path>)")
+    data = _read(Path(path))
+    actual = hashlib.sha256(data).hexdigest()
+    if actual[:_DIGEST_DIGITS] != digest:
+        raise ChecksumError(
+            f"{path}: its content changed since its dataset name {name} was made (SHA-256 "
+            f"{actual[:_DIGEST_DIGITS]}…, not {digest}…); name the file by its path to train on "
+            "the new text as a new dataset, or restore the old text to resume its runs"
+        )
+    check_text(data, path)
+    return _dataset(data, name, f"{path} (sha256 {actual})", validation)
 
 
 def load_text(

@@ -48,6 +48,7 @@ __all__ = [
     "resolve_config",
     "resolve_dataset",
     "resolve_device",
+    "resolve_text_file",
     "run_experiment",
     "summary_table",
 ]
@@ -121,12 +122,23 @@ def resolve_dataset(
     preset: Preset, config: ExperimentConfig, data_dir: str | None, dataset: str | None
 ) -> tuple[str, str]:
     """The dataset to use and the directory it was found in: ``dataset`` if given, else the preset's
-    dataset, else its substitute. Raises SettingError with the ways to get the files."""
-    from gelus.data import DATASETS, find, get_spec, how_to_get
+    dataset, else its substitute. Raises SettingError with the ways to get the files.
 
+    A text file's path (``dataset`` or ``--set dataset=``) gives the language model that file
+    (:func:`resolve_text_file`)."""
+    from gelus.data import DATASETS, find, get_spec, how_to_get
+    from gelus.data.text import TEXT_FILE_PREFIX, is_text_path
+
+    requested = dataset or config.dataset
+    if requested not in DATASETS and (
+        is_text_path(requested) or requested.startswith(TEXT_FILE_PREFIX)
+    ):
+        return resolve_text_file(preset, config, requested)
     if dataset is not None and dataset not in DATASETS:
         raise SettingError(
-            "dataset", f"unknown dataset {dataset[:60]!r}; valid datasets: {', '.join(DATASETS)}"
+            "dataset",
+            f"unknown dataset {dataset[:60]!r}; valid datasets: {', '.join(DATASETS)}, or for "
+            "the language model a UTF-8 text file's path (ending in .txt or holding a /)",
         )
     candidates = (
         [dataset]
@@ -143,6 +155,46 @@ def resolve_dataset(
         "dataset",
         f"{preset.name}: no {tried} data found; to get them:\n{how_to_get(spec, data_dir)}",
     )
+
+
+def resolve_text_file(preset: Preset, config: ExperimentConfig, path: str) -> tuple[str, str]:
+    """(``text:<sha256 prefix>:<absolute path>``, the path and its SHA-256) of the text file at
+    ``path`` (or of the file a ``text:`` name names, which must still hold that text), checked
+    against the model's context. Raises SettingError naming the file and the way out."""
+    from gelus.data import DataError
+    from gelus.data.text import TEXT_FILE_PREFIX, min_text_file_bytes, text_file_dataset
+
+    if config.task != "lm":
+        raise SettingError(
+            "dataset",
+            f"{preset.name}: a text file is a byte corpus, for the language model "
+            "(transformer-lm); give {dataset} a dataset name (gelus data lists them)",
+        )
+    context = config.model.context
+    file = (
+        path.removeprefix(TEXT_FILE_PREFIX).partition(":")[2]
+        if path.startswith(TEXT_FILE_PREFIX)
+        else path
+    )
+    if not Path(file).expanduser().is_file():
+        raise SettingError(
+            "dataset", f"{file}: no such file; give {{dataset}} the path of a UTF-8 text file"
+        )
+    try:
+        name, source = text_file_dataset(file, context)
+    except DataError as error:
+        raise SettingError(
+            "dataset",
+            f"{error}\n{{dataset}} takes the path of a UTF-8 text file of "
+            f"{min_text_file_bytes(context):,} bytes or more (model.context={context})",
+        ) from None
+    if path.startswith(TEXT_FILE_PREFIX) and name != path:
+        raise SettingError(
+            "dataset",
+            f"{file}: its text is no longer that of {path} (now {name}); give {{dataset}} the "
+            "file's path to train on the new text, or restore the old text to resume its runs",
+        )
+    return name, source
 
 
 def resolve_device(device: str, config: ExperimentConfig, executor: Executor | None = None) -> str:
