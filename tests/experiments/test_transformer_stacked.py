@@ -186,3 +186,95 @@ def test_a_stacked_sweep_writes_the_records_of_an_unstacked_one(corpus, tmp_path
     assert stacked.keys() == alone.keys() and len({key[0] for key in stacked}) == 4
     for key, value in alone.items():
         assert math.isclose(stacked[key], value, rel_tol=1e-5), key
+
+
+def _sweep_jobs(out_dir, data_dir):
+    """The stacked jobs of a tiny sweep (2 activations × 2 seeds × 2 lrs) over the text corpus."""
+    config = _config("train.epochs=5", "train.seeds=2", "train.stack=on", "activations=gelu,swiglu")
+    config = dataclasses.replace(config, dataset="text")
+    return plan_jobs(
+        "transformer-lm", config, resolve_activations(config.activations),
+        train_size=train_size(config, 0, 0), out_dir=out_dir, data_dir=str(data_dir),
+        verify=False,
+    )  # fmt: skip
+
+
+def _values(out_dir):
+    return {
+        (r.run_id, r.epoch, r.split, r.metric): r.value
+        for r in read_records(out_dir)
+        if r.metric != "seconds"
+    }
+
+
+_KILLED_RUN = """
+import sys, time
+sys.path[:0] = {paths!r}
+from gelus.experiments.transformer_stacked import StackedTransformerEngine as Engine
+original = Engine.train_epoch
+def slow(self, epoch):
+    time.sleep(0.4)
+    original(self, epoch)
+Engine.train_epoch = slow
+from test_transformer_stacked import _sweep_jobs
+from gelus.experiments.sweep import LocalExecutor
+LocalExecutor(workers=1).run(_sweep_jobs({out!r}, {data!r}), lambda *report: None)
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_equals_an_uninterrupted_stacked_sweep(corpus, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from gelus.experiments.sweep import LocalExecutor
+
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    jobs = _sweep_jobs(clean, corpus)
+    assert [(job.engine, len(job.members)) for job in jobs] == [("transformer-stacked", 4)] * 2
+    LocalExecutor(workers=0).run(jobs, lambda *report: None)
+    tests = str(Path(__file__).resolve().parent)
+    src = str(Path(__import__("gelus").__file__).resolve().parents[1])
+    script = _KILLED_RUN.format(paths=[tests, src], out=str(killed), data=str(corpus))
+    process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and process.poll() is None:
+        if (killed / "records.sqlite").exists() and any(key[1] >= 2 for key in _values(killed)):
+            break
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)  # the driver and its worker, mid-job
+    process.wait()
+    assert {run.status for run in read_runs(killed)} != {"done"}
+    LocalExecutor(workers=0).run(_sweep_jobs(killed, corpus), lambda *report: None)
+    assert _values(killed) == _values(clean)
+    assert {run.status for run in read_runs(killed)} == {"done"}
+
+
+@pytest.mark.slow
+def test_ray_runs_the_stacked_jobs_like_the_local_executor(corpus, tmp_path):
+    import os
+    from pathlib import Path
+
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra (gelus[ray])")
+    from gelus.experiments.ray_executor import RayExecutor
+    from gelus.experiments.sweep import LocalExecutor
+
+    LocalExecutor(workers=0).run(_sweep_jobs(tmp_path / "local", corpus), lambda *report: None)
+    tests = str(Path(__file__).resolve().parent)
+    src = str(Path(__import__("gelus").__file__).resolve().parents[1])
+    env = {"PYTHONPATH": os.pathsep.join([tests, src])}
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=2**27,
+             runtime_env={"env_vars": env})  # fmt: skip
+    try:
+        RayExecutor().run(_sweep_jobs(tmp_path / "ray", corpus), lambda *report: None)
+    finally:
+        ray.shutdown()
+    local, remote = _values(tmp_path / "local"), _values(tmp_path / "ray")
+    assert local.keys() == remote.keys()
+    for key, value in local.items():
+        assert math.isclose(remote[key], value, rel_tol=1e-5), key
+    assert {run.status for run in read_runs(tmp_path / "ray")} == {"done"}
