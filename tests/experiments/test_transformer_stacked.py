@@ -278,3 +278,27 @@ def test_ray_runs_the_stacked_jobs_like_the_local_executor(corpus, tmp_path):
     for key, value in local.items():
         assert math.isclose(remote[key], value, rel_tol=1e-5), key
     assert {run.status for run in read_runs(tmp_path / "ray")} == {"done"}
+
+
+def test_the_transformer_bench_times_a_stacked_row_per_member_step(tmp_path):
+    import argparse
+    import json
+
+    from gelus.bench.transformer import add_arguments, main
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    out = tmp_path / "bench.json"
+    args = parser.parse_args([
+        "--activations", "gelu", "--d-model", "16", "--layers", "1", "--heads", "2",
+        "--context", "16", "--batch", "2", "--steps", "1", "--rounds", "1", "--stack", "3",
+        "--json", str(out),
+    ])  # fmt: skip
+    assert main(args) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert set(rows) == {"plain loop (F.gelu)", "engine gelu", "stacked ×3 gelu"}
+    stacked = rows["stacked ×3 gelu"]
+    assert math.isfinite(stacked["seconds_per_step"]) and stacked["of_bmm_rate"] > 0
+    assert stacked["model_flops_per_second"] * stacked["seconds_per_step"] == pytest.approx(
+        rows["engine gelu"]["model_flops_per_second"] * rows["engine gelu"]["seconds_per_step"]
+    )  # a member-step does a one-run step's arithmetic

@@ -9,11 +9,15 @@ In one process on one thread, round by round (interleaved, median of rounds), at
 * the engine: :class:`~gelus.experiments.transformer.TransformerEngine` training one run of each
   requested activation (its steps alone: ``train_epoch`` over ``--steps`` steps), so each
   activation's time per step is measured under the same conditions as the others;
+* with ``--stack M``: :class:`~gelus.experiments.transformer_stacked.StackedTransformerEngine`
+  training M runs of the first activation at once (M seeds), its time per member-step (a step's
+  time over M) beside the one-run engine's, which is what ``train.stack`` chooses between;
 * ``torch.bmm`` of [8, 512, 512] × [8, 512, 512]: the machine's matmul rate.
 
-Reported per row: s/step, the ratio to the plain loop, and model FLOP/s — training FLOPs per token
-(6·N + 6·layers·context·d, :func:`~gelus.experiments.transformer_models.flops_per_token`) times
-the tokens of a step, over its time — as a fraction of the bmm rate.
+Reported per row: s/step (per member-step for the stacked row), the ratio to the plain loop, and
+model FLOP/s — training FLOPs per token (6·N + 6·layers·context·d,
+:func:`~gelus.experiments.transformer_models.flops_per_token`) times the tokens of a step, over
+its time — as a fraction of the bmm rate.
 """
 
 import argparse
@@ -40,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=16, help="windows per step (default 16)")
     parser.add_argument("--steps", type=int, default=5, help="steps per row per round (default 5)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument(
+        "--stack",
+        type=int,
+        default=0,
+        metavar="M",
+        help="also time M runs of the first activation stacked (default 0: none)",
+    )
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")  # fmt: skip
 
 
@@ -111,7 +122,7 @@ class _PlainGPT:
 
 
 def _engine_rows(args, data):
-    """{activation: (run its --steps steps, training FLOPs per step)}."""
+    """{row: (run its --steps steps, training FLOPs per member-step, members)}."""
     import dataclasses
 
     import torch
@@ -130,8 +141,36 @@ def _engine_rows(args, data):
         rows[f"engine {spec.label}"] = (
             lambda engine=engine: engine.train_epoch(1),
             engine.size["flops_per_token"] * tokens,
+            1,
         )
+    if args.stack > 0:
+        rows |= _stacked_row(args, data)
     return rows
+
+
+def _stacked_row(args, data):
+    """{row: (run M stacked members' --steps steps, training FLOPs per member-step, M)}."""
+    import dataclasses
+
+    import torch
+
+    from gelus.experiments.activation_spec import resolve_activation
+    from gelus.experiments.plan import plan_jobs, train_size
+    from gelus.experiments.transformer_stacked import StackedTransformerEngine
+
+    spec = resolve_activation(args.activations[0])
+    config = _config(args)
+    config = dataclasses.replace(
+        config, activations=(spec.text,),
+        train=dataclasses.replace(config.train, seeds=args.stack, stack="on"),
+    )  # fmt: skip
+    (job,) = plan_jobs("bench", config, [spec], train_size=train_size(config, 0, 0),
+                       out_dir="bench")  # fmt: skip
+    engine = StackedTransformerEngine(job, data, torch.device("cpu"))
+    flops = engine.size["flops_per_token"] * args.batch * args.context
+    return {
+        f"stacked ×{args.stack} {spec.label}": (lambda: engine.train_epoch(1), flops, args.stack)
+    }
 
 
 def main(args: argparse.Namespace) -> int:
@@ -148,7 +187,7 @@ def main(args: argparse.Namespace) -> int:
     plain = _PlainGPT(args, data.train.data)
     rows = _engine_rows(args, data)
     bmm, bmm_flops = _bmm((8, 512, 512))
-    candidates = {"plain loop (F.gelu)": plain.steps} | {k: f for k, (f, _) in rows.items()}
+    candidates = {"plain loop (F.gelu)": plain.steps} | {k: f for k, (f, *_) in rows.items()}
     candidates["bmm [8, 512, 512]"] = bmm
     times = interleaved_rounds(candidates, args.rounds, calls=dict.fromkeys(candidates, 1))
     bmm_rate = bmm_flops / median(times["bmm [8, 512, 512]"])
@@ -158,7 +197,8 @@ def main(args: argparse.Namespace) -> int:
     for name, per_call in times.items():
         if name.startswith("bmm"):
             continue
-        step = median(per_call) / args.steps
+        members = rows[name][2] if name in rows else 1
+        step = median(per_call) / args.steps / members  # per member-step
         flops = rows[name][1] if name in rows else flops_per_step  # the plain loop: gelu's shape
         share = flops / step / bmm_rate
         results[name] = {"seconds_per_step": step, "vs_plain": step / plain_step,
