@@ -12,6 +12,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_run_parser(subparsers)
 
 
+_DATASET_HELP = (
+    "dataset name instead of the preset's (e.g. fashion-mnist); transformer-lm also takes a UTF-8 "
+    "text file's path (ending in .txt or holding a /)"
+)
+
+
 def _add_run_parser(subparsers: argparse._SubParsersAction) -> None:
     run = subparsers.add_parser(
         "run",
@@ -34,11 +40,7 @@ def _add_run_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--seeds", type=int, help="runs per activation, setting and lr")
     run.add_argument("--epochs", type=int, help="epochs per run")
-    run.add_argument(
-        "--dataset",
-        help="dataset name instead of the preset's (e.g. fashion-mnist); transformer-lm also "
-        "takes a UTF-8 text file's path (ending in .txt or holding a /)",
-    )
+    run.add_argument("--dataset", help=_DATASET_HELP)
     run.add_argument(
         "--set",
         dest="overrides",
