@@ -21,16 +21,20 @@ matplotlib.use("Agg")
 def regenerate(folder: Path, out: Path) -> Path:
     """Write the report of ``folder/records.sqlite.gz`` into ``out``; returns report.md's path."""
     from gelus.report.render import write_report
-    from gelus.report.sources import load_records, load_runs, presets
+    from gelus.report.sources import load_records, load_runs, load_step_times, presets
 
     with tempfile.TemporaryDirectory() as scratch:
-        with gzip.open(folder / "records.sqlite.gz") as packed, open(
-            Path(scratch) / "records.sqlite", "wb"
-        ) as database:
+        with (
+            gzip.open(folder / "records.sqlite.gz") as packed,
+            open(Path(scratch) / "records.sqlite", "wb") as database,
+        ):
             shutil.copyfileobj(packed, database)
         records, runs = load_records(scratch), load_runs(scratch)
         source = f"docs/results/{folder.name}/records.sqlite.gz"
-        _, md = write_report(records, runs, out, presets=presets(), source=source)
+        _, md = write_report(
+            records, runs, out, presets=presets(), source=source,
+            step_times=load_step_times(scratch),
+        )  # fmt: skip
     return md
 
 

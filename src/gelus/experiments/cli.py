@@ -72,19 +72,32 @@ def _add_run_parser(subparsers: argparse._SubParsersAction) -> None:
         "the same as --set cnn.amp_dtype=...",
     )
     add_executor_arguments(run)
+    _add_skip_flags(run)
+    run.set_defaults(func=_run)
+
+
+def _add_skip_flags(run: argparse.ArgumentParser) -> None:
+    """--no-verify and --no-step-times: the checks and measurements a user may skip."""
     run.add_argument(
         "--no-verify",
         action="store_true",
         help="skip the dataset checksum check (own copies of the files)",
     )
-    run.set_defaults(func=_run)
+    run.add_argument(
+        "--no-step-times",
+        action="store_true",
+        help="transformer presets: skip timing each activation's step after the sweep (the "
+        "report then has no time-per-step table and draws wall time from the sweep's epochs)",
+    )
 
 
 class _PresetHelp(argparse.Action):
     """``--help``; after a preset name (``gelus run mnist-noise --help``) also every ``--set`` key
     of that preset with its value."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+    def __init__(
+        self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None
+    ):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
@@ -104,7 +117,9 @@ def preset_keys(name: str) -> str:
     if preset is None:
         return f"\nunknown experiment {name[:60]!r}; valid experiments: {', '.join(PRESETS)}"
     flat = flat_config(config_to_dict(preset.config))
-    lines = [f"\n--set keys of {name} (KEY=VALUE; tuples comma-separated), with the preset's values:"]
+    lines = [
+        f"\n--set keys of {name} (KEY=VALUE; tuples comma-separated), with the preset's values:"
+    ]
     for key in config_keys(preset.config):
         value = flat[key]
         shown = ",".join(map(str, value)) if isinstance(value, list | tuple) else value
@@ -168,6 +183,7 @@ def _run(args: argparse.Namespace) -> int:
             device=args.device,
             threads=args.threads,
             executor=executor,
+            step_times=not args.no_step_times,
         )
     finally:
         if executor is not None:

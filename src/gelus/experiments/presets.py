@@ -71,6 +71,7 @@ class Preset:
     substitute: str | None = None  # dataset used (and recorded) when config.dataset is absent
     fidelity: tuple[str, ...] = ()  # choices that follow the paper, and deviations from it
     quick: tuple[str, ...] = ()  # overrides for `--quick`
+    in_paper: bool = True  # False: an experiment beyond the paper (its "paper_*" are the preset's)
 
     @property
     def dataset(self) -> str:
@@ -436,6 +437,7 @@ LM_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "relu2", "geglu", "swiglu
 _add(
     Preset(
         name="transformer-lm",
+        in_paper=False,
         title="Byte-level transformer language model: the FFN activation swept",
         citation="Not in the paper: GELU where it is used today, the FFN of a GPT-style model (Radford et al. 2019); gated forms after Shazeer (2020), arXiv:2002.05202",
         config=TransformerExperimentConfig(
@@ -460,7 +462,7 @@ _add(
         },
         # every activation against exact GELU, two-sided
         protocol=Protocol(select_metrics=("loss",), report_metrics=("bpb", "loss"), reference="gelu"),
-        figure=FigureSpec(None, ("bpb", "loss"), ("val", "test")),
+        figure=FigureSpec(None, ("bpb", "loss"), ("val", "test"), wall_time=True),
         train_size=200 * 16,  # windows per epoch
         fidelity=(
             "Not a reproduction: the paper has no transformer. Verdicts compare each activation with exact GELU, paired by seed.",
@@ -487,6 +489,7 @@ _add(
 _add(
     Preset(
         name="transformer-vit",
+        in_paper=False,
         title="Vision transformer on Fashion-MNIST: the FFN activation swept",
         citation="Not in the paper: GELU in a ViT's FFN (Dosovitskiy et al. 2021, arXiv:2010.11929); gated forms after Shazeer (2020), arXiv:2002.05202",
         config=ViTExperimentConfig(
@@ -512,7 +515,7 @@ _add(
         },
         # every activation against exact GELU, two-sided
         protocol=Protocol(select_metrics=("error", "loss"), report_metrics=("error", "loss"), reference="gelu"),
-        figure=FigureSpec(None, ("error", "loss"), ("val", "test")),
+        figure=FigureSpec(None, ("error", "loss"), ("val", "test"), wall_time=True),
         train_size=55_000,
         fidelity=(
             "Not a reproduction: the paper has no transformer. Verdicts compare each activation with exact GELU, paired by seed.",

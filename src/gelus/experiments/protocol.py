@@ -78,3 +78,4 @@ class FigureSpec:
     metrics: tuple[str, ...] = ("loss", "error")  # curve metric, by preference (first recorded)
     held_out: tuple[str, ...] = ("val", "test")  # the held-out curve's split, by preference
     noise: bool = False  # also draw the noise-robustness figure (splits test@noise=a)
+    wall_time: bool = False  # also draw the held-out curve against training time

@@ -20,7 +20,7 @@ import os
 import platform
 import sqlite3
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -33,10 +33,12 @@ __all__ = [
     "RecordsError",
     "RunInfo",
     "RunKey",
+    "StepTime",
     "code_version",
     "environment_metadata",
     "read_records",
     "read_runs",
+    "read_step_times",
 ]
 
 DB_NAME = "records.sqlite"
@@ -52,6 +54,9 @@ CREATE TABLE IF NOT EXISTS records (
     run_id TEXT, experiment TEXT, config_hash TEXT, activation TEXT, seed INTEGER, lr REAL,
     setting TEXT, epoch INTEGER, split TEXT, metric TEXT, value REAL,
     UNIQUE(run_id, epoch, split, metric));
+CREATE TABLE IF NOT EXISTS step_times (
+    experiment TEXT, config_hash TEXT, activation TEXT, device TEXT, threads INTEGER,
+    round INTEGER, seconds REAL, UNIQUE(experiment, config_hash, activation, device, round));
 """
 
 
@@ -81,6 +86,19 @@ class Record(NamedTuple):
     split: str
     metric: str
     value: float
+
+
+class StepTime(NamedTuple):
+    """One round of an interleaved timing: ``activation``'s seconds per optimizer step at the
+    config ``config_hash`` of ``experiment``, on ``device`` with ``threads`` torch threads."""
+
+    experiment: str
+    config_hash: str
+    activation: str
+    device: str
+    threads: int
+    round: int
+    seconds: float
 
 
 class RunInfo(NamedTuple):
@@ -117,7 +135,7 @@ class RecordsError(SettingError):
 
 
 def _columns() -> dict[str, tuple[str, ...]]:
-    return {"runs": RunInfo._fields, "records": Record._fields}
+    return {"runs": RunInfo._fields, "records": Record._fields, "step_times": StepTime._fields}
 
 
 def _check_schema(connection: sqlite3.Connection, path: Path) -> None:
@@ -271,6 +289,38 @@ class RecordStore:
                 "UPDATE runs SET status = 'done' WHERE run_id = ?", [(r,) for r in run_ids]
             )
 
+    def add_step_times(
+        self,
+        experiment: str,
+        config_hash: str,
+        device: str,
+        threads: int,
+        times: Mapping[str, Sequence[float]],
+    ) -> None:
+        """Store each activation's seconds per step, one row per round (a re-measurement of the
+        same activation, config and device replaces the old rows)."""
+        rows = [
+            (experiment, config_hash, label, device, int(threads), i, float(seconds))
+            for label, rounds in times.items()
+            for i, seconds in enumerate(rounds)
+        ]
+        with self.connection:
+            self.connection.executemany(
+                "DELETE FROM step_times WHERE experiment = ? AND config_hash = ? "
+                "AND activation = ? AND device = ?",
+                [(experiment, config_hash, label, device) for label in times],
+            )
+            self.connection.executemany("INSERT INTO step_times VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def timed_activations(self, experiment: str, config_hash: str, device: str) -> set[str]:
+        """The activations whose step times at this config and device are stored."""
+        rows = self.connection.execute(
+            "SELECT DISTINCT activation FROM step_times WHERE experiment = ? AND config_hash = ? "
+            "AND device = ?",
+            (experiment, config_hash, device),
+        )
+        return {row[0] for row in rows}
+
     def done_run_ids(self) -> set[str]:
         rows = self.connection.execute("SELECT run_id FROM runs WHERE status = 'done'")
         return {row[0] for row in rows}
@@ -336,6 +386,13 @@ def read_records(out_dir: str | os.PathLike) -> list[Record]:
 def read_runs(out_dir: str | os.PathLike) -> list[RunInfo]:
     """Every run in ``out_dir/records.sqlite``, ordered by run id (read-only)."""
     return [RunInfo(*row) for row in _read(out_dir, "runs", "run_id")]
+
+
+def read_step_times(out_dir: str | os.PathLike) -> list[StepTime]:
+    """Every interleaved step timing in ``out_dir/records.sqlite`` (read-only; [] in records
+    written before the table existed)."""
+    order = "experiment, config_hash, activation, device, round"
+    return [StepTime(*row) for row in _read(out_dir, "step_times", order)]
 
 
 def code_version() -> str:

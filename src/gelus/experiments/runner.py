@@ -25,6 +25,7 @@ from gelus.experiments.config import (
     ExperimentConfig,
     apply_overrides,
     check_batch_fits,
+    config_hash,
     validate,
 )
 from gelus.experiments.device import DEVICES, default_workers, local_device
@@ -40,6 +41,7 @@ from gelus.experiments.records import (
     read_runs,
 )
 from gelus.experiments.selection import run_configs, select
+from gelus.experiments.step_times import ROUNDS, STEPS, measure_step_times, timed_engines
 from gelus.experiments.sweep import Executor, LocalExecutor, load_dataset
 
 __all__ = [
@@ -60,7 +62,8 @@ def find_preset(name: str) -> Preset:
         return PRESETS[name]
     except KeyError:
         raise SettingError(
-            "experiment", f"unknown experiment {name[:60]!r}; valid experiments: {', '.join(PRESETS)}"
+            "experiment",
+            f"unknown experiment {name[:60]!r}; valid experiments: {', '.join(PRESETS)}",
         ) from None
 
 
@@ -213,7 +216,9 @@ def resolve_device(device: str, config: ExperimentConfig, executor: Executor | N
         except ValueError as error:
             raise SettingError("device", str(error)) from None
     if config.task == "cnn" and config.cnn.amp_dtype == "fp16" and resolved != "cuda":
-        raise SettingError("amp", "fp16 autocast ({amp} fp16) needs CUDA; use {amp} bf16 on the CPU")
+        raise SettingError(
+            "amp", "fp16 autocast ({amp} fp16) needs CUDA; use {amp} bf16 on the CPU"
+        )
     return resolved
 
 
@@ -233,7 +238,10 @@ def _run_metadata(preset, config, n_train, requested, source, *, quick, verify) 
 
 
 def _resolve_data(
-    preset: Preset, config: ExperimentConfig, data_dir: str | None, dataset: str | None,
+    preset: Preset,
+    config: ExperimentConfig,
+    data_dir: str | None,
+    dataset: str | None,
     verify: bool,
 ) -> tuple[ExperimentConfig, int, str]:
     """(config with the dataset used, samples a run trains on, the folder the files came from);
@@ -280,6 +288,7 @@ def run_experiment(
     device: str = "cpu",
     threads: int = 1,
     executor: Executor | None = None,
+    step_times: bool = True,
 ) -> Path:
     """Run (or resume) the preset ``name`` into ``out_dir/records.sqlite``; returns ``out_dir``.
 
@@ -292,7 +301,8 @@ def run_experiment(
     ``activations`` (default: the preset's): registry names, ``[label=]module:attribute``
     strings, or ``{label: class | factory | function}`` of importable objects; a user
     activation's source is hashed into the runs' metadata, and runs of edited code are refused
-    beside the old records.
+    beside the old records. With ``step_times``, a transformer sweep then times each
+    activation's step (:mod:`gelus.experiments.step_times`).
     """
     preset, config = resolve_config(
         name, activations=activation_texts(activations), seeds=seeds, epochs=epochs,
@@ -308,20 +318,57 @@ def run_experiment(
     metadata = environment_metadata(device, threads) | _run_metadata(
         preset, config, n_train, dataset, source, quick=quick, verify=verify
     )
-    if sources := {spec.label: spec.source() for spec in specs if spec.is_custom}:
-        metadata["activation_sources"] = sources
-        check_activation_code(name, out_dir, sources)
-    if workers is None:
-        workers = getattr(executor, "workers", None)
+    metadata |= _activation_sources(name, specs, out_dir)
+    workers = getattr(executor, "workers", None) if workers is None else workers
     workers = default_workers(device) if workers is None else workers
     jobs = plan_jobs(
         name, config, specs, train_size=n_train, out_dir=out_dir, data_dir=data_dir,
         verify=verify, metadata=metadata, done=_done_runs(out_dir), device=device, workers=workers,
     )  # fmt: skip
     _execute(jobs, executor or LocalExecutor(workers, threads), name, progress)
+    if step_times and config.engine in timed_engines:
+        _store_step_times(name, config, specs, out_dir, data_dir, verify, device, progress)
     if progress:
         print(summary_table(read_records(out_dir), read_runs(out_dir), preset))
     return out_dir
+
+
+def _activation_sources(name: str, specs: Sequence[ActivationSpec], out_dir: Path) -> dict:
+    """``{"activation_sources": ...}`` for a user's activations (their code, hashed), after
+    refusing code edited since the runs beside it; {} for registry activations only."""
+    if sources := {spec.label: spec.source() for spec in specs if spec.is_custom}:
+        check_activation_code(name, out_dir, sources)
+        return {"activation_sources": sources}
+    return {}
+
+
+def _store_step_times(
+    name: str, config: ExperimentConfig, specs: Sequence[ActivationSpec], out_dir: Path,
+    data_dir: str | None, verify: bool, device: str, progress: bool,
+) -> None:  # fmt: skip
+    """Time every activation's step together (interleaving needs them in one measurement) unless
+    the records hold all their timings at this config and device already (a resumed sweep)."""
+    import torch
+
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        print(f"{name}: no step times: this machine has no CUDA device (the runs' was cuda)")
+        return  # the runs went to a cluster's GPUs
+    experiment_hash = config_hash(config)
+    store = RecordStore(out_dir)
+    try:
+        if {s.label for s in specs} <= store.timed_activations(name, experiment_hash, device):
+            return
+        if progress:
+            print(f"{name}: timing each activation's step ({ROUNDS} interleaved rounds of {STEPS} "
+                  f"steps{', one thread' if device == 'cpu' else ''})")  # fmt: skip
+        data = load_dataset(
+            config.dataset, data_dir, validation=holds_out_validation(config), verify=verify
+        )
+        times = measure_step_times(name, config, specs, data, device)
+        threads = 1 if torch.device(device).type == "cpu" else torch.get_num_threads()
+        store.add_step_times(name, experiment_hash, device, threads, times)
+    finally:
+        store.close()
 
 
 def _execute(jobs: Sequence, executor: Executor, title: str, progress: bool) -> None:

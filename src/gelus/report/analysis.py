@@ -7,6 +7,7 @@ protocol, figure, paper numbers and setup) and an explicit random generator; the
 
 import json
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -24,6 +25,7 @@ __all__ = [
     "ExperimentResult",
     "Missing",
     "ResultRow",
+    "StepCost",
     "analyse",
     "environment",
     "is_quick",
@@ -61,6 +63,45 @@ class Missing(NamedTuple):
     how_to_get: str
 
 
+class StepCost(NamedTuple):
+    """One activation's time per optimizer step at one config and device, from the interleaved
+    measurement after its sweep (:mod:`gelus.experiments.step_times`)."""
+
+    config_hash: str
+    activation: str
+    device: str
+    threads: int
+    seconds: float  # the median over rounds
+    low: float  # the fastest round
+    high: float  # the slowest round
+    rounds: int
+
+
+def step_costs(step_times: Sequence[Any], experiment: str) -> tuple[StepCost, ...]:
+    """The experiment's :class:`StepCost` per (config, activation, device), from the records'
+    ``step_times`` rows (``gelus.experiments.records.StepTime``)."""
+    rounds: dict[tuple[str, str, str, int], list[float]] = defaultdict(list)
+    for t in step_times:
+        if t.experiment == experiment and math.isfinite(t.seconds):
+            rounds[(t.config_hash, t.activation, t.device, int(t.threads))].append(t.seconds)
+    return tuple(
+        StepCost(*key, statistics.median(values), min(values), max(values), len(values))
+        for key, values in sorted(rounds.items())
+    )
+
+
+def steps_per_epoch(runs: Sequence[Any]) -> dict[str, int]:
+    """{config hash: optimizer steps per epoch}, from the runs' metadata (total ``steps`` over
+    ``train.epochs``), for the configs that record both."""
+    found = {}
+    for run in runs:
+        steps = _json(run.metadata_json).get("steps")
+        epochs = flat_config(_json(run.config_json)).get("train.epochs")
+        if isinstance(steps, int) and isinstance(epochs, int) and epochs > 0:
+            found[run.config_hash] = steps // epochs
+    return found
+
+
 class ExperimentResult(NamedTuple):
     """Everything the report shows about one experiment."""
 
@@ -78,6 +119,9 @@ class ExperimentResult(NamedTuple):
     n_unfinished: int = 0  # runs still training (or interrupted): left out of rows and comparisons
     claims: tuple = ()  # the paper's claims checked as it made them (report.claims.ClaimCheck)
     departures: tuple[str, ...] = ()  # "key=ours (the paper's: theirs)" where the runs differ
+    in_paper: bool = True  # False: beyond the paper; its setup column is the preset's
+    step_costs: tuple[StepCost, ...] = ()  # each activation's interleaved time per step
+    steps_per_epoch: tuple[tuple[str, int], ...] = ()  # (config hash, optimizer steps per epoch)
 
 
 def _pairs(
@@ -179,7 +223,12 @@ def _mark_rule_dependence(tests, records, protocol, configs) -> list[Comparison]
 
 
 # Keys that do not change what a run measures against the paper, or that the dataset decides.
-_NOT_DEPARTURES = ("dataset", "train.checkpoint_every", "train.eval_batch_size", "train.keep_models")
+_NOT_DEPARTURES = (
+    "dataset",
+    "train.checkpoint_every",
+    "train.eval_batch_size",
+    "train.keep_models",
+)
 
 
 def _departures(preset: Preset | None, runs: Sequence[Any]) -> tuple[str, ...]:
@@ -287,9 +336,11 @@ def analyse(
     runs: Sequence[Any],
     presets: Mapping[str, Preset],
     rule: str | None = None,
+    step_times: Sequence[Any] = (),
 ) -> list[ExperimentResult]:
     """Every experiment in ``records``, in the order of ``presets`` (the paper's; unknown names
-    after it): the protocol's results, paired comparisons, setup and time."""
+    after it): the protocol's results, paired comparisons, setup and time (``step_times``: the
+    records' interleaved step timings, ``gelus.experiments.records.read_step_times``)."""
     by_experiment: dict[str, list[Any]] = defaultdict(list)
     for r in records:
         by_experiment[r.experiment].append(r)
@@ -343,6 +394,9 @@ def analyse(
                 n_unfinished=len(unfinished),
                 claims=tuple(_claims_under_every_rule(name, finished, protocol, configs)),
                 departures=_departures(preset, mine_runs),
+                in_paper=preset.in_paper if preset else True,
+                step_costs=step_costs(step_times, name),
+                steps_per_epoch=tuple(sorted(steps_per_epoch(mine_runs).items())),
             )
         )
     return results

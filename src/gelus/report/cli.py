@@ -37,7 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     export = subparsers.add_parser(
         "export", help="write a run directory's records as tidy CSV (or Parquet) tables"
     )
-    export.add_argument("run_dir", type=Path, metavar="RUN", help="a directory holding records.sqlite")
+    export.add_argument(
+        "run_dir", type=Path, metavar="RUN", help="a directory holding records.sqlite"
+    )
     export.add_argument("--format", choices=("csv", "parquet"), default="csv")
     export.add_argument(
         "--out", type=Path, default=None, help="output directory (default: RUN/export)"
@@ -136,7 +138,10 @@ def _load(run_dir: Path, command: str = "report") -> tuple[list, list]:
     for line in loaded.skipped[:5]:
         print(f"gelus {command}: warning: {line}", file=sys.stderr)
     if len(loaded.skipped) > 5:
-        print(f"gelus {command}: warning: {len(loaded.skipped) - 5} more runs left out", file=sys.stderr)
+        print(
+            f"gelus {command}: warning: {len(loaded.skipped) - 5} more runs left out",
+            file=sys.stderr,
+        )
     return loaded.records, loaded.runs
 
 
@@ -144,7 +149,7 @@ def _report(args: argparse.Namespace) -> int:
     _prepare_matplotlib()
     from gelus.experiments.errors import CommandError
     from gelus.report.render import write_report
-    from gelus.report.sources import presets
+    from gelus.report.sources import load_step_times, presets
 
     records, runs = _load(args.run_dir)
     if not records:
@@ -156,6 +161,7 @@ def _report(args: argparse.Namespace) -> int:
     html_path, md_path = write_report(
         records, runs, out, presets=presets(), missing=missing, seed=args.seed,
         source=str(args.run_dir), rule=None if args.select == "protocol" else args.select,
+        step_times=load_step_times(args.run_dir),
     )  # fmt: skip
     print(f"wrote {html_path}\nwrote {md_path}")
     return 0
@@ -209,10 +215,13 @@ def reproduce(
             f"no experiment could run (missing data for: {names}); "
             "see `gelus data --help` for where to put the files"
         )
+    from gelus.report.sources import load_step_times
+
     records, runs = _load(out)
     return write_report(
-        records, runs, out / "report", presets=presets(), missing=missing, source=str(out)
-    )
+        records, runs, out / "report", presets=presets(), missing=missing, source=str(out),
+        step_times=load_step_times(out),
+    )  # fmt: skip
 
 
 def plan(

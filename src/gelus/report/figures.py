@@ -11,7 +11,7 @@ before this module if you draw without a display (``gelus report`` does).
 import math
 import textwrap
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ METRIC_LABELS = {
     "accuracy": "accuracy (%)",
     "recon_error": "reconstruction error (MSE)",
     "seconds": "wall time (s)",
+    "bpb": "bits per byte",
 }
 _PERCENT = {"error", "accuracy"}  # stored as fractions, drawn as percentages
 
@@ -193,6 +194,70 @@ def _curve_figure(
     return fig if any(ax.lines for ax in axes) else None
 
 
+def _time_figure(
+    records: Sequence[Any],
+    selections: Sequence[Selection],
+    spec: FigureSpec,
+    title: str,
+    rng: np.random.Generator,
+    seconds_per_step: Mapping[tuple[str, str], float],
+    steps_per_epoch: Mapping[str, int],
+) -> Figure | None:
+    """The held-out curve of the headline metric against training time, one curve per chosen
+    activation and lr: a reader weighs quality per second, not only per step.
+
+    Where the activation's interleaved step time is recorded, epoch e sits at e × steps per epoch
+    × that time (every activation priced under the same conditions); otherwise at the median over
+    seeds of the sweep's own cumulative epoch times, which carry the sweep's load.
+    """
+    present = {(r.split, r.metric) for r in records}
+    metric = next((m for m in spec.metrics if any((s, m) in present for s in spec.held_out)), None)
+    chosen = _selected(selections)
+    if not spec.wall_time or metric is None or not chosen:
+        return None
+    split = next(s for s in spec.held_out if (s, metric) in present)
+    held = curves_by_seed(records, split, metric)
+    clock = curves_by_seed(records, "train", "seconds")
+    priced = []
+    fig = Figure(figsize=(6.2, 4.0), layout="constrained")
+    ax = fig.subplots()
+    for key, selection in sorted(chosen.items()):
+        chash, activation = key[0], key[1]
+        seeds = selection.values or {k[4] for k in held if k[:4] == key}
+        per_seed = [held[(*key, seed)] for seed in seeds if (*key, seed) in held]
+        step = seconds_per_step.get((chash, activation))
+        if step is not None and chash in steps_per_epoch:
+            at = {e: e * steps_per_epoch[chash] * step for c in per_seed for e in c}
+            priced.append(True)
+        else:
+            times = [clock[(*key, seed)] for seed in seeds if (*key, seed) in clock]
+            at = {
+                e: float(np.median([t[e] for t in times if e in t]))
+                for e in set().union(*times)
+            } if times else {}  # fmt: skip
+            priced.append(False)
+        curves = [{at[e]: v for e, v in c.items() if e in at} for c in per_seed]
+        lr_note = "" if selection.lr_selected else f", lr={selection.lr:g}"
+        label = (
+            f"{_label(selection)}{' ' + selection.setting if selection.setting else ''}{lr_note}"
+        )
+        plot_curve(ax, curves, activation=activation, metric=metric, rng=rng, label=label)
+    if not ax.lines:
+        return None
+    if all(priced):
+        ax.set_xlabel("training time at each activation's interleaved step time (s)")
+    elif not any(priced):
+        ax.set_xlabel("training wall time in the sweep (s; under its load)")
+    else:
+        ax.set_xlabel("training time (s): interleaved step time where measured, else the sweep's")
+    ax.set_ylabel(f"{split} " + METRIC_LABELS.get(metric, metric))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    _title(fig, f"{title}: {split} {METRIC_LABELS.get(metric, metric)} against training time, "
+           "median over seeds (95 % CI band)")  # fmt: skip
+    return fig
+
+
 def _noise_level(split: str) -> float | None:
     if not split.startswith("test@noise="):
         return None
@@ -329,7 +394,9 @@ def _summary_figure(
     return fig
 
 
-def _lr_figure(records: Sequence[Any], selections: Sequence[Selection], title: str) -> Figure | None:
+def _lr_figure(
+    records: Sequence[Any], selections: Sequence[Selection], title: str
+) -> Figure | None:
     """The lr sensitivity: each run's validation and test value of the headline metric at its last
     epoch against the learning rate, per activation (colour and marker) and setting (panel), every
     seed a dot and the median a line. None when the experiment ran one lr."""
@@ -353,9 +420,7 @@ def _lr_figure(records: Sequence[Any], selections: Sequence[Selection], title: s
         for col, setting in enumerate(settings):
             ax = axes[row][col]
             for activation in sorted({k[1] for k in last}):
-                points = {
-                    k[3]: [] for k in last if k[:3] == (split, activation, setting)
-                }
+                points = {k[3]: [] for k in last if k[:3] == (split, activation, setting)}
                 for k, (_, value) in last.items():
                     if k[:3] == (split, activation, setting) and math.isfinite(value):
                         points[k[3]].append(value * scale)
@@ -384,15 +449,22 @@ def experiment_figures(
     *,
     title: str,
     rng: np.random.Generator,
+    seconds_per_step: Mapping[tuple[str, str], float] | None = None,
+    steps_per_epoch: Mapping[str, int] | None = None,
 ) -> dict[str, Figure]:
-    """All figures for one experiment, by short name (``curves``, ``noise``, ``summary``).
+    """All figures for one experiment, by short name (``curves``, ``time``, ``noise``,
+    ``summary``, ``lr``).
 
     ``records`` are the experiment's, ``selections`` its protocol's result on them
     (:func:`gelus.experiments.selection.select`), ``spec`` its preset's figure; ``title`` heads each
-    figure. Figures whose data is absent are left out.
+    figure; ``seconds_per_step`` ({(config hash, activation): s}) and ``steps_per_epoch`` ({config
+    hash: steps}) place the time figure's epochs. Figures whose data is absent are left out.
     """
     figures = {
         "curves": _curve_figure(records, selections, spec, title, rng),
+        "time": _time_figure(
+            records, selections, spec, title, rng, seconds_per_step or {}, steps_per_epoch or {}
+        ),
         "noise": _noise_figure(records, selections, spec, title, rng),
         "summary": _summary_figure(selections, title, rng),
         "lr": _lr_figure(records, selections, title),

@@ -83,7 +83,7 @@ def _median_cell(metric: str, summary: Any) -> str:
 
 
 def _edge(s) -> str:
-    """" (edge of the grid)" when the chosen lr is the grid's lowest or highest: the best lr may
+    """ " (edge of the grid)" when the chosen lr is the grid's lowest or highest: the best lr may
     lie beyond the grid, so the comparison may not be at each activation's best."""
     grid = sorted({lr for setting, lr in s.val_medians if setting == s.setting} or {})
     if not s.lr_selected or len(grid) < 2 or s.lr not in (grid[0], grid[-1]):
@@ -93,38 +93,63 @@ def _edge(s) -> str:
 
 def _result_table(result: ExperimentResult) -> Block:
     variants = any(row.selection.variant for row in result.rows)
+    paper = ("paper",) if result.in_paper else ()  # beyond the paper: no such column
     headers = (
         "activation", *(("config",) if variants else ()), "setting", "lr", "metric", "n",
-        "median", "95 % CI of median", "mean", "IQM", "paper",
+        "median", "95 % CI of median", "mean", "IQM", *paper,
     )  # fmt: skip
     rows = []
     for row in result.rows:
         s, m = row.selection, row.summary
         lr = f"{s.lr:g}" + ("" if s.lr_selected else " (not selected)") + _edge(s)
+        theirs = format_value(s.metric, row.paper) if row.paper is not None else "—"
         rows.append(
             (s.activation, *((s.variant or "—",) if variants else ()), s.setting or "—", lr, f"test {s.metric}",
              str(m.n + m.diverged), _median_cell(s.metric, m), _interval(s.metric, m.median_ci),
              format_value(s.metric, m.mean), format_value(s.metric, m.iqm),
-             format_value(s.metric, row.paper) if row.paper is not None else "—")
+             *((theirs,) if paper else ()))
         )  # fmt: skip
     return Block("table", headers=headers, rows=tuple(rows))
 
 
 def _comparison_table(result: ExperimentResult) -> Block:
     variants = any(c.variant for c, _ in result.comparisons)
+    theirs = ("paper",) if result.in_paper else ()  # beyond the paper: no such column
     headers = (
         "comparison", *(("config",) if variants else ()), "setting", "lr", "metric", "n pairs",
-        "mean difference", "95 % CI (t)", "p", "p (Holm)", "paper", "verdict",
+        "mean difference", "95 % CI (t)", "p", "p (Holm)", *theirs, "verdict",
     )  # fmt: skip
     rows = []
     for c, paper in result.comparisons:
         pairs = str(len(c.seeds)) + (f" ({c.diverged} diverged left out)" if c.diverged else "")
+        paper_cell = format_difference(c.metric, paper) if paper is not None else "—"
         rows.append(
             (f"{c.treatment} − {c.baseline}", *((c.variant or "—",) if variants else ()), c.setting or "—", c.lr,
              f"test {c.metric}", pairs, format_difference(c.metric, c.mean),
              _interval(c.metric, c.ci, difference=True), _p(c.p), _p(c.p_holm),
-             format_difference(c.metric, paper) if paper is not None else "—", _verdict(c))
+             *((paper_cell,) if theirs else ()), _verdict(c))
         )  # fmt: skip
+    return Block("table", headers=headers, rows=tuple(rows))
+
+
+def _step_cost_table(result: ExperimentResult) -> Block:
+    """Each activation's interleaved time per step, against exact GELU's at the same config and
+    device (the reference every transformer comparison uses)."""
+    reference = {
+        (c.config_hash, c.device): c.seconds for c in result.step_costs if c.activation == "gelu"
+    }
+    several = len({c.config_hash for c in result.step_costs}) > 1
+    rows = []
+    for c in sorted(result.step_costs, key=lambda c: (c.config_hash, c.device, c.seconds)):
+        base = reference.get((c.config_hash, c.device))
+        rows.append(
+            (c.activation, *((c.config_hash,) if several else ()),
+             f"{c.device}, {c.threads} thread{'s' if c.threads != 1 else ''}",
+             f"{c.seconds * 1e3:.1f}", f"{c.low * 1e3:.1f} – {c.high * 1e3:.1f}", str(c.rounds),
+             f"{c.seconds / base:.3f}×" if base else "—")
+        )  # fmt: skip
+    headers = ("activation", *(("config",) if several else ()), "device", "ms per step (median)",
+               "fastest – slowest round", "rounds", "vs gelu")  # fmt: skip
     return Block("table", headers=headers, rows=tuple(rows))
 
 
@@ -266,7 +291,8 @@ def report_blocks(
             "Holm-adjusted over every comparison of the experiment: ▲ better / ▼ worse when the adjusted p < 0.05, "
             "= tie when an equivalence test (TOST, margins in docs/REPORT.md) says the difference is within the margin, "
             "else · unresolved with the pairs a test would need for 80 % power against the observed effect. "
-            "Errors are in %, differences in percentage points (pp), losses in nats.",
+            "Errors are in %, differences in percentage points (pp), losses in nats, a language "
+            "model's bpb in bits per byte (its loss over ln 2).",
         )
     )
     blocks += [Block("h2", "Summary"), summary_block(results)]
@@ -285,20 +311,36 @@ def report_blocks(
         if result.citation:
             blocks.append(Block("p", f"Paper: {result.citation}"))
         if result.paper_summary:
-            blocks.append(Block("p", "The paper reports: " + result.paper_summary))
+            lead = "The paper reports: " if result.in_paper else "The question: "
+            blocks.append(Block("p", lead + result.paper_summary))
         blocks += [Block("p", "Protocol: " + rule + ".") for rule in result.rules]
         if result.departures and not quick:  # the quick banner already says so
-            blocks.append(Block("banner", "Not the paper's settings: " + "; ".join(result.departures)))
+            blocks.append(
+                Block("banner", "Not the paper's settings: " + "; ".join(result.departures))
+            )
         if result.n_unfinished:
             blocks.append(Block("banner", _unfinished_text(result)))
-        blocks += [Block("h3", "Test results: paper vs ours"), _result_table(result)]
+        results_title = "Test results: paper vs ours" if result.in_paper else "Test results"
+        blocks += [Block("h3", results_title), _result_table(result)]
         if result.comparisons:
             blocks += [Block("h3", "Paired differences (same seeds)"), _comparison_table(result)]
         for image, caption in figures.get(result.name, []):
             blocks.append(Block("figure", caption, image=image))
+        if result.step_costs:
+            blocks += [
+                Block("h3", "Time per step"),
+                Block(
+                    "p",
+                    "Measured after the sweep in one process, not under its load: each activation's "
+                    "engine takes a few optimizer steps in turn, round by round, the starting "
+                    "activation rotating (docs/REPORT.md).",
+                ),
+                _step_cost_table(result),
+            ]
+        source = "paper" if result.in_paper else "preset"
         blocks += [
-            Block("h3", "Setup: paper vs this run"),
-            Block("table", headers=("aspect", "paper", "this run"), rows=result.setup),
+            Block("h3", f"Setup: {source} vs this run"),
+            Block("table", headers=("aspect", source, "this run"), rows=result.setup),
         ]
         if result.notes:
             blocks.append(Block("p", "Fidelity notes: " + result.notes))
@@ -426,25 +468,34 @@ def write_report(
     source: str = "",
     activation_figure: bool = True,
     rule: str | None = None,
+    step_times: Sequence[Any] = (),
 ) -> tuple[Path, Path]:
     """Analyse ``records`` with each experiment's preset (``presets``: name -> Preset, in the
     paper's order), draw the figures into ``out_dir/figures`` and write ``out_dir/report.html`` and
     ``out_dir/report.md``. Returns the two paths. ``rule`` (one of ``SELECTION_RULES``) chooses
-    every experiment's learning rate instead of its preset's protocol."""
+    every experiment's learning rate instead of its preset's protocol. ``step_times``: the records'
+    interleaved step timings (``gelus.experiments.records.read_step_times``)."""
     out_dir = Path(out_dir)
     figure_dir = out_dir / "figures"
     rng = np.random.default_rng(seed)
     records = mark_diverged(records, run_configs(runs))  # the figures leave diverged runs out
-    results = analyse(records, runs, presets, rule)
+    results = analyse(records, runs, presets, rule, step_times)
     figures: dict[str, list[tuple[Path, str]]] = {}
     for result in results:
         selections = [row.selection for row in result.rows]
         mine = [r for r in records if r.experiment == result.name]
-        drawn = experiment_figures(mine, selections, result.figure, title=result.name, rng=rng)
+        seconds_per_step = {(c.config_hash, c.activation): c.seconds for c in result.step_costs}
+        drawn = experiment_figures(
+            mine, selections, result.figure, title=result.name, rng=rng,
+            seconds_per_step=seconds_per_step, steps_per_epoch=dict(result.steps_per_epoch),
+        )  # fmt: skip
         for kind, fig in drawn.items():
             png, _ = save_figure(fig, figure_dir, f"{_slug(result.name)}-{kind}")
             figures.setdefault(result.name, []).append(
-                (png, " ".join(fig.get_suptitle().split()) if hasattr(fig, "get_suptitle") else kind)
+                (
+                    png,
+                    " ".join(fig.get_suptitle().split()) if hasattr(fig, "get_suptitle") else kind,
+                )
             )
     figure1 = None
     if activation_figure:

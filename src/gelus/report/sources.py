@@ -8,10 +8,18 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gelus.experiments.records import Record, RunInfo, read_records, read_runs
+from gelus.experiments.records import (
+    Record,
+    RunInfo,
+    StepTime,
+    read_records,
+    read_runs,
+    read_step_times,
+)
 
 __all__ = [
-    "DatasetStatus", "Loaded", "dataset_status", "load", "load_records", "load_runs", "presets",
+    "DatasetStatus", "Loaded", "dataset_status", "load", "load_records", "load_runs",
+    "load_step_times", "presets",
 ]  # fmt: skip
 
 
@@ -38,6 +46,12 @@ def load_runs(run_dir: str | Path) -> list[RunInfo]:
     """All runs of ``run_dir``; a directory without records is a SettingError."""
     _database(run_dir)
     return read_runs(run_dir)
+
+
+def load_step_times(run_dir: str | Path) -> list[StepTime]:
+    """The interleaved step timings of ``run_dir`` ([] for records made before them)."""
+    _database(run_dir)
+    return read_step_times(run_dir)
 
 
 class Loaded(NamedTuple):

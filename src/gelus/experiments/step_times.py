@@ -1,0 +1,87 @@
+"""Each activation's time per training step, measured interleaved, for the report's cost columns.
+
+The sweep's own epoch times (the ``train seconds`` records) are taken under its load: workers
+share cores, memory bandwidth and caches, and a job's time depends on what ran beside it. A reader
+weighing quality per second needs every activation's cost under the same conditions, so after a
+transformer sweep ``gelus run`` builds one engine per activation (seed 0, the first lr, the sweep's
+config and data, on its device) and, round by round, lets each take ``steps`` optimizer steps in
+turn (the starting activation rotating), in this one process at one torch thread on a CPU, as a
+worker runs. The median over rounds is the activation's seconds per step; every round is stored in
+the records' ``step_times`` table beside the runs it prices.
+"""
+
+import dataclasses
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from gelus.experiments.activation_spec import ActivationSpec
+
+__all__ = ["ROUNDS", "STEPS", "measure_step_times", "timed_engines"]
+
+ROUNDS = 5  # interleaved rounds; the report takes the median
+STEPS = 5  # optimizer steps per activation per round
+timed_engines = ("transformer", "vit")  # engines whose step is "one optimizer step of a run"
+
+
+def measure_step_times(
+    experiment: str,
+    config: Any,
+    activations: Sequence[ActivationSpec],
+    data: Any,
+    device: str | torch.device = "cpu",
+    *,
+    rounds: int = ROUNDS,
+    steps: int = STEPS,
+) -> dict[str, list[float]]:
+    """``{activation label: seconds per step in each round}``: ``steps`` optimizer steps of each
+    activation's engine per round, ``rounds`` rounds, interleaved (one warm-up epoch first).
+
+    On a CPU the measurement runs at one torch thread, as a sweep's worker does, and restores the
+    caller's setting; on CUDA each epoch ends in a ``.item()``, which waits for the device.
+    """
+    from gelus.experiments.driver import ENGINES
+    from gelus.experiments.plan import plan_jobs
+
+    if rounds < 1 or steps < 1:
+        raise ValueError(f"rounds={rounds} and steps={steps} must both be at least 1")
+    device = torch.device(device)
+    # one seed and the first lr: the step's arithmetic does not depend on either
+    timing = dataclasses.replace(
+        config,
+        optim=dataclasses.replace(config.optim, lr=config.optim.lr[:1]),
+        train=dataclasses.replace(config.train, seeds=1),
+    )
+    epoch = {}
+    threads = torch.get_num_threads()
+    try:
+        if device.type == "cpu":
+            torch.set_num_threads(1)
+        with tempfile.TemporaryDirectory(prefix="gelus-step-times-") as scratch:
+            for spec in activations:
+                (job,) = plan_jobs(
+                    experiment, timing, [spec], train_size=steps * config.train.batch_size,
+                    out_dir=scratch, device=str(device),
+                )  # fmt: skip
+                engine = ENGINES[job.engine](job, data, device)
+                engine.train_epoch(1)  # warm-up: first-touch allocation, lazy initialisation
+                epoch[spec.label] = lambda engine=engine: engine.train_epoch(1)
+            return _interleaved(epoch, rounds, steps)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _interleaved(epoch: dict[str, Any], rounds: int, steps: int) -> dict[str, list[float]]:
+    """Seconds per step of each ``epoch[label]()`` call, one per round; the starting label rotates
+    so that none always runs right after the same neighbour."""
+    labels = list(epoch)
+    times: dict[str, list[float]] = {label: [] for label in labels}
+    for r in range(rounds):
+        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
+            began = time.perf_counter()
+            epoch[label]()
+            times[label].append((time.perf_counter() - began) / steps)
+    return times
