@@ -1,6 +1,7 @@
-"""The stacked language-model engine: each member equals its run trained alone, a checkpoint
-resumes it bit for bit, ``train.stack`` picks it per device without moving a config hash, and a
-stacked sweep writes the records an unstacked one writes."""
+"""The stacked transformer engines (language model and ViT): each member equals its run trained
+alone, a checkpoint resumes it bit for bit (through a kill -9 too), ``train.stack`` picks it per
+device without moving a config hash, and a stacked sweep writes the records an unstacked one
+writes, locally and on Ray."""
 
 import dataclasses
 import math
@@ -302,3 +303,123 @@ def test_the_transformer_bench_times_a_stacked_row_per_member_step(tmp_path):
     assert stacked["model_flops_per_second"] * stacked["seconds_per_step"] == pytest.approx(
         rows["engine gelu"]["model_flops_per_second"] * rows["engine gelu"]["seconds_per_step"]
     )  # a member-step does a one-run step's arithmetic
+
+
+VIT = (
+    "model.d_model=16", "model.layers=1", "model.heads=2", "model.patch=7",
+    "train.epochs=2", "train.batch_size=50", "train.seeds=2", "optim.lr=3e-3,1e-2",
+    "train.train_subset=200", "train.eval_batch_size=100",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    from gelus.experiments.sweep import load_dataset
+    from test_run import write_tiny_mnist
+
+    root = tmp_path_factory.mktemp("images")
+    write_tiny_mnist(root / "fashion-mnist")
+    return root, load_dataset("fashion-mnist", str(root), verify=False)
+
+
+def _vit_jobs(activation: str, stack: str, data, device="cpu"):
+    from gelus.experiments.config import ViTExperimentConfig
+
+    config = apply_overrides(ViTExperimentConfig(), [*VIT, f"activations={activation}",
+                                                     f"train.stack={stack}"])  # fmt: skip
+    validate(config)
+    n = train_size(config, len(data.train), len(data.val))
+    return plan_jobs("v", config, resolve_activations(config.activations), train_size=n,
+                     out_dir="unused", device=device)  # fmt: skip
+
+
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+def test_each_vit_member_equals_its_run_trained_alone(images, activation):
+    from gelus.experiments.transformer_stacked import StackedViTEngine
+    from gelus.experiments.vit import ViTEngine
+
+    _, data = images
+    (job,) = _vit_jobs(activation, "on", data)
+    assert job.engine == "vit-stacked" and len(job.members) == 2 * 2
+    stacked, together, alone = StackedViTEngine(job, data, CPU), {}, {}
+    _train(stacked, (1, 2), together)
+    for single_job in _vit_jobs(activation, "off", data):
+        single = ViTEngine(single_job, data, CPU)
+        _train(single, (1, 2), alone)
+        (member,) = [m for m in stacked.members if m.key == single_job.members[0]]
+        for (name, a), b in zip(
+            single.model.named_parameters(), member.model.parameters(), strict=True
+        ):
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
+    assert together.keys() == alone.keys()
+    for key, value in alone.items():
+        assert math.isclose(together[key], value, rel_tol=1e-5, abs_tol=1e-9), key
+
+
+def test_a_stacked_vit_resumes_from_its_state_bit_identically(images):
+    from gelus.experiments.transformer_stacked import StackedViTEngine
+
+    _, data = images
+    (job,) = _vit_jobs("swiglu", "on", data)
+    straight, first, resumed = (StackedViTEngine(job, data, CPU) for _ in range(3))
+    records_a, records_b = {}, {}
+    _train(straight, (1, 2), records_a)
+    _train(first, (1,), records_b)
+    resumed.load_state(first.state())
+    _train(resumed, (2,), records_b)
+    assert records_a == records_b
+    for a, b in zip(straight.members, resumed.members, strict=True):
+        params = zip(a.model.parameters(), b.model.parameters(), strict=True)
+        assert all(torch.equal(x, y) for x, y in params)
+
+
+def test_the_vit_preset_stacks_on_cuda_only_by_default():
+    from gelus.experiments.presets import PRESETS
+
+    preset = PRESETS["transformer-vit"].config
+    specs = resolve_activations(["gelu"])
+
+    def engines(device):
+        jobs = plan_jobs("v", preset, specs, train_size=55_000, out_dir="x", device=device)
+        return {(job.engine, len(job.members)) for job in jobs}
+
+    assert engines("cpu") == {("vit", 1)}
+    assert engines("cuda") == {("vit-stacked", preset.train.seeds * len(preset.optim.lr))}
+
+
+def test_a_stacked_vit_sweep_writes_the_records_of_an_unstacked_one(images, tmp_path):
+    from gelus.experiments.runner import run_experiment
+
+    root, _ = images
+
+    def sweep(stack: str):
+        out = run_experiment(
+            "transformer-vit", out_dir=tmp_path / stack, activations=["gelu", "geglu"],
+            overrides=[*VIT, f"train.stack={stack}"], workers=0, data_dir=root,
+            progress=False, verify=False, device="cpu",
+        )  # fmt: skip
+        assert {run.status for run in read_runs(out)} == {"done"}
+        return _values(out)
+
+    stacked, alone = sweep("on"), sweep("off")
+    assert stacked.keys() == alone.keys() and len({key[0] for key in stacked}) == 2 * 2 * 2
+    for key, value in alone.items():
+        assert math.isclose(stacked[key], value, rel_tol=1e-5, abs_tol=1e-9), key
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_each_member_equals_its_run_trained_alone_there(data):
+    cuda = torch.device("cuda")
+    config = _config("train.bf16=false")  # float32 both ways (TF32 stays off)
+    (job,) = _jobs(config, "swiglu", "on")
+    stacked, together, alone = StackedTransformerEngine(job, data, cuda), {}, {}
+    _train(stacked, (1, 2), together)
+    for single_job in _jobs(config, "swiglu", "off"):
+        _train(TransformerEngine(single_job, data, cuda), (1, 2), alone)
+    assert together.keys() == alone.keys()
+    for key, value in alone.items():
+        assert math.isclose(together[key], value, rel_tol=1e-4), key
+    bf16, records = StackedTransformerEngine(job, data, cuda), {}  # the default: bf16 autocast
+    assert bf16.autocast
+    _train(bf16, (1,), records)
+    assert all(math.isfinite(v) for v in records.values())

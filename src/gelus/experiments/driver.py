@@ -21,7 +21,7 @@ from gelus.experiments.plan import Job
 from gelus.experiments.reuse import evaluate_kept_models, keep_models
 from gelus.experiments.train_mlp import MLPEngine
 from gelus.experiments.transformer import TransformerEngine
-from gelus.experiments.transformer_stacked import StackedTransformerEngine
+from gelus.experiments.transformer_stacked import StackedTransformerEngine, StackedViTEngine
 from gelus.experiments.vit import ViTEngine
 
 __all__ = ["ENGINES", "train_job"]
@@ -33,6 +33,7 @@ ENGINES: dict[str, type] = {
     "transformer": TransformerEngine,
     "transformer-stacked": StackedTransformerEngine,
     "vit": ViTEngine,
+    "vit-stacked": StackedViTEngine,
 }
 
 

@@ -2,8 +2,8 @@
 
 A run is one (activation, setting, lr, seed). A ``Job`` is one unit of work with everything a
 worker needs to run it anywhere: a stacked ensemble of the MLP engine (one activation and
-setting; members = seeds × learning rates), one run of the CNN or a transformer engine, or the
-language model's runs of one activation stacked when ``train.stack`` says so on the device. Runs
+setting; members = seeds × learning rates), one run of the CNN or a transformer engine, or a
+transformer's runs of one activation stacked when ``train.stack`` says so on the device. Runs
 already ``done`` are never planned. ``budget`` prices what this module plans; ``runner`` executes it.
 """
 
@@ -42,8 +42,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work for ``engine`` ("mlp", "transformer-stacked": a stacked ensemble; "cnn",
-    "transformer", "vit": one network)."""
+    """One unit of work for ``engine`` ("mlp", "transformer-stacked", "vit-stacked": a stacked
+    ensemble; "cnn", "transformer", "vit": one network)."""
 
     engine: str
     experiment: str
@@ -140,8 +140,8 @@ def plan_jobs(
 
     The MLP engine trains one ensemble per activation and setting, split into one per learning
     rate when that balances ``workers`` (a member's arithmetic does not depend on its ensemble);
-    the CNN and transformer engines one job per run, but the language model's runs go the MLP's
-    way where ``stacks_runs`` (``train.stack``, the device) says they train stacked. Raises
+    the CNN and transformer engines one job per run, but a transformer's runs go the MLP's way
+    where ``stacks_runs`` (``train.stack``, the device) says they train stacked. Raises
     ConfigError beyond ``LIMITS["runs"]`` runs.
     """
     runs = sum(len(settings(config, a)) for a in activations)
@@ -157,8 +157,9 @@ def plan_jobs(
         for spec in activations
         for setting, keep in settings(config, spec)
     }
-    stacked = isinstance(config, TransformerExperimentConfig) and stacks_runs(config, device)
-    engine = "transformer-stacked" if stacked else config.engine
+    transformer = isinstance(config, TransformerExperimentConfig | ViTExperimentConfig)
+    stacked = transformer and stacks_runs(config, device)
+    engine = f"{config.engine}-stacked" if stacked else config.engine
     common = _Common(
         experiment, config, train_size, out_dir, data_dir, verify, metadata, device, engine
     )

@@ -26,8 +26,8 @@ __all__ = [
     "ViTTrainConfig",
     "gated_hidden",
     "lm_checks",
-    "lm_step_flops",
     "stacks_runs",
+    "step_flops",
     "vit_checks",
 ]
 
@@ -111,6 +111,7 @@ class ViTTrainConfig:
     checkpoint_every: int = 1  # epochs between checkpoints (the last epoch always saves)
     bf16: bool = True  # CUDA only: bf16 autocast of the forward (the CPU always runs float32)
     tf32: bool = False  # CUDA only: allow TF32 matmuls
+    stack: str = "auto"  # an activation's runs as one stacked job: on | off | auto (CUDA, small)
 
 
 def _positive_finite(values) -> bool:
@@ -144,6 +145,7 @@ def vit_checks(config) -> list[tuple[bool, str, str]]:
         (train.train_subset >= 0, "train.train_subset", "0 (all) or a positive count"),
         (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
         (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
+        (train.stack in STACK_MODES, "train.stack", f"one of {', '.join(STACK_MODES)}"),
         *_optim_checks(config.optim),
     ]
 
@@ -167,19 +169,22 @@ def lm_checks(config) -> list[tuple[bool, str, str]]:
     ]  # fmt: skip
 
 
-def lm_step_flops(config) -> float:
-    """Training FLOPs of one language-model step, from the config alone: 6·N + 6·layers·context·d
-    per token (``flops_per_token``), N ≈ layers·(4 + 2·ffn_mult)·d² + 256·d weights."""
+def step_flops(config) -> float:
+    """Training FLOPs of one step of a run, from the config alone: 6·N + 6·layers·tokens·d per
+    token (``flops_per_token``), N ≈ layers·(4 + 2·ffn_mult)·d² + 256·d weights; tokens the
+    language model's context, or the ViT's patches of a 28 × 28 image (its preset's: an estimate
+    for other images)."""
     model = config.model
-    d, layers, context = model.d_model, model.layers, model.context
+    d, layers = model.d_model, model.layers
+    tokens = model.context if config.task == "lm" else (28 // model.patch) ** 2
     weights = layers * (4 + 2 * model.ffn_mult) * d * d + 256 * d
-    return (6 * weights + 6 * layers * context * d) * context * config.train.batch_size
+    return (6 * weights + 6 * layers * tokens * d) * tokens * config.train.batch_size
 
 
 def stacks_runs(config, device: str) -> bool:
-    """Whether the language model's runs of one activation train as one stacked job on
-    ``device``: ``train.stack`` on or off, or auto: on CUDA while a run's step is small (below
+    """Whether a transformer's runs of one activation train as one stacked job on ``device``:
+    ``train.stack`` on or off, or auto: on CUDA while a run's step is small (below
     ``STACK_MAX_STEP_FLOPS``). On one CPU thread stacking lost to one model per job."""
     if config.train.stack != "auto":
         return config.train.stack == "on"
-    return device.startswith("cuda") and lm_step_flops(config) < STACK_MAX_STEP_FLOPS
+    return device.startswith("cuda") and step_flops(config) < STACK_MAX_STEP_FLOPS

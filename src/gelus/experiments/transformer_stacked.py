@@ -1,5 +1,6 @@
-"""Many language-model runs of one activation trained at once, where one small model leaves the
-device idle: :class:`StackedTransformerEngine`, a job of M members (seeds × learning rates).
+"""Many transformer runs of one activation trained at once, where one small model leaves the
+device idle: :class:`StackedTransformerEngine` (the language model) and :class:`StackedViTEngine`,
+each a job of M members (seeds × learning rates).
 
 Why: at the preset's shape (d 128, 4 layers, batch 16 × 128 bytes) a GPU spends a step mostly
 launching kernels, so M members in one forward and backward cost little more than one. On one CPU
@@ -7,16 +8,17 @@ thread the batched kernels lose to the plain loop, so ``train.stack=auto`` stack
 (:func:`~gelus.experiments.transformer_config.stacks_runs` decides, the planner groups the jobs).
 
 How: each member holds exactly what its single-run engine would build — ``build_model(config,
-activation, seed)``, ``make_optimizer`` (AdamW, decay on matrices only), a batch-order generator
-``torch.Generator().manual_seed(seed)`` drawing the same ``randint`` shapes — so a checkpoint holds
-each member's single-run state. A step stacks the members' parameters (``torch.stack``: the
+activation, seed)`` (``build_vit``), ``make_optimizer`` (AdamW, decay on matrices only), a
+batch-order generator ``torch.Generator().manual_seed(seed)`` drawing the same ``randint``
+(``randperm``) shapes — so a checkpoint holds each member's single-run state. A step stacks the members' parameters (``torch.stack``: the
 gradients flow back to each member's own leaves), runs one member's module on the stacked weights
 under ``vmap(functional_call)``, each member on its own windows, and backpropagates the sum of the
 members' losses (each member's gradient is its own loss's). Then each member clips its own global
 gradient norm and steps its own AdamW at its own ``lm_lr``. A member thus equals its run trained
 alone to float tolerance: only the batched kernels' order of summation differs.
 
-Logs per member what :class:`~gelus.experiments.transformer.TransformerEngine` logs.
+Logs per member what :class:`~gelus.experiments.transformer.TransformerEngine` (the
+:class:`~gelus.experiments.vit.ViTEngine`) logs.
 """
 
 import math
@@ -44,8 +46,9 @@ from gelus.experiments.transformer import (
     model_size,
 )  # fmt: skip
 from gelus.experiments.transformer_models import VOCAB
+from gelus.experiments.vit import ViTEngine, build_vit
 
-__all__ = ["StackedMembers", "StackedTransformerEngine"]
+__all__ = ["StackedMembers", "StackedTransformerEngine", "StackedViTEngine"]
 
 
 class _Member(SteppedState):
@@ -198,5 +201,103 @@ class StackedTransformerEngine(StackedMembers):
                 log(member.key, epoch, split, "loss", per_member[m])
                 log(member.key, epoch, split, "bpb", per_member[m] / LN2)
                 log(member.key, epoch, split, "trivial_loss", math.log(VOCAB))
+            for metric, value in self.size.items():
+                log(member.key, epoch, "model", metric, value)
+
+
+class StackedViTEngine(StackedMembers):
+    """The engine protocol for the ViT runs of one job (one activation; members = seeds ×
+    learning rates), trained stacked: each member its single-run engine's model
+    (``build_vit``), AdamW, clipping, lr schedule and ``randperm`` batch order, so it logs what
+    :class:`~gelus.experiments.vit.ViTEngine` logs, to float tolerance."""
+
+    evaluates_before_training = False
+    check_activation = staticmethod(ViTEngine.check_activation)
+    evaluated_samples = ViTEngine.evaluated_samples
+
+    def __init__(self, job: Job, data: Any, device: torch.device) -> None:
+        config = self.config = job.config
+        self.device, self.batch_size = device, config.train.batch_size
+        shape = tuple(data.train.sample_shape)
+        self._start(job, [build_vit(config, job.activation, key.seed, shape, data.num_classes)
+                          for key in job.members])  # fmt: skip
+        self.n_train = job.train_size
+        self.steps = self.n_train // self.batch_size
+        if self.steps == 0:
+            raise ConfigError(f"{self.n_train} training images is less than one batch")
+        self.total = job.epochs * self.steps
+        self.splits = {
+            name: getattr(data, name).to(device)
+            for name in ("train", "val", "test")
+            if getattr(data, name) is not None
+        }
+        sample = self.splits["train"].inputs(torch.arange(self.n_train, device=device))
+        self.mean, self.std = sample.mean().item(), sample.std().item()
+        self.classes = data.num_classes
+        self.train_metrics = [(float("nan"), float("nan"))] * len(self.members)
+        tokens = self.template.position.weight.shape[0]
+        self.size = model_size(self.template, config.model.d_model, config.model.layers, tokens)
+
+    def _batch(self, name: str, index: Tensor) -> tuple[Tensor, Tensor]:
+        """Standardised images and labels at ``index`` [..., B] (any leading shape)."""
+        split, flat = self.splits[name], index.to(self.device).reshape(-1)
+        images = (split.inputs(flat) - self.mean) / self.std
+        return images.view(*index.shape, *images.shape[1:]), split.labels[flat].view(index.shape)
+
+    def _member_loss(self, params, images: Tensor, labels: Tensor, reduction: str):
+        """One member's (loss, wrong predictions) on its batch (the single engine's step)."""
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            logits = functional_call(self.template, params, (images,)).float()
+        loss = F.cross_entropy(logits, labels, reduction=reduction)
+        return loss, (logits.argmax(1) != labels).sum()
+
+    def train_epoch(self, epoch: int) -> None:
+        self._train_mode(True)
+        orders = torch.stack(
+            [torch.randperm(self.n_train, generator=m.order) for m in self.members]
+        )
+        loss_sum = torch.zeros(len(self.members), dtype=torch.float64, device=self.device)
+        wrong = torch.zeros(len(self.members), dtype=torch.int64, device=self.device)
+        mean_loss = lambda params, x, y: self._member_loss(params, x, y, "mean")  # noqa: E731
+        for i in range(self.steps):
+            x, y = self._batch("train", orders[:, i * self.batch_size : (i + 1) * self.batch_size])
+            losses, mistakes = self._vmap(mean_loss, (0, 0, 0), x, y)
+            self._update(losses)
+            loss_sum += losses.detach()
+            wrong += mistakes
+        seen = self.steps * self.batch_size
+        self.train_metrics = [
+            (total / self.steps, mistakes / seen)
+            for total, mistakes in zip(loss_sum.tolist(), wrong.tolist(), strict=True)
+        ]
+
+    @torch.no_grad()
+    def _evaluate_split(self, name: str) -> list[tuple[float, float]]:
+        """Each member's (mean loss, error) on the split."""
+        self._train_mode(False)
+        n = len(self.splits[name])
+        loss_sum = torch.zeros(len(self.members), dtype=torch.float64, device=self.device)
+        wrong = torch.zeros(len(self.members), dtype=torch.int64, device=self.device)
+        summed = lambda params, x, y: self._member_loss(params, x, y, "sum")  # noqa: E731
+        for index in torch.arange(n).split(self.config.train.eval_batch_size):
+            losses, mistakes = self._vmap(summed, (0, None, None), *self._batch(name, index))
+            loss_sum += losses.double()
+            wrong += mistakes
+        return [
+            (total / n, mistakes / n)
+            for total, mistakes in zip(loss_sum.tolist(), wrong.tolist(), strict=True)
+        ]
+
+    def evaluate(self, epoch: int, log: Log) -> None:
+        metrics = {"train": self.train_metrics}
+        metrics |= {
+            name: self._evaluate_split(name) for name in ("val", "test") if name in self.splits
+        }
+        for m, member in enumerate(self.members):
+            for split, per_member in metrics.items():
+                loss, error = per_member[m]
+                log(member.key, epoch, split, "loss", loss)
+                log(member.key, epoch, split, "error", error)
+                log(member.key, epoch, split, "trivial_loss", math.log(self.classes))
             for metric, value in self.size.items():
                 log(member.key, epoch, "model", metric, value)
