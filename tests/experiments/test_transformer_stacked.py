@@ -423,3 +423,12 @@ def test_on_cuda_each_member_equals_its_run_trained_alone_there(data):
     assert bf16.autocast
     _train(bf16, (1,), records)
     assert all(math.isfinite(v) for v in records.values())
+
+
+def test_the_budget_prices_the_stacked_jobs_a_gpu_would_run():
+    from gelus.experiments.budget import price, workload
+
+    work = workload(PRESETS["transformer-lm"], quick=True, device="cuda")
+    assert {(job.engine, len(job.members)) for job in work.planned} == {("transformer-stacked", 5)}
+    cost = price(work, "cpu", repeats=1)  # timed here on two members, scaled to five
+    assert cost.step_seconds > 0 and math.isfinite(cost.seconds(2))

@@ -104,9 +104,10 @@ class Cost:
         return makespan([self.job_seconds] * self.work.jobs, devices)
 
 
-def workload(preset, quick: bool = False) -> Workload:
+def workload(preset, quick: bool = False, device: str = "cpu") -> Workload:
     """The jobs ``plan_jobs`` makes of ``preset`` (with its ``--quick`` overrides if asked) for one
-    worker, sized by its dataset's spec."""
+    worker on ``device`` (where the transformers' runs may train stacked), sized by its dataset's
+    spec."""
     from gelus.data import get_spec
 
     config = apply_overrides(preset.config, preset.quick if quick else ())
@@ -115,7 +116,9 @@ def workload(preset, quick: bool = False) -> Workload:
     kept_apart = holds_out_validation(config)
     n_train = train_size(config, sizes.train, sizes.val)
     activations = resolve_activations(config.activations, config.model.approximate)
-    planned = plan_jobs(preset.name, config, activations, train_size=n_train, out_dir="budget")
+    planned = plan_jobs(
+        preset.name, config, activations, train_size=n_train, out_dir="budget", device=device
+    )
     train_split = sizes.train if kept_apart else sizes.train + sizes.val
     eval_samples = ENGINES[config.engine].evaluated_samples(
         config, train_split, sizes.val if kept_apart else 0, sizes.test
@@ -169,7 +172,7 @@ def step_functions(work: Workload, device: torch.device):
     job = dataclasses.replace(job, train_size=batch)
     engine_class = ENGINES[job.engine]
     train, test = batch, _EVAL_SAMPLES
-    if job.engine == "transformer":  # sizes in bytes: windows of context + 1 (and a few more)
+    if work.engine == "transformer":  # sizes in bytes: windows of context + 1 (and a few more)
         window = job.config.model.context + 1
         train, test = (batch + 4) * window, _EVAL_WINDOWS * window
     engine = engine_class(job, _random_data(work, train, test), device)
@@ -186,13 +189,14 @@ def step_functions(work: Workload, device: torch.device):
 # the whole step of the largest presets (TIMIT's ensemble, the CIFAR-100 WRN) took minutes.
 _PRICED_MEMBERS = 2
 _PRICED_BATCH = 16
+_STACKED = ("mlp", "transformer-stacked", "vit-stacked")  # a step's cost ∝ its members
 
 
 def _scaled_down(work: Workload) -> tuple[Workload, float]:
     """``work`` with its largest job cut to at most ``_PRICED_MEMBERS`` members (stacked MLP) or
     its batch to ``_PRICED_BATCH`` (CNN), and the factor its step time is to be scaled by."""
     job = max(work.planned, key=lambda j: len(j.members))
-    if job.engine == "mlp" and len(job.members) > _PRICED_MEMBERS:
+    if job.engine in _STACKED and len(job.members) > _PRICED_MEMBERS:
         smaller = dataclasses.replace(job, members=job.members[:_PRICED_MEMBERS])
         return dataclasses.replace(work, planned=(smaller,)), len(job.members) / _PRICED_MEMBERS
     batch = work.config.train.batch_size
