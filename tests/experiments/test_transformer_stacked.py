@@ -96,8 +96,8 @@ def test_each_member_equals_its_run_trained_alone(data, activation):
         ):
             torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
     assert together.keys() == alone.keys()  # the same metrics, splits and epochs per run
-    assert {key[2:] for key in together} >= {("train", "trivial_loss"), ("test", "bpb"),
-                                             ("model", "parameters"), ("model", "flops_per_token")}  # fmt: skip
+    logged = {key[2:] for key in together}
+    assert {("train", "trivial_loss"), ("test", "bpb"), ("model", "parameters")} <= logged
     for key, value in alone.items():
         assert math.isclose(together[key], value, rel_tol=1e-5), key
 

@@ -4,7 +4,8 @@ A run is one (activation, setting, lr, seed). A ``Job`` is one unit of work with
 worker needs to run it anywhere: a stacked ensemble of the MLP engine (one activation and
 setting; members = seeds × learning rates), one run of the CNN or a transformer engine, or a
 transformer's runs of one activation stacked when ``train.stack`` says so on the device. Runs
-already ``done`` are never planned. ``budget`` prices what this module plans; ``runner`` executes it.
+already ``done`` are never planned. ``budget`` prices what this module plans; ``runner``
+executes it.
 """
 
 import hashlib

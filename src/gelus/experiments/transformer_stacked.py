@@ -2,20 +2,23 @@
 device idle: :class:`StackedTransformerEngine` (the language model) and :class:`StackedViTEngine`,
 each a job of M members (seeds × learning rates).
 
-Why: at the preset's shape (d 128, 4 layers, batch 16 × 128 bytes) a GPU spends a step mostly
-launching kernels, so M members in one forward and backward cost little more than one. On one CPU
-thread the batched kernels lose to the plain loop, so ``train.stack=auto`` stacks on CUDA only
-(:func:`~gelus.experiments.transformer_config.stacks_runs` decides, the planner groups the jobs).
+Why: at the preset's shape (d 128, 4 layers, batch 16 × 128 bytes) one model's step is far less
+arithmetic than its kernel launches cost a GPU, so M members in one forward and backward should
+cost little more than one (not yet measured on a GPU: ``gelus bench transformer --stack M`` times
+it). On one CPU thread a stacked member's step took 1.17–1.22× the plain loop's, so
+``train.stack=auto`` stacks on CUDA only (:func:`~gelus.experiments.transformer_config.stacks_runs`
+decides, the planner groups the jobs).
 
 How: each member holds exactly what its single-run engine would build — ``build_model(config,
 activation, seed)`` (``build_vit``), ``make_optimizer`` (AdamW, decay on matrices only), a
 batch-order generator ``torch.Generator().manual_seed(seed)`` drawing the same ``randint``
-(``randperm``) shapes — so a checkpoint holds each member's single-run state. A step stacks the members' parameters (``torch.stack``: the
-gradients flow back to each member's own leaves), runs one member's module on the stacked weights
-under ``vmap(functional_call)``, each member on its own windows, and backpropagates the sum of the
-members' losses (each member's gradient is its own loss's). Then each member clips its own global
-gradient norm and steps its own AdamW at its own ``lm_lr``. A member thus equals its run trained
-alone to float tolerance: only the batched kernels' order of summation differs.
+(``randperm``) shapes — so a checkpoint holds each member's single-run state. A step stacks the
+members' parameters (``torch.stack``: the gradients flow back to each member's own leaves), runs
+one member's module on the stacked weights under ``vmap(functional_call)``, each member on its own
+batch, and backpropagates the sum of the members' losses (each member's gradient is its own
+loss's). Then each member clips its own global gradient norm and steps its own AdamW at its own
+``lm_lr``. A member thus equals its run trained alone to float tolerance: only the batched
+kernels' order of summation differs.
 
 Logs per member what :class:`~gelus.experiments.transformer.TransformerEngine` (the
 :class:`~gelus.experiments.vit.ViTEngine`) logs.
@@ -23,6 +26,7 @@ Logs per member what :class:`~gelus.experiments.transformer.TransformerEngine` (
 
 import math
 import warnings
+from functools import partial
 from typing import Any
 
 import torch
@@ -175,7 +179,7 @@ class StackedTransformerEngine(StackedMembers):
             for member in self.members
         ], dim=1)  # [steps, M, B]: each member's own draws, as its single engine's  # fmt: skip
         total = torch.zeros(len(self.members), dtype=torch.float64, device=self.device)
-        train_loss = lambda params, windows: self._member_loss(params, windows, "mean")  # noqa: E731
+        train_loss = partial(self._member_loss, reduction="mean")
         for i in range(self.steps):
             losses = self._vmap(train_loss, (0, 0), self._windows(self.train_bytes, starts[i]))
             self._update(losses)
@@ -188,7 +192,7 @@ class StackedTransformerEngine(StackedMembers):
         self._train_mode(False)
         starts = eval_starts(len(data), self.context, self.config.train.eval_bytes)
         total = torch.zeros(len(self.members), dtype=torch.float64, device=self.device)
-        summed = lambda params, windows: self._member_loss(params, windows, "sum")  # noqa: E731
+        summed = partial(self._member_loss, reduction="sum")
         for chunk in starts.split(self.config.train.eval_batch_size):
             total += self._vmap(summed, (0, None), self._windows(data, chunk)).double()
         return [t / (len(starts) * self.context) for t in total.tolist()]
@@ -258,7 +262,7 @@ class StackedViTEngine(StackedMembers):
         )
         loss_sum = torch.zeros(len(self.members), dtype=torch.float64, device=self.device)
         wrong = torch.zeros(len(self.members), dtype=torch.int64, device=self.device)
-        mean_loss = lambda params, x, y: self._member_loss(params, x, y, "mean")  # noqa: E731
+        mean_loss = partial(self._member_loss, reduction="mean")
         for i in range(self.steps):
             x, y = self._batch("train", orders[:, i * self.batch_size : (i + 1) * self.batch_size])
             losses, mistakes = self._vmap(mean_loss, (0, 0, 0), x, y)
@@ -278,7 +282,7 @@ class StackedViTEngine(StackedMembers):
         n = len(self.splits[name])
         loss_sum = torch.zeros(len(self.members), dtype=torch.float64, device=self.device)
         wrong = torch.zeros(len(self.members), dtype=torch.int64, device=self.device)
-        summed = lambda params, x, y: self._member_loss(params, x, y, "sum")  # noqa: E731
+        summed = partial(self._member_loss, reduction="sum")
         for index in torch.arange(n).split(self.config.train.eval_batch_size):
             losses, mistakes = self._vmap(summed, (0, None, None), *self._batch(name, index))
             loss_sum += losses.double()
