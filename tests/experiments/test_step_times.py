@@ -35,7 +35,7 @@ def test_every_activation_gets_one_positive_time_per_round_at_one_thread(corpus,
     config = apply_overrides(TransformerExperimentConfig(), list(TINY))
     validate(config)
     seen_threads = []
-    from gelus.experiments import transformer
+    from gelus.experiments import step_times, transformer
 
     original = transformer.TransformerEngine.train_epoch
 
@@ -44,6 +44,7 @@ def test_every_activation_gets_one_positive_time_per_round_at_one_thread(corpus,
         return original(self, epoch)
 
     monkeypatch.setattr(transformer.TransformerEngine, "train_epoch", spy)
+    monkeypatch.setattr(step_times, "MIN_ROUND_SECONDS", 0.0)  # one epoch per round
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -59,6 +60,23 @@ def test_every_activation_gets_one_positive_time_per_round_at_one_thread(corpus,
     assert seen_threads == [(1, 2)] * (3 + 3 * 3)
     with pytest.raises(ValueError, match="rounds=0"):
         measure_step_times("transformer-lm", config, specs, data, rounds=0)
+
+
+def test_a_round_repeats_a_short_epoch_until_it_lasts_the_minimum(monkeypatch):
+    from gelus.experiments import step_times
+
+    clock = iter(range(10_000))  # each perf_counter() call advances 1 s; an epoch costs 1 s
+    monkeypatch.setattr(step_times.time, "perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr(step_times, "MIN_ROUND_SECONDS", 3.0)
+    calls = {"a": 0, "b": 0}
+
+    def epoch(label):
+        return lambda: calls.__setitem__(label, calls[label] + 1)
+
+    times = step_times._interleaved({"a": epoch("a"), "b": epoch("b")}, rounds=2, steps=4)
+    assert calls == {"a": 1 + 2 * 3, "b": 1 + 2 * 3}  # the warm-up, then 3 epochs a round
+    # a round's clock reads 1 s apart around its 3 epochs: 1 s over 3 × 4 steps
+    assert times == {"a": [1 / 12, 1 / 12], "b": [1 / 12, 1 / 12]}
 
 
 def test_a_sweep_stores_its_step_times_once_and_the_report_prices_its_curves(corpus, tmp_path):

@@ -5,12 +5,13 @@ share cores, memory bandwidth and caches, and a job's time depends on what ran b
 weighing quality per second needs every activation's cost under the same conditions, so after a
 transformer sweep ``gelus run`` builds one engine per activation (seed 0, the first lr, the sweep's
 config and data, on its device) and, round by round, lets each take ``steps`` optimizer steps in
-turn (the starting activation rotating), in this one process at one torch thread on a CPU, as a
-worker runs. The median over rounds is the activation's seconds per step; every round is stored in
+turn (repeated until a round lasts half a second; the starting activation rotating), in this one
+process at one torch thread on a CPU, as a worker runs. The median over rounds is the activation's seconds per step; every round is stored in
 the records' ``step_times`` table beside the runs it prices.
 """
 
 import dataclasses
+import math
 import tempfile
 import time
 from collections.abc import Sequence
@@ -23,7 +24,8 @@ from gelus.experiments.activation_spec import ActivationSpec
 __all__ = ["ROUNDS", "STEPS", "measure_step_times", "timed_engines"]
 
 ROUNDS = 5  # interleaved rounds; the report takes the median
-STEPS = 5  # optimizer steps per activation per round
+STEPS = 5  # optimizer steps per activation per round (repeated up to MIN_ROUND_SECONDS)
+MIN_ROUND_SECONDS = 0.5
 timed_engines = ("transformer", "vit")  # engines whose step is "one optimizer step of a run"
 
 
@@ -67,7 +69,6 @@ def measure_step_times(
                     out_dir=scratch, device=str(device),
                 )  # fmt: skip
                 engine = ENGINES[job.engine](job, data, device)
-                engine.train_epoch(1)  # warm-up: first-touch allocation, lazy initialisation
                 epoch[spec.label] = lambda engine=engine: engine.train_epoch(1)
             return _interleaved(epoch, rounds, steps)
     finally:
@@ -75,13 +76,25 @@ def measure_step_times(
 
 
 def _interleaved(epoch: dict[str, Any], rounds: int, steps: int) -> dict[str, list[float]]:
-    """Seconds per step of each ``epoch[label]()`` call, one per round; the starting label rotates
-    so that none always runs right after the same neighbour."""
+    """Seconds per step of each ``epoch[label]()`` (``steps`` steps), one figure per round; the
+    starting label rotates so that none always runs right after the same neighbour.
+
+    A warm-up epoch first (first-touch allocation, lazy initialisation) also sizes each round:
+    epochs are repeated until a round lasts ``MIN_ROUND_SECONDS``, as a small model's few steps
+    are otherwise within the timer's and the scheduler's noise.
+    """
     labels = list(epoch)
+    repeats = {}
+    for label in labels:
+        began = time.perf_counter()
+        epoch[label]()
+        warm = time.perf_counter() - began
+        repeats[label] = max(1, math.ceil(MIN_ROUND_SECONDS / max(warm, 1e-6)))
     times: dict[str, list[float]] = {label: [] for label in labels}
     for r in range(rounds):
         for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
             began = time.perf_counter()
-            epoch[label]()
-            times[label].append((time.perf_counter() - began) / steps)
+            for _ in range(repeats[label]):
+                epoch[label]()
+            times[label].append((time.perf_counter() - began) / (steps * repeats[label]))
     return times
