@@ -244,7 +244,7 @@ def plan(
     except ValueError as error:
         raise CommandError(str(error)) from None
     priced = [
-        cached_price(workload(preset, quick), device)
+        cached_price(workload(preset, quick, device), device)
         for name, preset in chosen.items()
         if experiments is None or name in experiments
     ]
