@@ -1,15 +1,19 @@
 """Regenerate a committed result's report from the records committed beside it.
 
     python tools/regenerate_results.py docs/results/quick     # or docs/results/full
+    python tools/regenerate_results.py docs/results/transformer-lm --from runs/results-transformer-lm
 
 Reads ``records.sqlite.gz`` in the folder and writes ``report.md``, ``report.html`` and
-``figures/`` there. tests/report/test_committed_results.py checks that the committed report.md is exactly
-what this gives, so every committed number has its records beside it.
+``figures/`` there; ``--from RUN_DIR`` first packs that run folder's ``records.sqlite`` into it (a
+consistent snapshot through SQLite's backup, vacuumed, gzipped without a timestamp).
+tests/report/test_committed_results.py checks that the committed report.md is exactly what this
+gives, so every committed number has its records beside it.
 """
 
+import argparse
 import gzip
 import shutil
-import sys
+import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -38,6 +42,32 @@ def regenerate(folder: Path, out: Path) -> Path:
     return md
 
 
+def pack(run_dir: Path, folder: Path) -> Path:
+    """Write ``folder/records.sqlite.gz`` from ``run_dir/records.sqlite`` (read while a sweep may
+    still write it: the backup is one consistent snapshot); returns its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    packed = folder / "records.sqlite.gz"
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch) / "records.sqlite"
+        source = sqlite3.connect(f"{(run_dir / 'records.sqlite').resolve().as_uri()}?mode=ro", uri=True)
+        target = sqlite3.connect(copy)
+        try:
+            source.backup(target)
+            target.execute("PRAGMA journal_mode=DELETE")  # one file, no -wal beside it
+            target.execute("VACUUM")
+        finally:
+            source.close()
+            target.close()
+        with open(copy, "rb") as raw, gzip.GzipFile(packed, "wb", mtime=0) as out:
+            shutil.copyfileobj(raw, out)
+    return packed
+
+
 if __name__ == "__main__":
-    folder = Path(sys.argv[1])
-    print(f"wrote {regenerate(folder, folder)}")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="docs/results/NAME")
+    parser.add_argument("--from", dest="run_dir", type=Path, help="pack this run folder first")
+    args = parser.parse_args()
+    if args.run_dir is not None:
+        print(f"wrote {pack(args.run_dir, args.folder)}")
+    print(f"wrote {regenerate(args.folder, args.folder)}")
