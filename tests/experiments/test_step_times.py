@@ -62,6 +62,33 @@ def test_every_activation_gets_one_positive_time_per_round_at_one_thread(corpus,
         measure_step_times("transformer-lm", config, specs, data, rounds=0)
 
 
+def test_a_stacked_sweep_is_timed_as_its_whole_job_per_run_step(corpus, monkeypatch):
+    from gelus.experiments import step_times, transformer_stacked
+
+    config = apply_overrides(
+        TransformerExperimentConfig(),
+        [*TINY, "train.stack=on", "train.seeds=2", "optim.lr=1e-3,2e-3"],
+    )
+    validate(config)
+    members = []
+    original = transformer_stacked.StackedTransformerEngine.train_epoch
+
+    def spy(self, epoch):
+        members.append(len(self.members))
+        return original(self, epoch)
+
+    monkeypatch.setattr(transformer_stacked.StackedTransformerEngine, "train_epoch", spy)
+    clock = iter(range(10_000))  # each perf_counter() call advances 1 s
+    monkeypatch.setattr(step_times.time, "perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr(step_times, "MIN_ROUND_SECONDS", 0.0)
+    data = load_text_file(corpus / "text" / "corpus.txt")
+    times = measure_step_times(
+        "transformer-lm", config, resolve_activations(["gelu"]), data, rounds=2, steps=4
+    )
+    assert set(members) == {4}  # 2 seeds × 2 lrs in one stacked job
+    assert times == {"gelu": [1 / 4 / 4, 1 / 4 / 4]}  # 1 s a round, over 4 steps and 4 runs
+
+
 def test_a_round_repeats_a_short_epoch_until_it_lasts_the_minimum(monkeypatch):
     from gelus.experiments import step_times
 

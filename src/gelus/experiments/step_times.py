@@ -42,22 +42,28 @@ def measure_step_times(
     """``{activation label: seconds per step in each round}``: ``steps`` optimizer steps of each
     activation's engine per round, ``rounds`` rounds, interleaved (one warm-up epoch first).
 
-    On a CPU the measurement runs at one torch thread, as a sweep's worker does, and restores the
-    caller's setting; on CUDA each epoch ends in a ``.item()``, which waits for the device.
+    Where the sweep stacks its runs (``train.stack``), the stacked job of all its seeds × lrs is
+    timed and the time divided by its runs: seconds per run-step. On a CPU the measurement runs
+    at one torch thread, as a sweep's worker does, and restores the caller's setting; on CUDA each
+    epoch ends in a ``.item()``, which waits for the device.
     """
     from gelus.experiments.driver import ENGINES
     from gelus.experiments.plan import plan_jobs
+    from gelus.experiments.transformer_config import stacks_runs
 
     if rounds < 1 or steps < 1:
         raise ValueError(f"rounds={rounds} and steps={steps} must both be at least 1")
     device = torch.device(device)
-    # one seed and the first lr: the step's arithmetic does not depend on either
-    timing = dataclasses.replace(
-        config,
-        optim=dataclasses.replace(config.optim, lr=config.optim.lr[:1]),
-        train=dataclasses.replace(config.train, seeds=1),
-    )
-    epoch = {}
+    timing = config
+    if not stacks_runs(config, str(device)):
+        # one seed and the first lr: the step's arithmetic does not depend on either
+        timing = dataclasses.replace(
+            config,
+            optim=dataclasses.replace(config.optim, lr=config.optim.lr[:1]),
+            train=dataclasses.replace(config.train, seeds=1),
+        )
+    # stacked, the sweep's whole job (its seeds × lrs): a step's time is then per run-step
+    epoch, members = {}, {}
     threads = torch.get_num_threads()
     try:
         if device.type == "cpu":
@@ -70,7 +76,9 @@ def measure_step_times(
                 )  # fmt: skip
                 engine = ENGINES[job.engine](job, data, device)
                 epoch[spec.label] = lambda engine=engine: engine.train_epoch(1)
-            return _interleaved(epoch, rounds, steps)
+                members[spec.label] = len(job.members)
+            times = _interleaved(epoch, rounds, steps)
+            return {label: [t / members[label] for t in ts] for label, ts in times.items()}
     finally:
         torch.set_num_threads(threads)
 
