@@ -136,7 +136,18 @@ def test_a_sweep_stores_its_step_times_once_and_the_report_prices_its_curves(cor
     assert "| gelu | cpu, 1 thread | 125.0 | 125.0 – 125.0 | 5 | 1.000× |" in text
     assert "against training time" in text and "transformer-lm-time.png" in text
     assert "| aspect | preset | this run |" in text  # beyond the paper: no "paper" column
-    assert "Test results: paper vs ours" not in text
+    assert "Test results: paper vs ours" not in text and "Background: Not in the paper" in text
+    setup = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
+    assert "d 16, 1 layers, 2 heads, context 16, layernorm, no biases" in setup["| model"]
+    assert "8 windows of 17 bytes per epoch" in setup["| training set"]
+    assert "AdamW β 0.9 / 0.95, weight decay 0.1 on matrices, warmup 5 % then cosine to 10 %" in (
+        setup["| optimizer"]
+    )
+    assert setup["| GELU form"].endswith("| exact |")
+    from gelus.report.analysis import _departures
+
+    departures = _departures(PRESETS["transformer-lm"], read_runs(out))
+    assert departures and all("(the preset's: " in d for d in departures)
 
 
 def test_without_step_times_the_report_draws_the_sweeps_own_clock(corpus, tmp_path):

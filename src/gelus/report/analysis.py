@@ -232,17 +232,19 @@ _NOT_DEPARTURES = (
 
 
 def _departures(preset: Preset | None, runs: Sequence[Any]) -> tuple[str, ...]:
-    """The settings of these runs that differ from the paper's (the preset's default config)."""
+    """The settings of these runs that differ from the paper's (the preset's default config; for
+    an experiment beyond the paper, the preset's own)."""
     if preset is None or not runs:
         return ()
     paper = identity_keys(flat_config(config_to_dict(preset.config)))
+    whose = "paper's" if preset.in_paper else "preset's"
     found: dict[str, set[str]] = defaultdict(set)
     for config in run_configs(runs).values():
         for key, value in config.items():
             if key not in _NOT_DEPARTURES and key in paper and value != paper[key]:
                 found[key].add(json.dumps(value))
     return tuple(
-        f"{key}={' or '.join(sorted(values))} (the paper's: {json.dumps(paper[key])})"
+        f"{key}={' or '.join(sorted(values))} (the {whose}: {json.dumps(paper[key])})"
         for key, values in sorted(found.items())
     )
 
@@ -293,6 +295,51 @@ def _model_sizes(records: Sequence[Any]) -> dict[str, str]:
     }
 
 
+_GELU_FORMS = {"none": "exact"}  # model.approximate as the setup table says it
+
+
+def _training_set(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> Any:
+    """The runs' training set: samples, or for the LM the windows an epoch draws."""
+    size = metadata.get("train_size")
+    if "train.steps_per_epoch" in config and isinstance(size, int):
+        context = config.get("model.context")
+        return f"{size:,} windows of {context + 1} bytes per epoch, at random offsets of the training split"
+    return size
+
+
+def _transformer_model(config: Mapping[str, Any]) -> str | None:
+    """The transformer's shape in the preset's words (None for the paper's MLPs and CNNs)."""
+    if not {"model.d_model", "model.layers", "model.heads"} <= set(config):
+        return None
+    c = config
+    parts = [f"d {c['model.d_model']}", f"{c['model.layers']} layers", f"{c['model.heads']} heads"]
+    if "model.context" in c:
+        parts.append(f"context {c['model.context']}")
+    if "model.patch" in c:
+        parts.append(
+            f"{c['model.patch']} × {c['model.patch']} patches, {c.get('model.pool')} pooling"
+        )
+    return ", ".join([*parts, c.get("model.norm", "layernorm"), "no biases"])
+
+
+_RECIPE_KEYS = {
+    "optim.beta1", "optim.beta2", "optim.weight_decay", "optim.warmup", "optim.min_lr",
+    "optim.grad_clip",
+}  # fmt: skip
+
+
+def _transformer_optimizer(config: Mapping[str, Any]) -> str | None:
+    """The transformer recipe's AdamW settings (None where the run has no such keys)."""
+    if not set(config) >= _RECIPE_KEYS:  # the paper's Adam has no decay, warmup or clipping
+        return None
+    c = config
+    return (
+        f"AdamW β {c['optim.beta1']:g} / {c['optim.beta2']:g}, weight decay "
+        f"{c['optim.weight_decay']:g} on matrices, warmup {c['optim.warmup'] * 100:g} % then "
+        f"cosine to {c['optim.min_lr'] * 100:g} %, clip {c['optim.grad_clip']:g}"
+    )
+
+
 def _setup(
     preset: Preset | None, runs: Sequence[Any], records: Sequence[Any] = ()
 ) -> tuple[tuple[str, str, str], ...]:
@@ -306,13 +353,22 @@ def _setup(
 
     ours = {
         "dataset": _distinct([m.get("dataset") for m in metadata]) or config("dataset"),
-        "training set": _distinct([m.get("train_size") for m in metadata]),
+        "training set": _distinct(
+            [_training_set(c, m) for c, m in zip(configs, metadata, strict=True)]
+        ),
+        "model": _distinct([_transformer_model(c) for c in configs]),
+        "optimizer": _distinct([_transformer_optimizer(c) for c in configs]),
         "epochs": config("train.epochs"),
         "steps": _distinct([m.get("steps") for m in metadata]),
         "runs": f"{len(seeds)} seeds per activation, setting and learning rate" if seeds else "",
         "learning rates": ", ".join(f"{lr:g}" for lr in sorted({float(r.lr) for r in runs})),
         "batch size": config("train.batch_size"),
-        "GELU form": config("model.approximate"),
+        "GELU form": _distinct(
+            [
+                _GELU_FORMS.get(c.get("model.approximate"), c.get("model.approximate"))
+                for c in configs
+            ]
+        ),
         "dropout": _distinct(sorted({r.setting for r in runs if r.setting})),
     } | _model_sizes(records)
     aspects = list(dict.fromkeys([*paper, *(k for k, v in ours.items() if v)]))

@@ -309,15 +309,15 @@ def report_blocks(
         number = result.figure.number
         blocks.append(Block("h2", result.name + (f" (paper Figure {number})" if number else "")))
         if result.citation:
-            blocks.append(Block("p", f"Paper: {result.citation}"))
+            lead = "Paper" if result.in_paper else "Background"
+            blocks.append(Block("p", f"{lead}: {result.citation}"))
         if result.paper_summary:
             lead = "The paper reports: " if result.in_paper else "The question: "
             blocks.append(Block("p", lead + result.paper_summary))
         blocks += [Block("p", "Protocol: " + rule + ".") for rule in result.rules]
         if result.departures and not quick:  # the quick banner already says so
-            blocks.append(
-                Block("banner", "Not the paper's settings: " + "; ".join(result.departures))
-            )
+            whose = "the paper's settings" if result.in_paper else "the preset's defaults"
+            blocks.append(Block("banner", f"Not {whose}: " + "; ".join(result.departures)))
         if result.n_unfinished:
             blocks.append(Block("banner", _unfinished_text(result)))
         results_title = "Test results: paper vs ours" if result.in_paper else "Test results"
