@@ -115,3 +115,16 @@ def test_the_lr_sensitivity_figure_shows_every_seed_per_lr_activation_and_settin
     assert "lr" not in experiment_figures(one_lr, select(one_lr, PRESETS["mnist-classification"].protocol),
                                           PRESETS["mnist-classification"].figure, title="t",
                                           rng=np.random.default_rng(0))  # fmt: skip
+
+
+def test_the_lr_figure_leaves_out_runs_that_have_not_reached_the_last_epoch():
+    records, _ = make_records(seeds=(0, 1, 2), lrs=(1e-3, 1e-4), epochs=3)
+    # one run of each activation stopped after epoch 2 (still training when the report ran)
+    stopped = {(r.activation, r.setting) for r in records}
+    cut = [r for r in records
+           if not (r.seed == 2 and r.lr == 1e-4 and r.epoch == 3 and (r.activation, r.setting) in stopped)]  # fmt: skip
+    selections = select(cut, PRESETS["mnist-classification"].protocol)
+    figures = experiment_figures(cut, selections, PRESETS["mnist-classification"].figure,
+                                 title="t", rng=np.random.default_rng(0))  # fmt: skip
+    dots = sum(len(c.get_offsets()) for c in figures["lr"].axes[0].collections)
+    assert dots == 3 * (3 + 2)  # activations × (three seeds at 1e-3, two at 1e-4)

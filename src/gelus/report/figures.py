@@ -397,9 +397,10 @@ def _summary_figure(
 def _lr_figure(
     records: Sequence[Any], selections: Sequence[Selection], title: str
 ) -> Figure | None:
-    """The lr sensitivity: each run's validation and test value of the headline metric at its last
+    """The lr sensitivity: each run's validation and test value of the headline metric at the last
     epoch against the learning rate, per activation (colour and marker) and setting (panel), every
-    seed a dot and the median a line. None when the experiment ran one lr."""
+    seed a dot and the median a line (runs that have not reached their config's last recorded
+    epoch are left out). None when the experiment ran one lr."""
     if not selections:
         return None
     metric = selections[0].metric
@@ -409,6 +410,11 @@ def _lr_figure(
             key = (r.split, r.activation, r.setting, float(r.lr), int(r.seed), r.config_hash)
             if key not in last or r.epoch > last[key][0]:
                 last[key] = (int(r.epoch), float(r.value))
+    # a run still training ends at an earlier epoch: only runs at their config's last epoch
+    final: dict[str, int] = defaultdict(int)
+    for k, (epoch, _) in last.items():
+        final[k[5]] = max(final[k[5]], epoch)
+    last = {k: v for k, v in last.items() if v[0] == final[k[5]]}
     if len({k[3] for k in last}) < 2:
         return None
     settings = sorted({k[2] for k in last})
