@@ -5,7 +5,8 @@
 #
 #   tools/gpu_session.sh tests      # the CUDA tests: kernels, wiring, the harness on CUDA (~3 min)
 #   tools/gpu_session.sh kernels    # gelus bench kernels --device cuda, gpt2_step (~3 min)
-#   tools/gpu_session.sh training   # gelus bench training --device cuda --plan (~6 min)
+#   tools/gpu_session.sh training   # gelus bench training --device cuda --plan, the transformer
+#                                   # bench with 15 runs stacked (~7 min)
 #   tools/gpu_session.sh all        # the three, one after another
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,12 +32,15 @@ case "${1:-all}" in
 tests | all)
     step tests python3 -m pytest -q -p no:cacheprovider -n 8 tests/library/test_triton_cuda.py \
         tests/library/test_cuda_wiring.py tests/bench/test_kernels_on_cuda.py tests/experiments/test_runs_on_cuda.py \
-        tests/experiments/test_device_batches.py tests/experiments/test_budget.py tests/experiments/test_device.py ;;&
+        tests/experiments/test_device_batches.py tests/experiments/test_budget.py tests/experiments/test_device.py \
+        tests/experiments/test_transformer_stacked.py ;;&
 kernels | all)
     step bench-kernels python3 -m gelus bench kernels --device cuda
     step gpt2-step python3 -m gelus.bench.gpt2_step ;;&
 training | all)
-    step bench-training python3 -m gelus bench training --device cuda --plan ;;
+    step bench-training python3 -m gelus bench training --device cuda --plan
+    # train.stack=auto's choice on a GPU: M runs stacked against one run per job, per run-step
+    step bench-transformer python3 -m gelus bench transformer --device cuda --rounds 5 --stack 15 ;;
 tests | kernels) ;;
 *)
     echo "usage: tools/gpu_session.sh [tests|kernels|training|all]" >&2

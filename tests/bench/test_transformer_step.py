@@ -22,3 +22,17 @@ def test_a_tiny_transformer_bench_times_every_row(tmp_path, capsys):
     assert rows["plain loop (F.gelu)"]["vs_plain"] == 1.0
     assert all(math.isfinite(r["seconds_per_step"]) and r["of_bmm_rate"] > 0 for r in rows.values())
     assert "of bmm" in capsys.readouterr().out
+
+
+def test_the_cuda_rows_need_a_cuda_device(monkeypatch):
+    import pytest
+    import torch
+
+    from gelus.experiments.errors import CommandError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--device", "cuda", "--d-model", "16", "--layers", "1"])
+    with pytest.raises(CommandError, match="no CUDA device"):
+        main(args)

@@ -1,6 +1,8 @@
 """``gelus bench transformer``: the transformer engine's training step against a plain loop and GEMM.
 
-In one process on one thread, round by round (interleaved, median of rounds), at the
+In one process on one thread (``--device cuda``: on the GPU, every row under bf16 autocast as the
+engine trains there, each timing ending in a device sync), round by round (interleaved, median
+of rounds), at the
 ``transformer-lm`` shape (d 128, 4 layers, 4 heads, context 128, batch 16 by default):
 
 * plain loop: a byte GPT written the obvious way, nanoGPT-style (the same shapes: pre-norm,
@@ -12,7 +14,7 @@ In one process on one thread, round by round (interleaved, median of rounds), at
 * with ``--stack M``: :class:`~gelus.experiments.transformer_stacked.StackedTransformerEngine`
   training M runs of the first activation at once (M seeds), its time per member-step (a step's
   time over M) beside the one-run engine's, which is what ``train.stack`` chooses between;
-* ``torch.bmm`` of [8, 512, 512] × [8, 512, 512]: the machine's matmul rate.
+* ``torch.bmm`` of [8, 512, 512] × [8, 512, 512]: the machine's matmul rate (bf16 on CUDA).
 
 Reported per row: s/step (per member-step for the stacked row), the ratio to the plain loop, and
 model FLOP/s — training FLOPs per token (6·N + 6·layers·context·d,
@@ -50,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         metavar="M",
         help="also time M runs of the first activation stacked (default 0: none)",
+    )
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where every row runs (default cpu, one thread; cuda: bf16 autocast)",
     )
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")  # fmt: skip
 
@@ -98,27 +106,31 @@ class _PlainGPT:
                 self.ln = nn.LayerNorm(d, bias=False)
 
             def forward(self, idx):
-                x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+                x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
                 for block in self.blocks:
                     x = block(x)
                 return self.ln(x) @ self.wte.weight.T
 
         torch.manual_seed(0)
-        self.model, self.data, self.args = GPT(), data, args
+        self.device = torch.device(getattr(args, "device", "cpu"))
+        self.model, self.data, self.args = GPT().to(self.device), data.to(self.device), args
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-3, betas=(0.9, 0.95))
         self.F, self.torch = F, torch
 
     def steps(self) -> None:
-        torch, args = self.torch, self.args
+        torch, args, cuda = self.torch, self.args, self.device.type == "cuda"
         for _ in range(args.steps):
             starts = torch.randint(0, len(self.data) - args.context - 1, (args.batch,))
             window = torch.stack([self.data[s : s + args.context + 1] for s in starts]).long()
-            logits = self.model(window[:, :-1])
-            loss = self.F.cross_entropy(logits.reshape(-1, 256), window[:, 1:].reshape(-1))
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
+                logits = self.model(window[:, :-1])
+            loss = self.F.cross_entropy(logits.float().reshape(-1, 256), window[:, 1:].reshape(-1))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.synchronize()
 
 
 def _engine_rows(args, data):
@@ -136,7 +148,7 @@ def _engine_rows(args, data):
         config = dataclasses.replace(_config(args), activations=(spec.text,))
         (job,) = plan_jobs("bench", config, [spec], train_size=train_size(config, 0, 0),
                            out_dir="bench")  # fmt: skip
-        engine = TransformerEngine(job, data, torch.device("cpu"))
+        engine = TransformerEngine(job, data, torch.device(args.device))
         tokens = args.batch * args.context
         rows[f"engine {spec.label}"] = (
             lambda engine=engine: engine.train_epoch(1),
@@ -166,11 +178,30 @@ def _stacked_row(args, data):
     )  # fmt: skip
     (job,) = plan_jobs("bench", config, [spec], train_size=train_size(config, 0, 0),
                        out_dir="bench")  # fmt: skip
-    engine = StackedTransformerEngine(job, data, torch.device("cpu"))
+    engine = StackedTransformerEngine(job, data, torch.device(args.device))
     flops = engine.size["flops_per_token"] * args.batch * args.context
     return {
         f"stacked ×{args.stack} {spec.label}": (lambda: engine.train_epoch(1), flops, args.stack)
     }
+
+
+def _cuda_bmm(shape: tuple[int, int, int], calls: int = 50):
+    """A callable doing ``calls`` bf16 ``torch.bmm`` of two ``shape`` tensors on the GPU (synced),
+    and its FLOPs."""
+    import torch
+
+    batch, rows, inner = shape
+    a = torch.randn(batch, rows, inner, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(batch, inner, inner, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty(batch, rows, inner, device="cuda", dtype=torch.bfloat16)
+
+    def run() -> None:
+        for _ in range(calls):
+            torch.bmm(a, b, out=out)
+        torch.cuda.synchronize()
+
+    run()  # warm-up: cuBLAS's first call picks its kernel
+    return run, calls * 2 * batch * rows * inner * inner
 
 
 def main(args: argparse.Namespace) -> int:
@@ -181,12 +212,17 @@ def main(args: argparse.Namespace) -> int:
     from gelus.bench.training import _bmm
     from gelus.data.text import random_text
 
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        from gelus.experiments.errors import CommandError
+
+        raise CommandError("--device cuda: this machine has no CUDA device")
     torch.set_num_threads(1)
     size = max(4, args.batch + 4) * (args.context + 1) * 8
     data = random_text((size, 8 * (args.context + 1)))
     plain = _PlainGPT(args, data.train.data)
     rows = _engine_rows(args, data)
-    bmm, bmm_flops = _bmm((8, 512, 512))
+    bmm, bmm_flops = _cuda_bmm((8, 512, 512)) if cuda else _bmm((8, 512, 512))
     candidates = {"plain loop (F.gelu)": plain.steps} | {k: f for k, (f, *_) in rows.items()}
     candidates["bmm [8, 512, 512]"] = bmm
     times = interleaved_rounds(candidates, args.rounds, calls=dict.fromkeys(candidates, 1))
@@ -205,8 +241,9 @@ def main(args: argparse.Namespace) -> int:
                          "model_flops_per_second": flops / step, "of_bmm_rate": share}  # fmt: skip
         table.append([name, f"{step * 1e3:.1f} ms", f"{step / plain_step:.3f}×",
                       f"{flops / step / 1e9:.2f}", f"{share:.0%}"])  # fmt: skip
+    where = "CUDA, bf16 autocast" if cuda else "one thread"
     print(
-        f"one thread, d {args.d_model}, {args.layers} layers, context {args.context}, batch "
+        f"{where}, d {args.d_model}, {args.layers} layers, context {args.context}, batch "
         f"{args.batch}; median of {args.rounds} interleaved rounds of {args.steps} steps; bmm "
         f"[8, 512, 512]: {bmm_rate / 1e9:.2f} GFLOP/s; model FLOPs = 6·N + 6·layers·context·d "
         "per token"
