@@ -21,7 +21,10 @@ def test_a_tiny_transformer_bench_times_every_row(tmp_path, capsys):
     assert set(rows) == {"plain loop (F.gelu)", "engine gelu", "engine reglu"}
     assert rows["plain loop (F.gelu)"]["vs_plain"] == 1.0
     assert all(math.isfinite(r["seconds_per_step"]) and r["of_bmm_rate"] > 0 for r in rows.values())
-    assert "of bmm" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "of bmm" in printed and "target: an engine row within 1.05×" in printed
+    engine_lines = [line for line in printed.splitlines() if line.startswith("| engine")]
+    assert len(engine_lines) == 2 and all(line.rstrip(" |").endswith(("yes", "no")) for line in engine_lines)
 
 
 def test_the_cuda_rows_need_a_cuda_device(monkeypatch):

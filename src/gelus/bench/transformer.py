@@ -29,6 +29,8 @@ import math
 __all__ = ["add_arguments", "main"]
 
 ACTIVATIONS = ("gelu", "relu", "swiglu")
+TARGET_VS_PLAIN = 1.05  # the engine must not cost more than 5 % over the obvious loop...
+TARGET_OF_BMM = 0.60  # ...nor fall under 60 % of the machine's matmul rate in model FLOPs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -239,8 +241,10 @@ def main(args: argparse.Namespace) -> int:
         share = flops / step / bmm_rate
         results[name] = {"seconds_per_step": step, "vs_plain": step / plain_step,
                          "model_flops_per_second": flops / step, "of_bmm_rate": share}  # fmt: skip
+        meets = step / plain_step <= TARGET_VS_PLAIN and share >= TARGET_OF_BMM
+        target = ("yes" if meets else "no") if name.startswith("engine") else ""
         table.append([name, f"{step * 1e3:.1f} ms", f"{step / plain_step:.3f}×",
-                      f"{flops / step / 1e9:.2f}", f"{share:.0%}"])  # fmt: skip
+                      f"{flops / step / 1e9:.2f}", f"{share:.0%}", target])  # fmt: skip
     where = "CUDA, bf16 autocast" if cuda else "one thread"
     print(
         f"{where}, d {args.d_model}, {args.layers} layers, context {args.context}, batch "
@@ -248,7 +252,9 @@ def main(args: argparse.Namespace) -> int:
         f"[8, 512, 512]: {bmm_rate / 1e9:.2f} GFLOP/s; model FLOPs = 6·N + 6·layers·context·d "
         "per token"
     )
-    print(format_table(["row", "s/step", "vs plain", "GFLOP/s", "of bmm"], table))
+    print(format_table(["row", "s/step", "vs plain", "GFLOP/s", "of bmm", "target"], table))
+    print(f"target: an engine row within {TARGET_VS_PLAIN:.2f}× the plain loop's step and at "
+          f"{TARGET_OF_BMM:.0%} or more of the bmm rate")  # fmt: skip
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump({"bmm_flops_per_second": bmm_rate, "rows": results}, out, indent=1)
