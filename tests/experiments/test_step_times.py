@@ -167,8 +167,10 @@ def test_without_step_times_the_report_draws_the_sweeps_own_clock(corpus, tmp_pa
     assert result.step_costs == () and dict(result.steps_per_epoch) == {runs[0].config_hash: 2}
     selections = [row.selection for row in result.rows]
     figures = experiment_figures(
-        records, selections, result.figure, title="t", rng=np.random.default_rng(0)
-    )
+        records, selections, result.figure, title="t", rng=np.random.default_rng(0),
+        steps_per_epoch=dict(result.steps_per_epoch),
+    )  # fmt: skip
+    assert figures["curves"].axes[0].get_xlabel() == "epoch (2 steps each)"
     ax = figures["time"].axes[0]
     assert "sweep" in ax.get_xlabel()
     seconds = sorted(r.value for r in records if r.metric == "seconds" and r.epoch == 2)

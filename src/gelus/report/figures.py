@@ -139,8 +139,14 @@ def _curve_figure(
     spec: FigureSpec,
     title: str,
     rng: np.random.Generator,
+    steps_per_epoch: Mapping[str, int] | None = None,
 ) -> Figure | None:
     present = {(r.split, r.metric) for r in records}
+    steps = set((steps_per_epoch or {}).values())
+    # a transformer's "epoch" is a number of optimizer steps, not a pass over the data
+    epoch_label = (
+        f"epoch ({steps.pop():,} steps each)" if spec.wall_time and len(steps) == 1 else "epoch"
+    )
     metric = next(
         (
             m
@@ -178,7 +184,7 @@ def _curve_figure(
                     label=f"{_label(selection)} {split}{lr_note}", light=light,
                     linestyle=styles[variants.index(selection.variant) % len(styles)],
                 )  # fmt: skip
-        ax.set_xlabel("epoch")
+        ax.set_xlabel(epoch_label)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(METRIC_LABELS.get(metric, metric))
         ax.set_title(_panel_label(setting, panel_lr, per_lr), fontsize=10)
@@ -467,7 +473,7 @@ def experiment_figures(
     hash: steps}) place the time figure's epochs. Figures whose data is absent are left out.
     """
     figures = {
-        "curves": _curve_figure(records, selections, spec, title, rng),
+        "curves": _curve_figure(records, selections, spec, title, rng, steps_per_epoch),
         "time": _time_figure(
             records, selections, spec, title, rng, seconds_per_step or {}, steps_per_epoch or {}
         ),
