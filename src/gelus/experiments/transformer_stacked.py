@@ -51,7 +51,7 @@ from gelus.experiments.transformer import (
     model_size,
 )  # fmt: skip
 from gelus.experiments.transformer_models import VOCAB
-from gelus.experiments.vit import ViTEngine, build_vit
+from gelus.experiments.vit import ViTEngine, build_vit, image_splits
 
 __all__ = ["StackedMembers", "StackedTransformerEngine", "StackedViTEngine"]
 
@@ -231,13 +231,7 @@ class StackedViTEngine(StackedMembers):
         if self.steps == 0:
             raise ConfigError(f"{self.n_train} training images is less than one batch")
         self.total = job.epochs * self.steps
-        self.splits = {
-            name: getattr(data, name).to(device)
-            for name in ("train", "val", "test")
-            if getattr(data, name) is not None
-        }
-        sample = self.splits["train"].inputs(torch.arange(self.n_train, device=device))
-        self.mean, self.std = sample.mean().item(), sample.std().item()
+        self.splits, self.mean, self.std = image_splits(data, self.n_train, device)
         self.classes = data.num_classes
         self.train_metrics = [(float("nan"), float("nan"))] * len(self.members)
         tokens = self.template.position.weight.shape[0]

@@ -33,7 +33,7 @@ from gelus.experiments.transformer import (
 )  # fmt: skip
 from gelus.experiments.transformer_models import PatchViT, init_parameters
 
-__all__ = ["ViTEngine", "build_vit"]
+__all__ = ["ViTEngine", "build_vit", "image_splits"]
 
 
 def build_vit(config, activation: ActivationSpec, seed: int, image_shape, classes: int) -> PatchViT:
@@ -45,6 +45,18 @@ def build_vit(config, activation: ActivationSpec, seed: int, image_shape, classe
         raise ConfigError(f"model.patch: {error}", "model") from None
     init_parameters(model, seed, config.model.init_std, config.model.layers)
     return model
+
+
+def image_splits(data: Any, n_train: int, device: torch.device) -> tuple[dict, float, float]:
+    """The dataset's splits on ``device`` and the mean and standard deviation of the first
+    ``n_train`` training images, which standardise every split (a ViT run's, stacked or not)."""
+    splits = {
+        name: getattr(data, name).to(device)
+        for name in ("train", "val", "test")
+        if getattr(data, name) is not None
+    }
+    sample = splits["train"].inputs(torch.arange(n_train, device=device))
+    return splits, sample.mean().item(), sample.std().item()
 
 
 class ViTEngine(SteppedState):
@@ -67,13 +79,7 @@ class ViTEngine(SteppedState):
             raise ConfigError(f"{self.n_train} training images is less than one batch")
         self.total, self.step = job.epochs * self.steps, 0
         self.order = torch.Generator().manual_seed(self.key.seed)  # the batch order
-        self.splits = {
-            name: getattr(data, name).to(device)
-            for name in ("train", "val", "test")
-            if getattr(data, name) is not None
-        }
-        sample = self.splits["train"].inputs(torch.arange(self.n_train, device=device))
-        self.mean, self.std = sample.mean().item(), sample.std().item()
+        self.splits, self.mean, self.std = image_splits(data, self.n_train, device)
         self.classes = data.num_classes
         self.autocast = device.type == "cuda" and config.train.bf16
         self.train_metrics = (float("nan"), float("nan"))
