@@ -18,6 +18,11 @@ from gelus._gelu_exact import _direct, _finish
 
 __all__ = ["backward", "compiled_slope", "compiled_value", "forward", "onnx_value", "slope"]
 
+# The eager backward of a large contiguous input runs in blocks of _BLOCK elements, so that its
+# temporaries stay small: a temporary as large as x is a fresh allocation on every call, whose
+# first touch (page faults) can cost more than the arithmetic (docs/PERFORMANCE.md).
+_BLOCK = 2**18
+
 
 def _mul(a: Tensor, b: Tensor, out: Tensor | None) -> Tensor:
     """a·b into ``out``, or into ``a`` (a temporary) when there is no ``out``."""
@@ -44,11 +49,23 @@ def backward(
     if not (is_tame(x, TANH_TAME) if tame is None else tame):
         # Beyond ±100 the slope is exactly 1 or 0; x·z' would overflow fp32 above ~1e12.
         x = x.clamp(-TANH_CLAMP, TANH_CLAMP)
+    direct = _direct(out, x.dtype)
+    if x.is_contiguous() and grad.is_contiguous() and x.numel() > _BLOCK:
+        result = torch.empty_like(x) if direct is None else direct
+        for start in range(0, x.numel(), _BLOCK):
+            block = slice(start, start + _BLOCK)
+            _slope_times(grad.view(-1)[block], x.view(-1)[block], result.view(-1)[block])
+        return _finish(result, dtype, out)
+    return _finish(_slope_times(grad, x, direct), dtype, out)
+
+
+def _slope_times(grad: Tensor, x: Tensor, out: Tensor | None) -> Tensor:
+    """``grad`` times the slope, into ``out`` if given; one temporary the size of x."""
     a = x.new_tensor(TANH_A)
     s = torch.addcmul(a, x, x, value=TANH_B).mul_(x).sigmoid_()
     x_dz = torch.addcmul(a, x, x, value=3.0 * TANH_B).mul_(x)
     torch.ops.aten.sigmoid_backward.grad_input(x_dz, s, grad_input=x_dz)  # in place
-    return _finish(_mul(x_dz.add_(s), grad, _direct(out, x.dtype)), dtype, out)
+    return _mul(x_dz.add_(s), grad, out)
 
 
 def _slope_within_bound(t: Tensor) -> Tensor:

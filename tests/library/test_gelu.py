@@ -10,7 +10,7 @@ import torch
 import gelus
 import gelus.functional as G
 from gelus import _common, _gelu, _gelu_exact
-from oracles import exact, swish, tanh_form
+from oracles import exact, swish, tanh_form, tanh_slope
 
 INF = math.inf
 
@@ -29,6 +29,24 @@ def test_tanh_form_gradient_is_finite_for_huge_inputs(dtype):
     y, g = value_and_grad(lambda t: G.gelu(t, "tanh"), x)
     assert torch.equal(y[:3], x[:3]) and (y[3:6] == 0).all()
     assert torch.equal(g, torch.tensor([1.0, 1, 1, 0, 0, 0, 1, 0], dtype=dtype))
+
+
+@pytest.mark.parametrize("size", [2**18 + 1, 3 * 2**18 - 7], ids=str)
+def test_tanh_backward_of_a_large_input_runs_in_blocks_and_keeps_the_oracles_values(size):
+    # Beyond _BLOCK elements the backward works block by block (small temporaries): every block,
+    # the short last one included, must hold what the one-pass formula gives, and grad times the
+    # float64 slope (absolute error: the slope is O(1) and cancels near its root); out= too.
+    from gelus import _gelu_tanh
+
+    assert size > _gelu_tanh._BLOCK
+    x = torch.linspace(-12, 12, size)
+    grad = torch.linspace(0.5, 1.5, size)
+    expected = grad.double().numpy() * tanh_slope(x.double().numpy())
+    for out in (None, torch.empty(size)):
+        result = _gelu_tanh.backward(grad, x, out=out)
+        assert out is None or result is out
+        assert torch.equal(result, _gelu_tanh._slope_times(grad, x, None))
+        np.testing.assert_allclose(result.double().numpy(), expected, rtol=5e-6, atol=2e-7)
 
 
 def test_backward_kernels_agree_with_the_composed_slopes_and_autograd_of_the_formula():
