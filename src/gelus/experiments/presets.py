@@ -467,9 +467,9 @@ _add(
         fidelity=(
             "Not a reproduction: the paper has no transformer. Verdicts compare each activation with exact GELU, paired by seed.",
             "Byte-level (256 symbols, no tokenizer); val and test bits per byte over consecutive windows predicting each byte once; train loss is the mean over the epoch's steps.",
-            "An epoch is 200 optimizer steps of 16 windows of 129 bytes at random offsets of the training split (the corpus is sampled, not passed over): 2,000 steps, 4.1 M training bytes per run.",
+            "An epoch is a number of optimizer steps (train.steps_per_epoch) of batches of windows of context + 1 bytes at random offsets of the training split: the corpus is sampled, not passed over (the preset's 2,000 steps of 16 windows of 129 bytes read 4.1 M training bytes; the setup table gives this run's).",
             "Each seed fixes the init (every parameter from its own generator, so embeddings, attention and norms start equal across activations) and the batches (one offset stream), so each activation and lr of a seed sees the same bytes in the same order.",
-            "Gated FFNs (GEGLU, SwiGLU, ReGLU: a·f(b)) have hidden width 8·round(8d/3/8) = 344 at d = 128, the parameters of the 4d elementwise FFN (both without biases).",
+            "Gated FFNs (GEGLU, SwiGLU, ReGLU: a·f(b)) have hidden width 8·round(8d/3/8) (344 at the preset's d = 128), the parameters of the 4d elementwise FFN (both without biases).",
             "bf16 autocast on CUDA only; the CPU runs float32.",
         ),
         quick=(
@@ -519,9 +519,9 @@ _add(
         train_size=55_000,
         fidelity=(
             "Not a reproduction: the paper has no transformer. Verdicts compare each activation with exact GELU, paired by seed.",
-            "The language model's blocks without the mask: 16 patches of 7 × 7 pixels projected to d = 64 with learned positions, mean pooling over the patches into a linear head; images standardised with the training split's mean and standard deviation; no augmentation.",
+            "The language model's blocks without the mask: patches (the preset's 16 of 7 × 7 pixels) projected to d (the preset's 64) with learned positions, mean pooling over the patches into a linear head; images standardised with the training split's mean and standard deviation; no augmentation.",
             "Each seed fixes the init (every parameter from its own generator) and the batch order for every activation and lr.",
-            "Gated FFNs (GEGLU, SwiGLU, ReGLU) have hidden width 8·round(8d/3/8) = 168 at d = 64, the parameters of the 4d elementwise FFN (both without biases).",
+            "Gated FFNs (GEGLU, SwiGLU, ReGLU) have hidden width 8·round(8d/3/8) (168 at the preset's d = 64), the parameters of the 4d elementwise FFN (both without biases).",
             "Train loss and error are the epoch's steps' (training mode); bf16 autocast on CUDA only.",
         ),
         quick=(

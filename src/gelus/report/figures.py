@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullLocator
 
 from gelus.experiments.protocol import FigureSpec
 from gelus.experiments.selection import Selection, curves_by_seed
@@ -424,6 +424,7 @@ def _lr_figure(
     if len({k[3] for k in last}) < 2:
         return None
     settings = sorted({k[2] for k in last})
+    grid = sorted({k[3] for k in last})
     splits = [s for s in ("val", "test") if any(k[0] == s for k in last)]
     fig = Figure(figsize=(4.2 * len(settings), 3.2 * len(splits)), layout="constrained")
     axes = fig.subplots(len(splits), len(settings), squeeze=False)
@@ -446,6 +447,9 @@ def _lr_figure(
                 ax.plot(lrs, [float(np.median(points[lr])) for lr in lrs], color=color,
                         marker=marker, label=label_for(activation))  # fmt: skip
             ax.set_xscale("log")
+            # the grid's own values as ticks: a log axis's minor labels collide on a narrow grid
+            ax.set_xticks(grid, [f"{lr:g}" for lr in grid], rotation=45 if len(grid) > 5 else 0)
+            ax.xaxis.set_minor_locator(NullLocator())
             ax.set_xlabel("learning rate")
             ax.set_ylabel(f"{split} {metric}" + (" (%)" if scale != 1 else ""))
             ax.set_title(setting or "all runs", fontsize=9)
