@@ -52,15 +52,17 @@ def backward(
     direct = _direct(out, x.dtype)
     if x.is_contiguous() and grad.is_contiguous() and x.numel() > _BLOCK:
         result = torch.empty_like(x) if direct is None else direct
+        flat_grad, flat_x, flat_result = grad.view(-1), x.view(-1), result.view(-1)
         for start in range(0, x.numel(), _BLOCK):
             block = slice(start, start + _BLOCK)
-            _slope_times(grad.view(-1)[block], x.view(-1)[block], result.view(-1)[block])
+            _slope_times(flat_grad[block], flat_x[block], flat_result[block])
         return _finish(result, dtype, out)
     return _finish(_slope_times(grad, x, direct), dtype, out)
 
 
 def _slope_times(grad: Tensor, x: Tensor, out: Tensor | None) -> Tensor:
-    """``grad`` times the slope, into ``out`` if given; one temporary the size of x."""
+    """``grad`` times the slope, into ``out`` if given (else into one of its two temporaries,
+    σ(z) and x·z', each the size of x)."""
     a = x.new_tensor(TANH_A)
     s = torch.addcmul(a, x, x, value=TANH_B).mul_(x).sigmoid_()
     x_dz = torch.addcmul(a, x, x, value=3.0 * TANH_B).mul_(x)
