@@ -49,7 +49,9 @@ def pack(run_dir: Path, folder: Path) -> Path:
     packed = folder / "records.sqlite.gz"
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / "records.sqlite"
-        source = sqlite3.connect(f"{(run_dir / 'records.sqlite').resolve().as_uri()}?mode=ro", uri=True)
+        source = sqlite3.connect(
+            f"{(run_dir / 'records.sqlite').resolve().as_uri()}?mode=ro", uri=True
+        )
         target = sqlite3.connect(copy)
         try:
             source.backup(target)

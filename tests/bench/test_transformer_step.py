@@ -24,7 +24,9 @@ def test_a_tiny_transformer_bench_times_every_row(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "of bmm" in printed and "target: an engine row within 1.05×" in printed
     engine_lines = [line for line in printed.splitlines() if line.startswith("| engine")]
-    assert len(engine_lines) == 2 and all(line.rstrip(" |").endswith(("yes", "no")) for line in engine_lines)
+    assert len(engine_lines) == 2 and all(
+        line.rstrip(" |").endswith(("yes", "no")) for line in engine_lines
+    )
 
 
 def test_the_cuda_rows_need_a_cuda_device(monkeypatch):

@@ -63,8 +63,13 @@ def train_cnn_run(cfg, data, *, epochs, batch_size, activation, seed, lr, device
     config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr=(lr,)))
     specs = [act(activation, approximate)]
     with tempfile.TemporaryDirectory() as scratch:
-        (job,) = [j for j in plan_jobs("cnn", config, specs, train_size=len(data.train),
-                                       out_dir=scratch, device=device) if j.members[0].seed == seed]
+        (job,) = [
+            j
+            for j in plan_jobs(
+                "cnn", config, specs, train_size=len(data.train), out_dir=scratch, device=device
+            )
+            if j.members[0].seed == seed
+        ]
         path = Path(checkpoint_path) if checkpoint_path is not None else Path(scratch) / "c.pt"
         job = dataclasses.replace(job, checkpoint_path=str(path))
         train_job(job, data, _LogStore(log), lambda epoch: None)

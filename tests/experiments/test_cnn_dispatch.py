@@ -68,10 +68,10 @@ def test_cnn_jobs_record_every_epoch_and_finish(tmp_path, monkeypatch):
     store = RecordStore(tmp_path)
     assert (
         plan.plan_jobs(
-        "cifar100-wrn",
-        config,
-        resolve_activations(config.activations, config.model.approximate),
-        train_size=1000,
+            "cifar100-wrn",
+            config,
+            resolve_activations(config.activations, config.model.approximate),
+            train_size=1000,
             out_dir=tmp_path,
             data_dir=None,
             verify=False,

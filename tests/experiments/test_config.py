@@ -183,8 +183,8 @@ def test_every_parameter_free_registry_activation_is_accepted():
             resolve_config("mnist-classification", activations=[name])
             accepted.append(name)
         except SettingError as error:
-            assert (
-                any(word in str(error) for word in ("learnable", "arguments", "shape", "gated"))
+            assert any(
+                word in str(error) for word in ("learnable", "arguments", "shape", "gated")
             ), str(error)
     assert {"gelu", "relu", "elu", "silu", "stochastic_gelu"} <= set(accepted)
 
@@ -194,7 +194,9 @@ def test_config_keys_are_dotted_and_complete():
     assert "optim.lr" in keys and "train.epochs" in keys and "activations" in keys
     assert len(keys) == len(set(keys))
     assert all(
-        not dataclasses.is_dataclass(getattr(MLPExperimentConfig(), k)) for k in keys if "." not in k
+        not dataclasses.is_dataclass(getattr(MLPExperimentConfig(), k))
+        for k in keys
+        if "." not in k
     )
 
 

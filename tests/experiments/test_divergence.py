@@ -77,11 +77,18 @@ def test_the_autoencoder_engine_records_the_trivial_loss_of_the_training_mean():
             return len(self.x)
 
     generator = torch.Generator().manual_seed(0)
-    train, test = torch.rand(50, 2, 3, generator=generator), torch.rand(20, 2, 3, generator=generator)
+    train, test = (
+        torch.rand(50, 2, 3, generator=generator),
+        torch.rand(20, 2, 3, generator=generator),
+    )
     data = type("Data", (), {"train": Split(train), "test": Split(test), "val": None})()
-    config = type("C", (), {"train": type("T", (), {"eval_batch_size": 7, "eval_train_subset": 0})()})()
+    config = type(
+        "C", (), {"train": type("T", (), {"eval_batch_size": 7, "eval_train_subset": 0})()}
+    )()
     losses = trivial_losses(data, config, torch.arange(50))
     mean = train.double().flatten(1).mean(dim=0)  # float64 oracle
     expected_test = float((test.double().flatten(1) - mean).square().mean())
     assert losses["test"] == pytest.approx(expected_test, rel=1e-12)
-    assert losses["train"] == pytest.approx(float(train.double().flatten(1).var(dim=0, unbiased=False).mean()), rel=1e-12)
+    assert losses["train"] == pytest.approx(
+        float(train.double().flatten(1).var(dim=0, unbiased=False).mean()), rel=1e-12
+    )

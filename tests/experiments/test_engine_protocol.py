@@ -102,9 +102,7 @@ def test_kill_9_then_resume_equals_an_uninterrupted_run(data_dir, tmp_path):
     process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None:
-        if (killed / "records.sqlite").exists() and any(
-            key[1] >= 2 for key in _values(killed)
-        ):
+        if (killed / "records.sqlite").exists() and any(key[1] >= 2 for key in _values(killed)):
             break
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGKILL)  # the driver and its worker, mid-job

@@ -191,7 +191,6 @@ def test_user_activation_code_that_fails_is_one_line_before_any_worker(
         sys.modules.pop(name, None)
 
 
-
 def test_the_noise_experiment_evaluates_the_classifiers_kept_models(data_dir, tmp_path, capsys):
     """mnist-noise's runs are mnist-classification's no-dropout runs: in one folder they are
     evaluated from the kept final models, with the records a retraining gives at the last epoch."""

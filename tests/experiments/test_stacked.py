@@ -16,6 +16,7 @@ from gelus.experiments.train_mlp import train_epoch, train_step
 def mlp_activation(name: str, approximate: str):
     return engine_activation(resolve_activation(name, approximate))
 
+
 SIZES = (12, 16, 8, 5)  # input, two hidden layers, output
 LRS = (1e-2, 3e-3, 1e-3)
 SEEDS = (3, 7, 11)

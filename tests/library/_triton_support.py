@@ -109,8 +109,6 @@ FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 FORMS = ("none", "tanh", "sigmoid")
 
 
-
-
 NATIVE_FMA_EXACT = _native_fma_exact()
 if NATIVE_FMA_EXACT is False and interpreting():
     _install_exact_fma()

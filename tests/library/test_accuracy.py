@@ -6,7 +6,6 @@ uniform in the bit pattern, which covers every binade). Errors are in ulp of the
 The bounds are the measured maxima rounded up; a wrong form or a lost edge would exceed them.
 """
 
-
 import math
 
 import numpy as np

@@ -149,9 +149,18 @@ def test_a_run_off_the_papers_settings_gets_the_banner_with_its_values(tmp_path)
 def test_the_report_never_crashes_on_nan_inf_or_huge_values(experiment, tmp_path):
     import math
 
-    extra = {"settings": ("keep=1.0",), "noise_levels": (0.0, 1.0, 2.0)} if "noise" in experiment else {}
+    extra = (
+        {"settings": ("keep=1.0",), "noise_levels": (0.0, 1.0, 2.0)}
+        if "noise" in experiment
+        else {}
+    )
     records, runs = make_records(experiment, seeds=(0, 1, 2), **extra)
-    poisoned = {("relu", 0): math.nan, ("elu", 1): math.inf, ("gelu", 2): 1e27, ("elu", 2): -math.inf}
+    poisoned = {
+        ("relu", 0): math.nan,
+        ("elu", 1): math.inf,
+        ("gelu", 2): 1e27,
+        ("elu", 2): -math.inf,
+    }
     records = [
         r._replace(value=poisoned.get((r.activation, r.seed), r.value)) if r.epoch >= 1 else r
         for r in records

@@ -12,7 +12,9 @@ RESULTS = ROOT / "docs" / "results"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("regenerate", ROOT / "tools" / "regenerate_results.py")
+    spec = importlib.util.spec_from_file_location(
+        "regenerate", ROOT / "tools" / "regenerate_results.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -12,7 +12,7 @@ from gelus.cli import main
 from gelus.experiments.records import RecordStore, RunKey, read_records
 from gelus.report.export import neutralise
 
-HOSTILE = "=HYPERLINK(\"http://x\")"
+HOSTILE = '=HYPERLINK("http://x")'
 
 
 @pytest.fixture
@@ -50,7 +50,9 @@ def test_records_round_trip_exactly_through_csv(run_dir, tmp_path, capsys):
 
 
 def test_formula_like_text_is_neutralised():
-    assert neutralise("=1+1") == "'=1+1" and neutralise("-2") == "'-2" and neutralise("gelu") == "gelu"
+    assert (
+        neutralise("=1+1") == "'=1+1" and neutralise("-2") == "'-2" and neutralise("gelu") == "gelu"
+    )
     assert neutralise(-2.0) == -2.0  # numbers stay numbers
 
 

@@ -121,7 +121,9 @@ def test_the_report_of_a_read_only_folder_goes_to_out_and_the_records_stay_untou
         ("PRAGMA user_version = 7", "schema version 7 (written by a newer gelus"),
     ],
 )
-def test_another_schema_version_is_one_line_naming_both_versions(tmp_path, capsys, change, expected):
+def test_another_schema_version_is_one_line_naming_both_versions(
+    tmp_path, capsys, change, expected
+):
     records, runs = make_records(epochs=2, settings=("keep=1.0",), lrs=(1e-3,))
     write_database(tmp_path, records, runs)
     with sqlite3.connect(tmp_path / "records.sqlite") as connection:

@@ -61,7 +61,9 @@ def test_markdown_tables_hold_the_protocols_numbers(report):
 
     p = stats.ttest_1samp(differences, 0.0).pvalue  # the unadjusted p of GELU − ReLU
     shown = "&lt; 0.001" if p < 0.001 else f"{p:.3f}"
-    assert re.search(rf"\| {re.escape(shown)} \| [&lt;0-9. ]+ \| — \| (▲ better|▼ worse|· unresolved) \(", md)
+    assert re.search(
+        rf"\| {re.escape(shown)} \| [&lt;0-9. ]+ \| — \| (▲ better|▼ worse|· unresolved) \(", md
+    )
 
 
 def test_report_states_setup_differences_environment_and_missing_data(report):
@@ -135,8 +137,7 @@ def test_summary_comes_first_and_experiments_follow_the_papers_order(tmp_path):
     gelu = statistics.median(value_of("gelu", s, 0.1, "", 2, "test", "error") for s in range(5))
     assert f"gelu {100 * gelu:.2f} %" in wrn_row
     assert (
-        "gelu vs relu (lr=0.1): ▲ better" in wrn_row
-        and "gelu vs elu (lr=0.1): ▲ better" in wrn_row
+        "gelu vs relu (lr=0.1): ▲ better" in wrn_row and "gelu vs elu (lr=0.1): ▲ better" in wrn_row
     )
 
 

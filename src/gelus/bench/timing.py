@@ -105,7 +105,9 @@ def parse_sizes(text: str) -> list[int]:
     for token in filter(None, (t.strip() for t in text.split(","))):
         match = re.fullmatch(r"2\s*(?:\^|\*\*)\s*(\d+)|(\d+)", token)
         if not match:
-            raise CommandError(f"size {token!r} is not an element count; write e.g. 2^20 or 1048576")
+            raise CommandError(
+                f"size {token!r} is not an element count; write e.g. 2^20 or 1048576"
+            )
         size = 2 ** int(match[1]) if match[1] else int(match[2])
         if not 2 <= size <= 2**28:
             raise CommandError(f"size {token} is out of range; use 2 to 2^28 elements")

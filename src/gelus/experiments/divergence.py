@@ -87,4 +87,3 @@ def mark_diverged(
         else r
         for r in records
     ]
-

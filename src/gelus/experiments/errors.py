@@ -148,6 +148,10 @@ def is_disk_full(error: BaseException) -> bool:
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     text = str(error).lower()
-    return "disk is full" in text or "no space left" in text or (
-        isinstance(error, RuntimeError) and ("write failed" in text or "failed writing" in text)
+    return (
+        "disk is full" in text
+        or "no space left" in text
+        or (
+            isinstance(error, RuntimeError) and ("write failed" in text or "failed writing" in text)
+        )
     )

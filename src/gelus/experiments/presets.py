@@ -131,7 +131,9 @@ _add(
             model=ModelConfig(hidden=(128,) * 8),
             optim=OptimConfig(lr=LR_GRID),
             # its final models are kept, so mnist-noise evaluates them instead of training again
-            train=TrainConfig(epochs=50, batch_size=128, seeds=5, keep=(1.0, 0.5), keep_models=True),
+            train=TrainConfig(
+                epochs=50, batch_size=128, seeds=5, keep=(1.0, 0.5), keep_models=True
+            ),
         ),
         paper_results={},
         paper_summary="Train and validation log-loss curves (median of 5 runs), without dropout and with dropout keep 0.5, no error numbers. Figure 2 shows GELU lowest, then ELU, then ReLU with dropout; the text says only that GELU tends to have the lowest training loss.",
@@ -461,7 +463,9 @@ _add(
             "GELU form": "exact (gelu) and tanh (gelu_tanh), both run",
         },
         # every activation against exact GELU, two-sided
-        protocol=Protocol(select_metrics=("loss",), report_metrics=("bpb", "loss"), reference="gelu"),
+        protocol=Protocol(
+            select_metrics=("loss",), report_metrics=("bpb", "loss"), reference="gelu"
+        ),
         figure=FigureSpec(None, ("bpb", "loss"), ("val", "test"), wall_time=True),
         train_size=200 * 16,  # windows per epoch
         fidelity=(
@@ -514,7 +518,9 @@ _add(
             "GELU form": "exact (gelu) and tanh (gelu_tanh), both run",
         },
         # every activation against exact GELU, two-sided
-        protocol=Protocol(select_metrics=("error", "loss"), report_metrics=("error", "loss"), reference="gelu"),
+        protocol=Protocol(
+            select_metrics=("error", "loss"), report_metrics=("error", "loss"), reference="gelu"
+        ),
         figure=FigureSpec(None, ("error", "loss"), ("val", "test"), wall_time=True),
         train_size=55_000,
         fidelity=(

@@ -185,14 +185,18 @@ class RayExecutor:
             raise SettingError(
                 "workers",
                 "{workers} sets the CPUs of a local Ray runtime; with {address} the cluster's "
-                "resources decide (size it with `ray start --num-cpus N`)"
+                "resources decide (size it with `ray start --num-cpus N`)",
             )
         if num_cpus is not None and num_cpus < 1:
-            raise SettingError("workers", f"{{workers}} {num_cpus}: the Ray executor needs at least 1")
+            raise SettingError(
+                "workers", f"{{workers}} {num_cpus}: the Ray executor needs at least 1"
+            )
         if threads < 1:
             raise SettingError("threads", f"{{threads}} must be at least 1, got {threads}")
         if max_retries < 0:
-            raise SettingError("max_retries", f"{{max_retries}} must be 0 or more, got {max_retries}")
+            raise SettingError(
+                "max_retries", f"{{max_retries}} must be 0 or more, got {max_retries}"
+            )
         self.address = address
         self.num_cpus = num_cpus
         self.threads = threads
@@ -218,7 +222,7 @@ class RayExecutor:
             raise SettingError(
                 "address",
                 f"cannot reach a Ray cluster at {{address}} {self.address}: {error}; start one with "
-                "`ray start --head` (docs/CLUSTER.md)"
+                "`ray start --head` (docs/CLUSTER.md)",
             ) from None
         self._started = True
         return ray

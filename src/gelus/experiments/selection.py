@@ -33,7 +33,6 @@ __all__ = [
 ]
 
 
-
 class CurveKey(NamedTuple):
     """One run's curve: its config, activation, setting, learning rate and seed."""
 

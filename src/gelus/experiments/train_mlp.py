@@ -288,7 +288,9 @@ def trivial_losses(data, config: MLPExperimentConfig, train_index: Tensor) -> di
     def samples(split, chunk: Tensor) -> Tensor:
         return split.inputs(chunk).flatten(1).double()
 
-    mean = sum(samples(data.train, c).sum(dim=0) for c in train_index.split(batch)) / len(train_index)
+    mean = sum(samples(data.train, c).sum(dim=0) for c in train_index.split(batch)) / len(
+        train_index
+    )
     losses = {}
     for name, (split, index) in _evaluated_splits(data, config, train_index).items():
         squared = sum(

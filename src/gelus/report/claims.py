@@ -83,7 +83,11 @@ def _robustness(name, records, protocol, configs, claim) -> ClaimCheck:
             for key, by_epoch in _noise_curves(records).items():
                 (chash, activation, setting, lr, run_seed), level = key
                 if (chash, activation, setting, lr, run_seed) == (
-                    s.config_hash, s.activation, s.setting, s.lr, seed
+                    s.config_hash,
+                    s.activation,
+                    s.setting,
+                    s.lr,
+                    seed,
                 ) and NOISE_RANGE[0] <= level <= NOISE_RANGE[1]:
                     curve[level] = by_epoch[max(by_epoch)]
             if len(curve) >= 2:
@@ -121,7 +125,9 @@ def _silu(name, records, protocol, configs) -> ClaimCheck | None:
     )  # fmt: skip
 
 
-def check_claims(name: str, records: Sequence[Any], protocol: Protocol, configs) -> list[ClaimCheck]:
+def check_claims(
+    name: str, records: Sequence[Any], protocol: Protocol, configs
+) -> list[ClaimCheck]:
     """The paper's claims about experiment ``name`` checked on its finished records."""
     checks = []
     if name == "mnist-classification":
@@ -144,4 +150,3 @@ def check_claims(name: str, records: Sequence[Any], protocol: Protocol, configs)
     if name.startswith("mnist") and (silu := _silu(name, records, protocol, configs)):
         checks.append(silu)
     return checks
-

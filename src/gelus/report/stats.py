@@ -197,7 +197,8 @@ def power(n: int, effect: float, alpha: float) -> float:
     critical = stats.t.ppf(1 - alpha / 2, n - 1)
     noncentrality = effect * math.sqrt(n)
     return float(
-        stats.nct.sf(critical, n - 1, noncentrality) + stats.nct.cdf(-critical, n - 1, noncentrality)
+        stats.nct.sf(critical, n - 1, noncentrality)
+        + stats.nct.cdf(-critical, n - 1, noncentrality)
     )
 
 
