@@ -20,15 +20,6 @@ TINY = (
     "train.epochs=2", "train.steps_per_epoch=2", "train.batch_size=4",
     "train.eval_bytes=1024",
 )  # fmt: skip
-TEXT = "It was the best of times, it was the worst of times; naive cafe.\n" * 120
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    (root / "text").mkdir()
-    (root / "text" / "corpus.txt").write_text(TEXT, encoding="utf-8")
-    return root
 
 
 def test_every_activation_gets_one_positive_time_per_round_at_one_thread(corpus, monkeypatch):

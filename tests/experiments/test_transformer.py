@@ -33,26 +33,12 @@ TINY = (
     "train.epochs=2", "train.steps_per_epoch=3", "train.batch_size=4", "train.seeds=2",
     "optim.lr=3e-3", "train.eval_bytes=2048",
 )  # fmt: skip
-TEXT = "It was the best of times, it was the worst of times; naïve café.\n" * 120
 
 
 def _config(*overrides: str) -> TransformerExperimentConfig:
     config = apply_overrides(TransformerExperimentConfig(), [*TINY, *overrides])
     validate(config)
     return config
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    (root / "text").mkdir()
-    (root / "text" / "corpus.txt").write_text(TEXT, encoding="utf-8")
-    return root
-
-
-@pytest.fixture(scope="module")
-def data(corpus):
-    return load_text_file(corpus / "text" / "corpus.txt")
 
 
 def _engine(config, activation: str, data, seed: int = 0, lr: float = 3e-3):
@@ -202,11 +188,11 @@ def test_resume_from_state_continues_bit_identically(data):
         assert torch.equal(a, b), name
 
 
-def test_a_too_short_corpus_for_the_context_is_one_data_error(tmp_path):
+def test_a_too_short_corpus_for_the_context_is_one_data_error(corpus_text, tmp_path):
     from gelus.data import DataError
 
     path = tmp_path / "short.txt"
-    path.write_text(TEXT[:6000], encoding="utf-8")
+    path.write_text(corpus_text[:6000], encoding="utf-8")
     short = load_text_file(path)  # long enough for the loader's floor, not for context 128
     with pytest.raises(DataError, match=r"model\.context=128"):
         _engine(_config("model.context=128"), "gelu", short)

@@ -9,7 +9,6 @@ import math
 import pytest
 import torch
 
-from gelus.data.text import load_text_file
 from gelus.experiments import PRESETS, read_records, read_runs
 from gelus.experiments.activation_spec import resolve_activations
 from gelus.experiments.config import (
@@ -28,7 +27,6 @@ TINY = (
     "train.epochs=2", "train.steps_per_epoch=3", "train.batch_size=4", "train.seeds=3",
     "optim.lr=3e-3,1e-2", "train.eval_bytes=2048",
 )  # fmt: skip
-TEXT = "It was the best of times, it was the worst of times; naïve café.\n" * 120
 CPU = torch.device("cpu")
 
 
@@ -36,19 +34,6 @@ def _config(*overrides: str) -> TransformerExperimentConfig:
     config = apply_overrides(TransformerExperimentConfig(), [*TINY, *overrides])
     validate(config)
     return config
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    (root / "text").mkdir()
-    (root / "text" / "corpus.txt").write_text(TEXT, encoding="utf-8")
-    return root
-
-
-@pytest.fixture(scope="module")
-def data(corpus):
-    return load_text_file(corpus / "text" / "corpus.txt")
 
 
 def _jobs(config, activation: str, stack: str, out_dir="unused", device="cpu"):
