@@ -14,12 +14,18 @@ from gelus.experiments.config import TransformerExperimentConfig, apply_override
 from gelus.experiments.records import RecordStore, read_step_times
 from gelus.experiments.runner import run_experiment
 from gelus.experiments.step_times import measure_step_times
+from text_corpus import write_corpus
 
 TINY = (
     "model.d_model=16", "model.layers=1", "model.heads=2", "model.context=16",
     "train.epochs=2", "train.steps_per_epoch=2", "train.batch_size=4",
     "train.eval_bytes=1024",
 )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("data"))
 
 
 def test_every_activation_gets_one_positive_time_per_round_at_one_thread(corpus, monkeypatch):

@@ -27,12 +27,23 @@ from gelus.experiments.train_mlp import MLPEngine
 from gelus.experiments.transformer import TransformerEngine, build_model, eval_starts, lm_lr
 from gelus.experiments.transformer_config import gated_hidden
 from gelus.experiments.transformer_models import FeedForward
+from text_corpus import CORPUS_TEXT, write_corpus
 
 TINY = (
     "model.d_model=32", "model.layers=2", "model.heads=2", "model.context=16",
     "train.epochs=2", "train.steps_per_epoch=3", "train.batch_size=4", "train.seeds=2",
     "optim.lr=3e-3", "train.eval_bytes=2048",
 )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture(scope="module")
+def data(corpus):
+    return load_text_file(corpus / "text" / "corpus.txt")
 
 
 def _config(*overrides: str) -> TransformerExperimentConfig:
@@ -188,11 +199,11 @@ def test_resume_from_state_continues_bit_identically(data):
         assert torch.equal(a, b), name
 
 
-def test_a_too_short_corpus_for_the_context_is_one_data_error(corpus_text, tmp_path):
+def test_a_too_short_corpus_for_the_context_is_one_data_error(tmp_path):
     from gelus.data import DataError
 
     path = tmp_path / "short.txt"
-    path.write_text(corpus_text[:6000], encoding="utf-8")
+    path.write_text(CORPUS_TEXT[:6000], encoding="utf-8")
     short = load_text_file(path)  # long enough for the loader's floor, not for context 128
     with pytest.raises(DataError, match=r"model\.context=128"):
         _engine(_config("model.context=128"), "gelu", short)

@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+from gelus.data.text import load_text_file
 from gelus.experiments import PRESETS, read_records, read_runs
 from gelus.experiments.activation_spec import resolve_activations
 from gelus.experiments.config import (
@@ -21,12 +22,25 @@ from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import plan_jobs, train_size
 from gelus.experiments.transformer import TransformerEngine
 from gelus.experiments.transformer_stacked import StackedTransformerEngine
+from text_corpus import write_corpus
 
 TINY = (
     "model.d_model=16", "model.layers=2", "model.heads=2", "model.context=16",
     "train.epochs=2", "train.steps_per_epoch=3", "train.batch_size=4", "train.seeds=3",
     "optim.lr=3e-3,1e-2", "train.eval_bytes=2048",
 )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture(scope="module")
+def data(corpus):
+    return load_text_file(corpus / "text" / "corpus.txt")
+
+
 CPU = torch.device("cpu")
 
 
