@@ -11,7 +11,8 @@
 # 64 KiB of each held-out split), ≈ 0.27 s a step on one thread: ≈ 3.5 h on 2 cores here. Its lr
 # grid is 2e-3, 4e-3, 8e-3: at this budget GELU's validation loss fell monotonically over the
 # preset's 1e-3, 2e-3, 4e-3 (its five runs at 1e-3 stay in the records, a fourth lr for GELU).
-# ViT: the preset's model, 4 epochs of the 55,000 Fashion-MNIST training images (1,716 steps).
+# ViT: the preset's model, 4 epochs of the 55,000 Fashion-MNIST training images (1,716 steps),
+# ≈ 0.08 s a step on one thread: 266 run-minutes for the 90 runs, ≈ 2.2 h on 2 cores here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs}
