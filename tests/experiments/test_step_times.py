@@ -137,10 +137,8 @@ def test_a_sweep_stores_its_step_times_once_and_the_report_prices_its_curves(cor
     setup = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
     assert "d 16, 1 layers, 2 heads, context 16, layernorm, no biases" in setup["| model"]
     assert "8 windows of 17 bytes per epoch" in setup["| training set"]
-    assert (
-        "AdamW β 0.9 / 0.95, weight decay 0.1 on matrices, warmup 5 % then cosine to 10 %"
-        in (setup["| optimizer"])
-    )
+    optimizer = "AdamW β 0.9 / 0.95, weight decay 0.1 on matrices, warmup 5 % then cosine to 10 %"
+    assert optimizer in setup["| optimizer"]
     assert setup["| GELU form"].endswith("| exact |")
     from gelus.report.analysis import _departures
 
