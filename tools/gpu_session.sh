@@ -8,9 +8,11 @@
 #   tools/gpu_session.sh training   # gelus bench training --device cuda --plan, the transformer
 #                                   # bench with 15 runs stacked (~7 min)
 #   tools/gpu_session.sh all        # the three, one after another
+#
+# STEP_LIMIT=SECONDS caps each step (a hung step then costs that, not the whole lease).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONPATH=src
+export PYTHONPATH=src PYTHONUNBUFFERED=1
 OUT=${OUT:-gpu-session}
 mkdir -p "$OUT"
 status=0
@@ -19,7 +21,7 @@ step() {  # step NAME COMMAND...: run, tee to $OUT/NAME.log, remember a failure
     local name=$1
     shift
     echo "== $name: $*" | tee "$OUT/$name.log"
-    "$@" 2>&1 | tee -a "$OUT/$name.log"
+    timeout "${STEP_LIMIT:-0}" "$@" 2>&1 | tee -a "$OUT/$name.log"
     local rc=${PIPESTATUS[0]}
     echo "== $name: exit $rc" | tee -a "$OUT/$name.log"
     [ "$rc" -eq 0 ] || status=1
