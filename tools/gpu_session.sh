@@ -33,9 +33,15 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 case "${1:-all}" in
 tests | all)
     step tests python3 -m pytest -q -p no:cacheprovider -n 8 tests/library/test_triton_cuda.py \
-        tests/library/test_cuda_wiring.py tests/bench/test_kernels_on_cuda.py tests/experiments/test_runs_on_cuda.py \
+        tests/library/test_cuda_wiring.py tests/experiments/test_runs_on_cuda.py \
         tests/experiments/test_device_batches.py tests/experiments/test_budget.py tests/experiments/test_device.py \
-        tests/experiments/test_transformer_stacked.py ;;&
+        tests/experiments/test_transformer_stacked.py
+    # the tests that run the kernels on CPU tensors, as CI does: in Triton's interpreter
+    TRITON_INTERPRET=1 step tests-interpreted python3 -m pytest -q -p no:cacheprovider -n 8 \
+        -k "not on_cuda and not cuda_tensors" tests/library/test_cuda_wiring.py tests/bench/test_kernels_on_cuda.py
+    # the kernels' accuracy tests (float64 and mpmath oracles), compiled for the GPU this time
+    step tests-kernels python3 -m pytest -q -p no:cacheprovider -n 8 -rs \
+        tests/library/test_triton_kernels.py tests/library/test_triton_members.py ;;&
 kernels | all)
     step bench-kernels python3 -m gelus bench kernels --device cuda
     step gpt2-step python3 -m gelus.bench.gpt2_step ;;&

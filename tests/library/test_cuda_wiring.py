@@ -30,11 +30,20 @@ def test_every_kernel_is_registered_for_cuda_only():
     assert "cuda" in OPERATOR_DEVICES_UNDER_COMPILE  # compiled CUDA graphs keep the operators
 
 
+def _needs_the_interpreter() -> None:
+    # CPU tensors reach compiled kernels only through the interpreter; on the GPU machine
+    # tools/gpu_session.sh runs this file a second time with TRITON_INTERPRET=1 for these tests.
+    if not _triton.interpreting():
+        pytest.skip(
+            "runs the kernels on CPU tensors: needs TRITON_INTERPRET=1 (tests/conftest.py sets "
+            "it without CUDA; tools/gpu_session.sh sets it for this file on the GPU machine)"
+        )
+
+
 @pytest.fixture
 def triton_on_cpu(monkeypatch):
     """Send CPU tensors to the Triton kernels (in the interpreter) and count the calls."""
-    if not _triton.interpreting() and not torch.cuda.is_available():
-        pytest.skip("needs TRITON_INTERPRET=1 (tests/conftest.py sets it without CUDA)")
+    _needs_the_interpreter()
     ops = _triton.load()
     calls = []
     monkeypatch.setattr(_triton, "available", lambda x: x.dtype.is_floating_point)
@@ -204,8 +213,7 @@ def test_the_cuda_route_is_the_table_with_no_hook_slots():
 
 @pytest.fixture
 def kernels_on_cpu(monkeypatch):
-    if not _triton.interpreting() and not torch.cuda.is_available():
-        pytest.skip("needs TRITON_INTERPRET=1 (tests/conftest.py sets it without CUDA)")
+    _needs_the_interpreter()
     monkeypatch.setattr(_triton, "available", lambda x: x.dtype.is_floating_point)
 
 

@@ -207,8 +207,10 @@ def channels_last(cfg: CNNConfig, device: torch.device) -> bool:
 
 
 def _to_device(x: Tensor, device: torch.device, channels_last: bool) -> Tensor:
-    if x.device != device:  # pinned host memory lets the copy run asynchronously
-        x = x.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else x.to(device)
+    if x.device.type == "cpu" and device.type == "cuda":  # pinned: the copy runs asynchronously
+        x = x.pin_memory().to(device, non_blocking=True)
+    else:  # no copy where x already is ("cuda" names the tensors' "cuda:0" too)
+        x = x.to(device)
     if channels_last and x.ndim == 4:
         x = x.contiguous(memory_format=torch.channels_last)
     return x

@@ -25,6 +25,7 @@ Logs per member what :class:`~gelus.experiments.transformer.TransformerEngine` (
 :class:`~gelus.experiments.vit.ViTEngine`) logs.
 """
 
+import contextlib
 import math
 import warnings
 from functools import partial
@@ -97,9 +98,19 @@ class StackedMembers:
     def _vmap(self, function, in_dims, *args) -> Tensor:
         # the CPU's SDPA kernel has no batching rule: vmap loops over the members there and says
         # so on every call; the CUDA kernels have one
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), self._attention_kernels():
             warnings.filterwarnings("ignore", message=".*batching rule.*scaled_dot_product")
             return vmap(function, in_dims=in_dims)(self._stacked(), *args)
+
+    def _attention_kernels(self):
+        """On CUDA, SDPA under vmap without the memory-efficient kernel: its backward refused
+        vmap's layout on an H200 (torch 2.11, float32: "LSE is not correctly aligned (strideH)").
+        bf16 can take the flash kernel; float32 takes the math path."""
+        if self.device.type != "cuda":
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH])
 
     def _train_mode(self, training: bool) -> None:
         for member in self.members:
