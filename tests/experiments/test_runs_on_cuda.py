@@ -134,7 +134,11 @@ def test_the_compiled_cnn_step_on_cuda_equals_the_eager_one(mode, monkeypatch):
     for compile_mode in (None, mode):
         run_cfg = dataclasses.replace(cfg, compile=compile_mode)
         torch.manual_seed(0)
-        model = build_cnn(run_cfg, resolve_activation("gelu"), 100).to(device).to(memory_format=torch.channels_last)
+        model = (
+            build_cnn(run_cfg, resolve_activation("gelu"), 100)
+            .to(device)
+            .to(memory_format=torch.channels_last)
+        )
         optimizer = make_optimizer(run_cfg, model, lr=0.1)
         scaler = torch.amp.GradScaler("cuda", enabled=False)
         step = make_training_step(run_cfg, model, optimizer, scaler, device)
@@ -175,7 +179,11 @@ def test_a_cnn_training_batch_never_waits_on_the_host():
     gen = torch.Generator().manual_seed(0)
     x = pad_once(torch.rand(256, 3, 32, 32, generator=gen).to(device), cfg.crop_padding)
     y = torch.randint(0, 100, (256,), generator=gen).to(device)
-    model = build_cnn(cfg, resolve_activation("gelu"), 100).to(device).to(memory_format=torch.channels_last)
+    model = (
+        build_cnn(cfg, resolve_activation("gelu"), 100)
+        .to(device)
+        .to(memory_format=torch.channels_last)
+    )
     optimizer = make_optimizer(cfg, model, lr=0.1)
     step = make_training_step(
         cfg, model, optimizer, torch.amp.GradScaler("cuda", enabled=False), device
