@@ -9,7 +9,12 @@ import itertools
 
 import torch
 
-from gelus.bench.training_device import main, matmul_rate, training_flops_per_image
+from gelus.bench.training_device import (
+    _variants,
+    main,
+    matmul_rate,
+    training_flops_per_image,
+)
 from gelus.experiments import PRESETS
 from gelus.experiments.budget import workload
 
@@ -41,3 +46,23 @@ def test_the_device_bench_prints_every_row_and_the_shared_ratio(capsys):
     out = capsys.readouterr().out
     assert "ceiling: torch.mm" in out and "twitter-pos" in out
     assert "2 runs of twitter-pos fp32 sharing the device: aggregate" in out
+
+
+def test_each_cnn_variant_reaches_the_jobs_the_engines_read():
+    # The engines read job.config, not the workload's: a variant set on the workload alone timed
+    # the preset's default four times over (seen on the GPU: fp32, bf16, compiled all equal).
+    rows = _variants("cifar10-allconv", PRESETS["cifar10-allconv"], "reduce-overhead")
+    seen = set()
+    for label, amp, work in rows:
+        for job in work.planned:
+            assert (job.config.cnn.amp_dtype, job.config.cnn.compile) == (
+                work.config.cnn.amp_dtype,
+                work.config.cnn.compile,
+            ), label
+        seen.add((amp, work.planned[0].config.cnn.compile))
+    assert seen == {
+        (None, None),
+        ("bf16", None),
+        (None, "reduce-overhead"),
+        ("bf16", "reduce-overhead"),
+    }

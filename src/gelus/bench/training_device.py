@@ -91,8 +91,10 @@ def _variants(name: str, preset, compile_mode: str | None):
         for amp in (None, "bf16"):
             cnn = dataclasses.replace(work.config.cnn, amp_dtype=amp, compile=mode)
             config = dataclasses.replace(work.config, cnn=cnn)
+            # the engines read their job's config: each planned job must carry the variant's
+            planned = tuple(dataclasses.replace(job, config=config) for job in work.planned)
             label = f"{name} {amp or 'fp32'}" + (" compiled" if mode else "")
-            rows.append((label, amp, dataclasses.replace(work, config=config)))
+            rows.append((label, amp, dataclasses.replace(work, config=config, planned=planned)))
     return rows
 
 
