@@ -143,9 +143,9 @@ def test_exact_gelu_float64_against_mpmath():
 FORM_BOUNDS = {"tanh": (205.0, 12.0, 2e-7), "sigmoid": (39.0, 6.5, 2e-7)}
 if _triton_support.DEVICE == "cuda" and not _triton_support.interpreting():
     # Compiled for the GPU, tl.exp and fp32 division are the hardware's approximate instructions
-    # (a few ulp each), which numpy's in the interpreter are not: measured 46.6 ulp on an H200
-    # (Triton 3.6) for the sigmoid form's value; tanh stayed within its bound.
-    FORM_BOUNDS["sigmoid"] = (50.0, 6.5, 2e-7)
+    # (a few ulp each), which numpy's in the interpreter are not: measured 46.6 ulp over the
+    # sample and 7.0 above −3 on an H200 (Triton 3.6) for the sigmoid form; tanh kept its bounds.
+    FORM_BOUNDS["sigmoid"] = (50.0, 8.0, 2e-7)
 
 
 @pytest.mark.parametrize("approximate", ["tanh", "sigmoid"])
