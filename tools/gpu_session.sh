@@ -3,11 +3,11 @@
 # no network: nothing is installed, the checkout runs from src/). Logs go to $OUT (default
 # ./gpu-session); each step's failure is recorded and the next step still runs.
 #
-#   tools/gpu_session.sh tests      # the CUDA tests: kernels, wiring, the harness on CUDA (~3 min)
-#   tools/gpu_session.sh kernels    # gelus bench kernels --device cuda, gpt2_step (~3 min)
+#   tools/gpu_session.sh tests      # the CUDA tests: kernels, wiring, the harness on CUDA
+#   tools/gpu_session.sh kernels    # gelus bench kernels --device cuda, gpt2_step
 #   tools/gpu_session.sh training   # gelus bench training --device cuda --plan, the transformer
-#                                   # bench with 15 runs stacked (~7 min)
-#   tools/gpu_session.sh all        # the three, one after another
+#                                   # bench with 15 runs stacked
+#   tools/gpu_session.sh all        # the three, one after another (about 5 min on an H200)
 #
 # STEP_LIMIT=SECONDS caps each step (a hung step then costs that, not the whole lease).
 set -uo pipefail
