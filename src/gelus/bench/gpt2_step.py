@@ -61,28 +61,33 @@ class GPTConfig:
         )  # fmt: skip
 
 
+_OPS = None  # gelus._triton.ops, loaded by the first TritonGELU (outside any compiled region:
+# dynamo warns when it traces through load()'s functools cache)
+
+
 class _TritonGELU(torch.autograd.Function):
     """gelu through gelus._triton.ops, saving only x (the operators' design, minus everything else)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, approximate: str) -> Tensor:
-        from gelus._triton import load
-
         ctx.save_for_backward(x)
         ctx.approximate = approximate
-        return load().gelu_forward(x, approximate)
+        return _OPS.gelu_forward(x, approximate)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        from gelus._triton import load
-
         (x,) = ctx.saved_tensors
-        return load().gelu_backward(grad, x, ctx.approximate), None
+        return _OPS.gelu_backward(grad, x, ctx.approximate), None
 
 
 class TritonGELU(nn.Module):
     def __init__(self, approximate: str = "none") -> None:
         super().__init__()
+        global _OPS
+        if _OPS is None:
+            from gelus._triton import load
+
+            _OPS = load()
         self.approximate = approximate
 
     def forward(self, x: Tensor) -> Tensor:
