@@ -355,6 +355,34 @@ def test_each_vit_member_equals_its_run_trained_alone(images, activation):
         assert math.isclose(together[key], value, rel_tol=1e-5, abs_tol=1e-9), key
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_each_vit_member_equals_its_run_trained_alone_there(images):
+    # The ViT's attention is not causal: another SDPA call under vmap than the language model's.
+    from gelus.experiments.transformer_stacked import StackedViTEngine
+    from gelus.experiments.vit import ViTEngine
+
+    _, data = images
+    cuda = torch.device("cuda")
+    (job,) = _vit_jobs("swiglu", "on", data, "cuda")
+    fp32 = dataclasses.replace(job.config, train=dataclasses.replace(job.config.train, bf16=False))
+    stacked, together, alone = (
+        StackedViTEngine(dataclasses.replace(job, config=fp32), data, cuda),
+        {},
+        {},
+    )
+    _train(stacked, (1, 2), together)
+    for single_job in _vit_jobs("swiglu", "off", data, "cuda"):
+        single_job = dataclasses.replace(single_job, config=fp32)
+        _train(ViTEngine(single_job, data, cuda), (1, 2), alone)
+    assert together.keys() == alone.keys()
+    for key, value in alone.items():
+        assert math.isclose(together[key], value, rel_tol=1e-4), key
+    bf16, records = StackedViTEngine(job, data, cuda), {}  # the preset's bf16 autocast
+    assert bf16.autocast
+    _train(bf16, (1,), records)
+    assert records and all(math.isfinite(v) for v in records.values())
+
+
 def test_a_stacked_vit_resumes_from_its_state_bit_identically(images):
     from gelus.experiments.transformer_stacked import StackedViTEngine
 
