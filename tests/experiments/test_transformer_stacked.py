@@ -365,11 +365,8 @@ def test_on_cuda_each_vit_member_equals_its_run_trained_alone_there(images):
     cuda = torch.device("cuda")
     (job,) = _vit_jobs("swiglu", "on", data, "cuda")
     fp32 = dataclasses.replace(job.config, train=dataclasses.replace(job.config.train, bf16=False))
-    stacked, together, alone = (
-        StackedViTEngine(dataclasses.replace(job, config=fp32), data, cuda),
-        {},
-        {},
-    )
+    stacked = StackedViTEngine(dataclasses.replace(job, config=fp32), data, cuda)
+    together, alone = {}, {}
     _train(stacked, (1, 2), together)
     for single_job in _vit_jobs("swiglu", "off", data, "cuda"):
         single_job = dataclasses.replace(single_job, config=fp32)
