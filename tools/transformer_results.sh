@@ -23,15 +23,11 @@ ACTIVATIONS=(gelu relu silu relu2 geglu swiglu)
 PYTHON=${PYTHON:-python3}
 
 lm() {
-    "$PYTHON" -m gelus run transformer-lm --activations "${ACTIVATIONS[@]}" --seeds 5 \
-        --set train.epochs=5 --set train.steps_per_epoch=200 --set train.eval_bytes=65536 \
-        --set optim.lr=2e-3,4e-3,8e-3 \
-        --out "$OUT/results-transformer-lm"
+    local run=("$PYTHON" -m gelus run transformer-lm --seeds 5 --set train.epochs=5
+        --set train.steps_per_epoch=200 --set train.eval_bytes=65536 --out "$OUT/results-transformer-lm")
+    "${run[@]}" --activations "${ACTIVATIONS[@]}" --set optim.lr=2e-3,4e-3,8e-3
     # the three that chose 8e-3, the grid's edge, at 1.6e-2 too (the other runs are skipped)
-    "$PYTHON" -m gelus run transformer-lm --activations gelu relu silu --seeds 5 \
-        --set train.epochs=5 --set train.steps_per_epoch=200 --set train.eval_bytes=65536 \
-        --set optim.lr=2e-3,4e-3,8e-3,1.6e-2 \
-        --out "$OUT/results-transformer-lm"
+    "${run[@]}" --activations gelu relu silu --set optim.lr=2e-3,4e-3,8e-3,1.6e-2
 }
 
 vit() {

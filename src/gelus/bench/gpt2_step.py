@@ -61,33 +61,32 @@ class GPTConfig:
         )  # fmt: skip
 
 
-_OPS = None  # gelus._triton.ops, loaded by the first TritonGELU (outside any compiled region:
-# dynamo warns when it traces through load()'s functools cache)
-
-
 class _TritonGELU(torch.autograd.Function):
-    """gelu through gelus._triton.ops, saving only x (the operators' design, minus everything else)."""
+    """gelu through gelus._triton.ops, saving only x (the operators' design, minus everything else).
+
+    ``ops`` is set by :class:`TritonGELU` when a model is built, outside any compiled region:
+    dynamo warns when it traces through ``load()``'s functools cache."""
+
+    ops = None
 
     @staticmethod
     def forward(ctx, x: Tensor, approximate: str) -> Tensor:
         ctx.save_for_backward(x)
         ctx.approximate = approximate
-        return _OPS.gelu_forward(x, approximate)
+        return _TritonGELU.ops.gelu_forward(x, approximate)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         (x,) = ctx.saved_tensors
-        return _OPS.gelu_backward(grad, x, ctx.approximate), None
+        return _TritonGELU.ops.gelu_backward(grad, x, ctx.approximate), None
 
 
 class TritonGELU(nn.Module):
     def __init__(self, approximate: str = "none") -> None:
         super().__init__()
-        global _OPS
-        if _OPS is None:
-            from gelus._triton import load
+        from gelus._triton import load
 
-            _OPS = load()
+        _TritonGELU.ops = load()  # cached: every module sets the same ops
         self.approximate = approximate
 
     def forward(self, x: Tensor) -> Tensor:

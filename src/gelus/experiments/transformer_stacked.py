@@ -5,8 +5,9 @@ each a job of M members (seeds × learning rates).
 Why: at the preset's shape (d 128, 4 layers, batch 16 × 128 bytes) one model's step is far less
 arithmetic than its kernel launches cost a GPU, so M members in one forward and backward should
 cost little more than one: on an H200 (bf16), 15 stacked members took 0.30–0.33× the plain loop's
-step per member (``gelus bench transformer --stack 15``, two runs). On one CPU thread a stacked member's step took 1.06× the plain loop's (3 stacked, idle;
-1.17–1.22× under load) against the one-run engine's 1.004×, so
+step per member (``gelus bench transformer --stack 15``, two runs). On one CPU thread a stacked
+member's step took 1.06× the plain loop's (3 stacked, idle; 1.17–1.22× under load) against the
+one-run engine's 1.004×, so
 ``train.stack=auto`` stacks on CUDA only (:func:`~gelus.experiments.transformer_config.stacks_runs`
 decides, the planner groups the jobs).
 
