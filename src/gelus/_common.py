@@ -26,6 +26,7 @@ __all__ = [
     "check_approximate",
     "check_floating",
     "compute_dtype",
+    "has_negative_zero",
     "is_tame",
     "result_dtype",
 ]
@@ -115,7 +116,16 @@ def is_tame(x: Tensor, bound: float) -> bool:
     inf in a half type, where the kernels upcast first).
     """
     flat = x.detach().reshape(-1)
-    return bool(torch.dot(flat, flat) <= bound * bound)
+    return torch.dot(flat, flat).item() <= bound * bound  # a Python compare: nan -> False
+
+
+def has_negative_zero(x: Tensor) -> bool:
+    """True when ``x`` (float32 or float64) holds a −0, in one read-only pass: −0's bit pattern,
+    the sign bit alone, is the least integer of its width, so the minimum of the bits finds it."""
+    if x.numel() == 0:
+        return False
+    bits = x.detach().view(torch.int32 if x.element_size() == 4 else torch.int64)
+    return bits.min().item() == torch.iinfo(bits.dtype).min
 
 
 def apply_inplace(function: Callable[..., Tensor], x: Tensor, *args, **kwargs) -> Tensor:

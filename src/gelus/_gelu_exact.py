@@ -18,7 +18,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from gelus._common import GELU_CLAMP, GELU_TAME, INV_SQRT_2PI, SQRT_HALF, compute_dtype, is_tame
+from gelus._common import (
+    GELU_CLAMP,
+    GELU_TAME,
+    INV_SQRT_2PI,
+    SQRT_HALF,
+    compute_dtype,
+    has_negative_zero,
+    is_tame,
+)
 from gelus._phi import normal_cdf_rational
 from gelus._torch_compat import gelu_into
 
@@ -67,13 +75,17 @@ def forward(
         xd = x.to(torch.float64).clamp(min=-GELU_CLAMP)  # erfc(+inf)·(−inf) would be nan
         return _finish(torch.special.erfc(xd * -SQRT_HALF).mul_(0.5).mul_(xd), dtype, out)
     direct = _direct(out, x.dtype)
+    drops_sign = x.device.type == "cpu" and _cpu_kernel_drops_negative_zero()
     if is_tame(x, GELU_TAME) if tame is None else tame:
+        # Looking for −0 (a read of x, before the kernel evicts it from cache) costs half the
+        # sign pass it saves, and inputs rarely hold −0 (docs/PERFORMANCE.md).
+        drops_sign = drops_sign and has_negative_zero(x)
         y = F.gelu(x) if direct is None else gelu_into(x, direct)
     else:
         y = F.gelu(x.clamp(-GELU_CLAMP, GELU_TAME))  # −inf -> gelu(−40) = −0; +inf -> finite
         y = torch.where(x > GELU_TAME, x, y)  # gelu(x) = x there, and at +inf
-    if x.device.type == "cpu" and _cpu_kernel_drops_negative_zero():
-        y.copysign_(x)  # gelu(x) has x's sign everywhere, so this changes only gelu(−0) = +0
+    if drops_sign:
+        y.copysign_(x)  # gelu(x) has x's sign everywhere, so this changes only zeros' signs
     return _finish(y, dtype, out)
 
 

@@ -72,6 +72,36 @@ def test_is_tame_detects_every_kind_of_untame_element():
             assert not _common.is_tame(y, 1e3), (bad, position)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_has_negative_zero_finds_one_negative_zero_and_nothing_else(dtype):
+    x = torch.randn(4099, dtype=dtype)
+    assert not _common.has_negative_zero(x)
+    tiny = torch.finfo(dtype).smallest_normal * 2.0**-20  # a subnormal: bits just above −0's
+    for value in (0.0, -tiny, -INF, math.nan, -math.nan):
+        y = x.clone()
+        y[7] = value
+        assert not _common.has_negative_zero(y), value
+    for position in (0, 2048, 4098):
+        y = x.clone()
+        y[position] = -0.0
+        assert _common.has_negative_zero(y), position
+        assert _common.has_negative_zero(y[position:].view(1, -1).t())  # strided view
+    assert not _common.has_negative_zero(x[:0])
+
+
+@pytest.mark.parametrize("out", [False, True], ids=["alloc", "out"])
+def test_exact_forward_keeps_a_lone_negative_zero_in_a_long_input(out):
+    # The sign pass runs only when the input holds −0 (oneDNN's AVX2 kernel returns +0 there);
+    # otherwise the result is torch's kernel's, bit for bit.
+    x = torch.randn(2**16)
+    y = torch.empty_like(x) if out else None
+    assert torch.equal(_gelu_exact.forward(x, out=y), torch.nn.functional.gelu(x))
+    x[12345] = -0.0
+    result = _gelu_exact.forward(x, out=y)
+    assert result[12345] == 0 and torch.equal(result.signbit(), x.signbit())
+    torch.testing.assert_close(result, torch.nn.functional.gelu(x), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("tame", [True, False, None])
 @pytest.mark.parametrize("approximate", ["none", "tanh", "sigmoid"])
 def test_the_tame_hint_only_selects_a_path(approximate, tame):
