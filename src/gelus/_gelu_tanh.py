@@ -60,19 +60,25 @@ def backward(
     direct = _direct(out, x.dtype)
     if x.is_contiguous() and grad.is_contiguous() and x.numel() > _BLOCK:
         result = torch.empty_like(x) if direct is None else direct
+        scratch = x.new_empty(2, _BLOCK)  # one allocation for every block's two temporaries
         flat_grad, flat_x, flat_result = grad.view(-1), x.view(-1), result.view(-1)
         for start in range(0, x.numel(), _BLOCK):
             block = slice(start, start + _BLOCK)
-            _slope_times(flat_grad[block], flat_x[block], flat_result[block])
+            n = flat_x[block].numel()
+            _slope_times(flat_grad[block], flat_x[block], flat_result[block], scratch[:, :n])
         return _finish(result, dtype, out)
     return _finish(_slope_times(grad, x, direct), dtype, out)
 
 
-def _slope_times(grad: Tensor, x: Tensor, out: Tensor | None) -> Tensor:
+def _slope_times(
+    grad: Tensor, x: Tensor, out: Tensor | None, scratch: Tensor | None = None
+) -> Tensor:
     """``grad`` times the slope, into ``out`` if given (else into one of its two temporaries,
-    σ(z) and x·z', each the size of x)."""
-    z = torch.addcmul(x.new_tensor(TANH_A), x, x, value=TANH_B).mul_(x)
-    s = torch.sigmoid(z)
+    z and σ(z), each the size of x: ``scratch[0]`` and ``scratch[1]`` if given). ``out`` may
+    be ``grad`` or ``x``: it is written last."""
+    z_buffer, s_buffer = (None, None) if scratch is None else scratch
+    z = torch.addcmul(x.new_tensor(TANH_A), x, x, value=TANH_B, out=z_buffer).mul_(x)
+    s = torch.sigmoid(z, out=s_buffer)
     # x·z' = a·x + 3b·x³ = 3z − 2a·x: one pass from z rather than two from x.
     third = z.add_(x, alpha=-2.0 * TANH_A / 3.0)  # x·z'/3
     torch.ops.aten.sigmoid_backward.grad_input(third, s, grad_input=third)  # ·σ(1 − σ), in place
