@@ -49,7 +49,12 @@ def forward(x: Tensor, *, tame: bool | None = None, out: Tensor | None = None) -
         x = x.clamp(min=-TANH_CLAMP)  # −inf/(1 + inf) would be nan; below −100 the result is −0
     # x·σ(z) = x / (1 + 2^u), u = −z·log₂e: exp2 is the cheapest exponential torch has on CPU,
     # and the division replaces sigmoid's own (docs/PERFORMANCE.md).
-    d = torch.addcmul(_constant(_A_EXP2, x.dtype, x.device), x, x, value=_B_EXP2).mul_(x).exp2_().add_(1.0)
+    d = (
+        torch.addcmul(_constant(_A_EXP2, x.dtype, x.device), x, x, value=_B_EXP2)
+        .mul_(x)
+        .exp2_()
+        .add_(1.0)
+    )
     direct = _direct(out, x.dtype)
     return _finish(torch.div(x, d, out=d if direct is None else direct), dtype, out)
 
@@ -84,7 +89,9 @@ def _slope_times(
     z and σ(z), each the size of x: ``scratch[0]`` and ``scratch[1]`` if given). ``out`` may
     be ``grad`` or ``x``: it is written last."""
     z_buffer, s_buffer = (None, None) if scratch is None else scratch
-    z = torch.addcmul(_constant(TANH_A, x.dtype, x.device), x, x, value=TANH_B, out=z_buffer).mul_(x)
+    z = torch.addcmul(_constant(TANH_A, x.dtype, x.device), x, x, value=TANH_B, out=z_buffer).mul_(
+        x
+    )
     s = torch.sigmoid(z, out=s_buffer)
     # x·z' = a·x + 3b·x³ = 3z − 2a·x: one pass from z rather than two from x.
     third = z.add_(x, alpha=-2.0 * TANH_A / 3.0)  # x·z'/3
