@@ -11,6 +11,7 @@ measured in the same process with rounds interleaved across every candidate of a
 import inspect
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -338,6 +339,26 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator
 
 
+TARGETS_LEGEND = (
+    "A timing target's value is the median over rounds of the row's time ÷ the reference's in "
+    "the same round, with the middle half of those ratios in brackets: ✓ when at least three "
+    "rounds in four meet the limit, ✗ when at least three in four miss it, ≈ when the limit "
+    "falls inside the middle half (met in some rounds, not reliably)."
+)
+
+
+def _verdict(row: dict[str, object]) -> str:
+    """✓, ✗ or ≈ for a target row (see TARGETS_LEGEND); a row without rounds: its value."""
+    value, limit = row["value"], row["limit"]
+    if value is None or limit is None:
+        return "—"
+    tolerance = limit * (1 + 1e-9)
+    low, high = row.get("q1", value), row.get("q3", value)
+    if high <= tolerance:
+        return "✓"
+    return "✗" if low > tolerance else "≈"
+
+
 class Report:
     """Ratios and tables computed from a list of :class:`Result` (a pure function of them)."""
 
@@ -355,6 +376,16 @@ class Report:
             self.seconds(size, key, compiled, measure),
             self.seconds(size, ref_key, ref_compiled, ref_measure or measure),
         )
+
+    def round_ratios(self, size, key, compiled, measure, ref_key, ref_compiled) -> list[float]:
+        """Round by round, the row's time ÷ the reference's: interleaving timed the two of a
+        round back to back, so each ratio is free of the slow drifts between rounds."""
+        result = self.by_key.get((size, key, compiled))
+        reference = self.by_key.get((size, ref_key, ref_compiled))
+        if result is None or reference is None:
+            return []
+        times, ref_times = result.rounds.get(measure, []), reference.rounds.get(measure, [])
+        return [t / r for t, r in zip(times, ref_times, strict=False) if r > 0]
 
     def saved_ratio(self, size: int, key: str, compiled: bool) -> float | None:
         result = self.by_key.get((size, key, compiled))
@@ -417,8 +448,12 @@ class Report:
             if key not in keys:
                 continue
             for size in self.target_sizes():
-                value = self.ratio(size, key, compiled, "fwd_bwd", ref_key, ref_compiled)
-                rows.append({"target": label, "limit": limit, "size": size, "value": value})
+                paired = self.round_ratios(size, key, compiled, "fwd_bwd", ref_key, ref_compiled)
+                row = {"target": label, "limit": limit, "size": size, "value": None}
+                if paired:
+                    q1, _, q3 = statistics.quantiles(paired, n=4, method="inclusive")
+                    row |= {"value": median(paired), "q1": q1, "q3": q3, "rounds": paired}
+                rows.append(row)
         for size in self.target_sizes() if "generalized" in keys else ():
             result = self.by_key.get((size, "generalized", False))
             value = limit = None
@@ -437,13 +472,15 @@ class Report:
         limits: dict[str, object] = {}
         for row in self.target_rows():
             value, limit = row["value"], row["limit"]
-            mark = "—" if value is None else ("✓" if value <= limit * (1 + 1e-9) else "✗")
-            cells.setdefault(row["target"], []).append(f"{_number(value)} {mark}")
+            cell = f"{_number(value)} {_verdict(row)}"
+            if "q1" in row:
+                cell += f" ({_number(row['q1'])}–{_number(row['q3'])})"
+            cells.setdefault(row["target"], []).append(cell)
             if limit is not None:
                 limits[row["target"]] = limit
         headers = ["target (fwd+bwd)", "≤", *(size_name(s) for s in sizes)]
         rows = [[t, _number(limits.get(t)), *v] for t, v in cells.items()]
-        return format_table(headers, rows)
+        return format_table(headers, rows) + "\n\n" + TARGETS_LEGEND
 
     def _label(self, key: str) -> str:
         return {"torch-gelu": "F.gelu", "torch-gelu-tanh": "F.gelu(tanh)"}.get(key, "—")
