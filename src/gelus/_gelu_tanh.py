@@ -3,7 +3,7 @@
 Written as x·σ(z), z = x·(a + b·x²) (1 + tanh(u) = 2σ(2u)), which does not cancel for negative
 x. docs/NUMERICS.md, "The tanh form".
 
-    eager          addcmul/exp2/sigmoid kernels (torch's tanh-form backward is nan beyond |x| ≈ 1.8e19)
+    eager          exp2 forward, sigmoid backward (torch's tanh backward is nan for |x| ≳ 1.8e19)
     compiled       the same formula on the input clamped to ±100, fused by inductor
     ONNX           the ONNX ``Gelu`` op with ``approximate="tanh"`` on the clamped input
     slope          σ(z) + x·z'·σ(z)·(1 − σ(z)), z' = a + 3b·x², as a composition
@@ -49,12 +49,8 @@ def forward(x: Tensor, *, tame: bool | None = None, out: Tensor | None = None) -
         x = x.clamp(min=-TANH_CLAMP)  # −inf/(1 + inf) would be nan; below −100 the result is −0
     # x·σ(z) = x / (1 + 2^u), u = −z·log₂e: exp2 is the cheapest exponential torch has on CPU,
     # and the division replaces sigmoid's own (docs/PERFORMANCE.md).
-    d = (
-        torch.addcmul(_constant(_A_EXP2, x.dtype, x.device), x, x, value=_B_EXP2)
-        .mul_(x)
-        .exp2_()
-        .add_(1.0)
-    )
+    a = _constant(_A_EXP2, x.dtype, x.device)
+    d = torch.addcmul(a, x, x, value=_B_EXP2).mul_(x).exp2_().add_(1.0)
     direct = _direct(out, x.dtype)
     return _finish(torch.div(x, d, out=d if direct is None else direct), dtype, out)
 
@@ -89,9 +85,8 @@ def _slope_times(
     z and σ(z), each the size of x: ``scratch[0]`` and ``scratch[1]`` if given). ``out`` may
     be ``grad`` or ``x``: it is written last."""
     z_buffer, s_buffer = (None, None) if scratch is None else scratch
-    z = torch.addcmul(_constant(TANH_A, x.dtype, x.device), x, x, value=TANH_B, out=z_buffer).mul_(
-        x
-    )
+    a = _constant(TANH_A, x.dtype, x.device)
+    z = torch.addcmul(a, x, x, value=TANH_B, out=z_buffer).mul_(x)
     s = torch.sigmoid(z, out=s_buffer)
     # x·z' = a·x + 3b·x³ = 3z − 2a·x: one pass from z rather than two from x.
     third = z.add_(x, alpha=-2.0 * TANH_A / 3.0)  # x·z'/3
