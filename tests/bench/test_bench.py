@@ -163,6 +163,11 @@ def test_target_verdicts_come_from_each_rounds_paired_ratio():
     table = report.targets_table()
     assert "1.10 ✓ (1.10–1.10)" in table and "1.50 ≈ (1.44–1.56)" in table
     assert kernels.TARGETS_LEGEND in table
+    for result in results:  # a single round (--rounds 1) is its own spread
+        result.rounds["fwd_bwd"] = result.rounds["fwd_bwd"][:1]
+    single = {row["target"]: row for row in kernels.Report(results, selected).target_rows()}
+    assert single["exact GELU, eager ÷ F.gelu"]["q1"] == pytest.approx(1.1)
+    assert kernels._verdict(single["tanh form, eager ÷ F.gelu (exact)"]) == "✓"  # 1.4 ≤ 1.5
 
 
 def test_unknown_member_names_the_valid_ones(capsys):

@@ -450,8 +450,12 @@ class Report:
             for size in self.target_sizes():
                 paired = self.round_ratios(size, key, compiled, "fwd_bwd", ref_key, ref_compiled)
                 row = {"target": label, "limit": limit, "size": size, "value": None}
-                if paired:
-                    q1, _, q3 = statistics.quantiles(paired, n=4, method="inclusive")
+                if paired:  # quartiles need two rounds; one round is its own spread
+                    q1, _, q3 = (
+                        statistics.quantiles(paired, n=4, method="inclusive")
+                        if len(paired) > 1
+                        else paired * 3
+                    )
                     row |= {"value": median(paired), "q1": q1, "q3": q3, "rounds": paired}
                 rows.append(row)
         for size in self.target_sizes() if "generalized" in keys else ():
