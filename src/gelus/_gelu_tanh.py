@@ -36,11 +36,6 @@ def _constant(value: float, dtype: torch.dtype, device: torch.device) -> Tensor:
     return torch.tensor(value, dtype=dtype, device=device)
 
 
-def _mul(a: Tensor, b: Tensor, out: Tensor | None) -> Tensor:
-    """a·b into ``out``, or into ``a`` (a temporary) when there is no ``out``."""
-    return a.mul_(b) if out is None else torch.mul(a, b, out=out)
-
-
 def forward(x: Tensor, *, tame: bool | None = None, out: Tensor | None = None) -> Tensor:
     """The tanh form in x's dtype; ``tame``: whether ``is_tame(x, TANH_TAME)`` holds, if known."""
     dtype = x.dtype
@@ -72,7 +67,7 @@ def backward(
         flat_grad, flat_x, flat_result = grad.view(-1), x.view(-1), result.view(-1)
         for start in range(0, x.numel(), _BLOCK):
             block = slice(start, start + _BLOCK)
-            n = flat_x[block].numel()
+            n = min(_BLOCK, x.numel() - start)  # the last block may be short
             _slope_times(flat_grad[block], flat_x[block], flat_result[block], scratch[:, :n])
         return _finish(result, dtype, out)
     return _finish(_slope_times(grad, x, direct), dtype, out)
@@ -91,7 +86,8 @@ def _slope_times(
     # x·z' = a·x + 3b·x³ = 3z − 2a·x: one pass from z rather than two from x.
     third = z.add_(x, alpha=-2.0 * TANH_A / 3.0)  # x·z'/3
     torch.ops.aten.sigmoid_backward.grad_input(third, s, grad_input=third)  # ·σ(1 − σ), in place
-    return _mul(s.add_(third, alpha=3.0), grad, out)
+    slope = s.add_(third, alpha=3.0)
+    return slope.mul_(grad) if out is None else torch.mul(slope, grad, out=out)
 
 
 def _slope_within_bound(t: Tensor) -> Tensor:
