@@ -126,14 +126,17 @@ def gelu_oracle(x, approximate="none"):
         return x * s, s + z * s * (1 - s)
 
 
-def mpmath_oracle(points):
-    """(x·Φ(x), Φ(x) + x·φ(x)) to 40 digits, rounded to float64."""
+def mpmath_oracle(points, digits: int = 40):
+    """(x·Φ(x), Φ(x) + x·φ(x)) to ``digits`` digits, rounded to float64."""
     import mpmath
 
-    mpmath.mp.dps = 40
-    xs = [mpmath.mpf(float(p)) for p in points]
-    value = np.array([float(x * mpmath.ncdf(x)) for x in xs])
-    slope = np.array([float(mpmath.ncdf(x) + x * mpmath.npdf(x)) for x in xs])
+    value, slope = np.empty(len(points)), np.empty(len(points))
+    with mpmath.workdps(digits):
+        for i, p in enumerate(points):
+            x = mpmath.mpf(float(p))
+            cdf = mpmath.ncdf(x)
+            value[i] = float(x * cdf)
+            slope[i] = float(cdf + x * mpmath.npdf(x))
     return value, slope
 
 

@@ -2,8 +2,8 @@
 
     eager, default        torch's fused kernel (``F.gelu``, ``aten.gelu_backward``), edges patched
     eager, accurate       Φ in float64 (0.5 ulp for fp32, value and slope)
-    compiled, default     torch's formula on the clamped input, fused by inductor
-    compiled, accurate    Φ in fp32 with the arguments split into high and low parts (≤ 3 ulp)
+    compiled, default     torch's formula on the clamped input, fused by inductor (CPU)
+    compiled, accurate    fp32 operations alone, ≤ 2 ulp (gelus._gelu_float32); CUDA's default too
     ONNX                  the ONNX ``Gelu`` op on the clamped input; accurate: Φ without erfc
     slope                 Φ(x) + x·φ(x) as a composition (double backward, jvp, compiled backward)
 
@@ -12,12 +12,12 @@ modify their inputs; ``out=`` lets a caller that owns a temporary receive the re
 """
 
 import functools
-import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from gelus import _gelu_float32 as float32_gelu
 from gelus._common import (
     GELU_CLAMP,
     GELU_TAME,
@@ -37,7 +37,6 @@ __all__ = [
     "forward",
     "gelu_accurate",
     "gelu_accurate_slope",
-    "normal_cdf_accurate",
     "onnx_value",
     "slope",
 ]
@@ -145,7 +144,7 @@ def slope(x: Tensor, accurate: bool = False) -> Tensor:
 
 def compiled_value(t: Tensor, accurate: bool) -> Tensor:
     """x·Φ(x) of an input already clamped to ±40, in plain torch ops for inductor."""
-    if accurate:
+    if _float32_algorithm(t, accurate):
         return gelu_accurate(t)
     # torch's formula, which inductor fuses as cheaply as F.gelu (its 1 + erf(x/√2) cancels for
     # x < −3 like the eager kernel: small absolute, large relative error).
@@ -154,7 +153,7 @@ def compiled_value(t: Tensor, accurate: bool) -> Tensor:
 
 def compiled_slope(grad: Tensor, t: Tensor, accurate: bool) -> Tensor:
     """``grad`` times the slope at an input already clamped to ±40, in plain torch ops."""
-    if accurate:
+    if _float32_algorithm(t, accurate):
         return grad * gelu_accurate_slope(t)
     return torch.ops.aten.gelu_backward(grad, t)  # F.gelu's own gradient formula
 
@@ -174,107 +173,25 @@ def onnx_value(t: Tensor, accurate: bool) -> Tensor:
 
 
 # ------------------------------------------------------------------------------ fp32 accurate
-# Exact GELU and its slope to a few ulp in fp32, in fp32 arithmetic (the compiled accurate route;
-# eager uses float64, which inductor would not fuse as cheaply). docs/NUMERICS.md explains:
-# - Φ(x) = ½·erfc(t), t = −x/√2: rounding t to fp32 costs δ·h(t) relative, h ≈ 2t + 1/t (82 ulp at
-#   x = −20), so t is split into t_hi + t_lo (formed exactly in float64) and
-#   erfc(t_hi + t_lo) ≈ erfc(t_hi)·(1 − t_lo·h(t_hi)), h ≈ 2t + 1/(t + ½) for t > 0.
-# - φ(x) = exp(−x²/2)/√(2π): the argument is split the same way, exp(a_hi + a_lo) ≈
-#   exp(a_hi)·(1 + a_lo), and φ is computed scaled by 2^64 so that the tail stays normal until
-#   the last, exact, multiplication by 2^-64.
-# - below x = −12.7: Φ(x) = φ(x)/|x|·S(1/x²), S(u) = 1 − u + 3u² − 15u³ + 105u⁴ − 945u⁵.
-# - the slope vanishes at x₀ = −0.75179…; on [−1.5, −0.376] it is (x − x₀)·P(x − x₀), P a
-#   degree-10 least-squares fit, with x − x₀ formed from x₀ = x₀_hi + x₀_lo.
-
-_SCALE_EXP = 64  # φ is computed times 2^64
-_SCALE_DOWN = 2.0**-_SCALE_EXP
-# exp argument of 2^64·φ(x): −x²/2 + (64·ln 2 − ln √(2π)), formed in float64
-_DENSITY_OFFSET = _SCALE_EXP * math.log(2.0) - 0.5 * math.log(2.0 * math.pi)
-_TAIL = -12.7  # below: the asymptotic series (erfc(9.0) = 4e-37 is still normal at the switch)
-_ROOT_HI = -0.75179154  # fp32(x₀), x₀ = −0.7517915246935644574… the root of Φ(x) + x·φ(x)
-_ROOT_LO = 1.211445e-08  # fp32(x₀ − _ROOT_HI)
-_ROOT_RANGE = (-1.5, -0.376)  # inside [2·x₀_hi, x₀_hi/2], so x − x₀_hi is exact
-# Least-squares fit of (Φ(x) + x·φ(x))/(x − x₀) in powers of d = x − x₀ on _ROOT_RANGE (mpmath).
-_ROOT_COEFFICIENTS = (
-    0.431493992307238,
-    0.3882849828950296,
-    -0.018199674876156438,
-    -0.11400822627246052,
-    -0.014771573136252707,
-    0.019421510895930343,
-    0.004539773364940705,
-    -0.002237755015019229,
-    -0.0007466186610577102,
-    0.0001783260379712799,
-    8.48197309145074e-05,
-)
+# Exact GELU and its slope within 2 ulp in fp32 arithmetic alone (gelus._gelu_float32, the CUDA
+# kernels' algorithm): the compiled route's accurate path, and its default on CUDA, where the
+# eager kernels are accurate by default too. Eager CPU uses float64, which inductor would not
+# fuse as cheaply.
 
 
-def _split(value: Tensor) -> tuple[Tensor, Tensor]:
-    """A float64 tensor as fp32 hi + lo (hi = its rounding, lo = the rounding error)."""
-    hi = value.float()
-    return hi, (value - hi.double()).float()
-
-
-def _scaled_density(x: Tensor, factor: Tensor | None = None) -> Tensor:
-    """2^64·φ(x)·factor in fp32 (overflow-free: 2^64·φ(x) is at most 7e18)."""
-    xd = x.double()
-    a_hi, a_lo = _split(xd * xd * -0.5 + _DENSITY_OFFSET)
-    e = torch.exp(a_hi)
-    if factor is not None:
-        e = e * factor
-    return e + e * a_lo  # e·(1 + a_lo) with one rounding
-
-
-def _erfc_cdf(x: Tensor) -> Tensor:
-    """Φ(x) = ½·erfc(t_hi + t_lo) for fp32 x ≥ −12.7 (to ~2 ulp)."""
-    t, t_lo = _split(x.double() * -SQRT_HALF)
-    positive = t.clamp(min=0.0)
-    # h(t) ≈ 2t + 1/(t + ½): the relative change of erfc per unit change of its argument.
-    h = 2.0 * positive + 1.0 / (positive + 0.5)
-    correction = torch.where(t > 0, t_lo * h, 0.0)
-    half = 0.5 * torch.special.erfc(t)
-    return half - half * correction  # half·(1 − correction) with one rounding
-
-
-def _tail_series(x: Tensor) -> Tensor:
-    """S(1/x²) with Φ(x) = φ(x)/|x|·S for x → −∞."""
-    u = 1.0 / (x * x)
-    s = 945.0
-    for coefficient in (105.0, 15.0, 3.0, 1.0):
-        s = coefficient - u * s
-    return 1.0 - u * s
-
-
-def normal_cdf_accurate(x: Tensor) -> Tensor:
-    """Φ(x), the standard normal CDF, to ~2 ulp in fp32 for every x (float64: in float64)."""
-    if x.dtype == torch.float64:
-        return 0.5 * torch.special.erfc(x * -SQRT_HALF)
-    tail = x < _TAIL
-    xs = torch.where(tail, x, _TAIL)  # keeps each branch in its own domain
-    asymptotic = (_scaled_density(xs) * _tail_series(xs) / -xs) * _SCALE_DOWN
-    return torch.where(tail, asymptotic, _erfc_cdf(torch.where(tail, _TAIL, x)))
+def _float32_algorithm(t: Tensor, accurate: bool) -> bool:
+    return accurate or t.device.type == "cuda"
 
 
 def gelu_accurate(x: Tensor) -> Tensor:
-    """x·Φ(x) to ≤ 3 ulp in fp32 for finite x with |x| ≤ 40 (the callers clamp beyond)."""
+    """x·Φ(x) within 2 ulp in fp32 (fp32 operations only); float64 input in float64."""
     if x.dtype == torch.float64:
-        return x * normal_cdf_accurate(x)
-    tail = x < _TAIL
-    xs = torch.where(tail, x, _TAIL)
-    asymptotic = -(_scaled_density(xs) * _tail_series(xs)) * _SCALE_DOWN
-    xe = torch.where(tail, _TAIL, x)
-    return torch.where(tail, asymptotic, xe * _erfc_cdf(xe))
+        return x * (0.5 * torch.special.erfc(x * -SQRT_HALF))
+    return float32_gelu.value(x)
 
 
 def gelu_accurate_slope(x: Tensor) -> Tensor:
-    """Φ(x) + x·φ(x) to ≤ 4 ulp in fp32 for finite x with |x| ≤ 40, out of place."""
+    """Φ(x) + x·φ(x) within 2 ulp in fp32 (fp32 operations only); float64 input in float64."""
     if x.dtype == torch.float64:
-        return normal_cdf_accurate(x) + x * torch.exp(-0.5 * x * x) * INV_SQRT_2PI
-    result = normal_cdf_accurate(x) + _scaled_density(x, x) * _SCALE_DOWN
-    near_root = (x >= _ROOT_RANGE[0]) & (x <= _ROOT_RANGE[1])
-    d = (torch.where(near_root, x, _ROOT_HI) - _ROOT_HI) - _ROOT_LO
-    p = d.new_full((), _ROOT_COEFFICIENTS[-1])
-    for coefficient in reversed(_ROOT_COEFFICIENTS[:-1]):
-        p = p * d + coefficient
-    return torch.where(near_root, d * p, result)
+        return 0.5 * torch.special.erfc(x * -SQRT_HALF) + x * torch.exp(-0.5 * x * x) * INV_SQRT_2PI
+    return float32_gelu.slope(x)

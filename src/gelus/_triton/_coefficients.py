@@ -1,4 +1,5 @@
-"""Polynomial coefficients of the exact-GELU kernels, as printed by tools/fit_triton_coefficients.py.
+"""Polynomial coefficients of the half and float64 exact-GELU kernels, as printed by
+tools/fit_triton_coefficients.py (the fp32 kernels' constants are gelus._gelu_float32's).
 
 Chebyshev interpolation of 60-digit mpmath values (see that script for the method). The test suite
 checks the polynomials they define against mpmath, so a mistyped digit fails a test.
@@ -14,7 +15,6 @@ __all__ = [
     "ROOT_MONOMIAL_32",
     "ROOT_MONOMIAL_64",
     "TAIL_CHEBYSHEV",
-    "TAIL_MONOMIAL",
     "TAIL_MONOMIAL_HALF",
     "T_OFFSET",
     "T_SLOPE",
@@ -23,26 +23,7 @@ __all__ = [
 # K(u) = Q(u)·exp(u²/2) = s·P(t), s = 4/(4 + u), t = T_SLOPE·s + T_OFFSET ∈ [−1, 1] for u ∈ [0, 40].
 T_SLOPE = tl.constexpr(2.2)  # 2 / (1 − 1/11)
 T_OFFSET = tl.constexpr(-1.2)  # −(1 + 1/11) / (1 − 1/11)
-# P in powers of t, lowest first: degree 12, relative error 5.6e-10 (fp32 and half inputs)
-TAIL_MONOMIAL = tl.constexpr(
-    (
-        0.2034730626815634,
-        0.1552485709938621,
-        0.09112701367729574,
-        0.03926584980393714,
-        0.01081730562846967,
-        0.0008329155998930755,
-        -0.0006310623328376861,
-        -0.0001875073596057729,
-        3.686481422439341e-05,
-        2.1682694556898872e-05,
-        -3.140586915987364e-06,
-        -1.855317815816663e-06,
-        2.996659458978171e-07,
-    )
-)
-
-# The same for fp16/bf16 inputs (fp32 arithmetic): degree 9, relative error 2.3e-8, below fp32's own
+# P in powers of t, lowest first, for fp16/bf16 inputs (fp32 arithmetic): degree 9, relative error 2.3e-8, below fp32's own
 # rounding and 1/20000 of a half type's ulp.
 TAIL_MONOMIAL_HALF = tl.constexpr(
     (

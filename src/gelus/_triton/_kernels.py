@@ -52,7 +52,7 @@ BIAS = tl.constexpr(2)
 
 @triton.jit
 def _widen(x, WIDE: tl.constexpr):
-    """To the compute dtype: float64 (fp64 input; fp32 input of Φ-based members) or fp32."""
+    """To the compute dtype: float64 for float64 input, fp32 for the others."""
     if WIDE:
         x = x.to(tl.float64)
     else:

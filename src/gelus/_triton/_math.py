@@ -3,16 +3,15 @@
 Each takes values already in the compute dtype and returns values in it. The ``PREC`` constexpr
 picks how the exact GELU is evaluated:
 
-- ``HALF`` (fp16/bf16 inputs): fp32 arithmetic and a degree-9 polynomial. The result is rounded
-  once to 8 or 11 bits, so fp32's few-ulp errors (fast exp, fast division) are far below the
+- ``HALF`` (fp16/bf16 inputs): fp32 arithmetic, a degree-9 polynomial and the GPU's fast exp.
+  The result is rounded once to 8 or 11 bits, so fp32's few-ulp errors are far below the
   output's half ulp.
-- ``SINGLE`` (fp32 inputs): float64 arithmetic, but only cheap operations: a degree-12
-  polynomial, one exp, no erfc. x² of an fp32 x is exact in float64, so exp(−x²/2) carries no
-  argument error (fp32 arithmetic loses ~x²·2^-24 there, 200 ulp at x = −20), and the result
-  is rounded to fp32 once: ≤ 0.5 ulp + 2^-29 relative.
+- ``SINGLE`` (fp32 inputs): fp32 arithmetic alone, within 2 ulp: the algorithm of
+  :mod:`gelus._gelu_float32` (its docstring and docs/CUDA.md derive it; its constants are
+  these kernels'), with fma where that module forms exact products from split halves.
 - ``DOUBLE`` (float64 inputs): float64 with a degree-24 polynomial and x² split hi + lo.
 
-The exact GELU rests on the scaled normal tail K(u) = Q(u)·exp(u²/2), Q(u) = Φ(−u), u = |x|:
+HALF and DOUBLE rest on the scaled normal tail K(u) = Q(u)·exp(u²/2), Q(u) = Φ(−u), u = |x|:
 
     x ≤ 0:  Φ(x) = Q(u) = K·e                  slope Φ(x) + x·φ(x) = e·(K − u/√(2π))
     x > 0:  Φ(x) = 1 − K·e                     slope = 1 − e·(K − u/√(2π))
@@ -23,12 +22,11 @@ is rounded: the accuracy is that of K's polynomial and of one exp. Near the slop
 (K − u/√(2π) cancels) the slope is d·R(d), d = x − x₀ formed exactly from x₀ = hi + lo.
 """
 
-import math
-
 import triton
 import triton.language as tl
 
 from gelus import _common
+from gelus import _gelu_float32 as f32
 from gelus._triton._coefficients import (
     ROOT_HI_32,
     ROOT_HI_64,
@@ -39,7 +37,6 @@ from gelus._triton._coefficients import (
     T_OFFSET,
     T_SLOPE,
     TAIL_CHEBYSHEV,
-    TAIL_MONOMIAL,
     TAIL_MONOMIAL_HALF,
 )
 
@@ -67,14 +64,26 @@ SIGMOID = tl.constexpr(2)
 # The constants the torch routes use (gelus._common), as constexprs the kernels can read.
 _INV_SQRT_2PI = tl.constexpr(_common.INV_SQRT_2PI)
 _U_MAX = tl.constexpr(_common.GELU_CLAMP)  # Q(40), 40·φ(40) underflow float64: the limits are exact
-# For fp32 inputs (float64 arithmetic) u stops at 37, where exp(−u²/2) = 1e-297 is still normal and
-# the results, times any fp32 x, round to the limits 0 and 1 in fp32.
-_U_MAX_SINGLE = tl.constexpr(37.0)
-_LOG2E = tl.constexpr(1.0 / math.log(2.0))
-_LN2_HI = tl.constexpr(float.fromhex("0x1.62e42fefa0000p-1"))  # ln 2 to 37 bits
-_LN2_LO = tl.constexpr(math.log(2.0) - float.fromhex("0x1.62e42fefa0000p-1"))
-_EXP_TAYLOR = tl.constexpr(tuple(1.0 / math.factorial(j) for j in range(10)))
 _ROOT_HALF_WIDTH = tl.constexpr(0.125)
+# The float32 algorithm's constants (gelus._gelu_float32), as constexprs the kernels can read.
+_SPLIT = tl.constexpr(f32.SPLIT)
+_U_MAX_SINGLE = tl.constexpr(f32.U_MAX)
+_FAR_SCALE = tl.constexpr(f32.FAR_SCALE)
+_FAR_OFFSET = tl.constexpr(f32.FAR_OFFSET)
+_ROOT_HI = tl.constexpr(f32.ROOT_HI)
+_ROOT_LO = tl.constexpr(f32.ROOT_LO)
+_LOG2E = tl.constexpr(f32.LOG2E)
+_LN2_HI = tl.constexpr(f32.LN2_HI)
+_LN2_LO = tl.constexpr(f32.LN2_LO)
+_EXP_RATIO = tl.constexpr(f32.EXP_RATIO)
+_NEAR_VALUE = tl.constexpr(f32.NEAR_VALUE)
+_NEAR_VALUE_LOW = tl.constexpr(f32.NEAR_VALUE_LOW)
+_FAR_VALUE = tl.constexpr(f32.FAR_VALUE)
+_FAR_VALUE_LOW = tl.constexpr(f32.FAR_VALUE_LOW)
+_NEAR_SLOPE = tl.constexpr(f32.NEAR_SLOPE)
+_NEAR_SLOPE_LOW = tl.constexpr(f32.NEAR_SLOPE_LOW)
+_FAR_SLOPE = tl.constexpr(f32.FAR_SLOPE)
+_FAR_SLOPE_LOW = tl.constexpr(f32.FAR_SLOPE_LOW)
 # 1 + tanh(v) = 2·σ(2v): the tanh form is x·σ(z), z = x·(A + B·x²), A = 2·√(2/π), B = A·0.044715.
 _TANH_A = tl.constexpr(_common.TANH_A)
 _TANH_B = tl.constexpr(_common.TANH_B)
@@ -84,7 +93,8 @@ SIGMOID_SCALE = tl.constexpr(_common.SIGMOID_SCALE)
 
 
 # Lengths of the coefficient tuples (len() is not available on a constexpr inside a kernel).
-_TAIL_MONOMIAL_N = tl.constexpr(len(TAIL_MONOMIAL.value))
+_REGION_N = tl.constexpr(len(f32.NEAR_VALUE))
+_EXP_RATIO_N = tl.constexpr(len(f32.EXP_RATIO))
 _TAIL_HALF_N = tl.constexpr(len(TAIL_MONOMIAL_HALF.value))
 _TAIL_CHEBYSHEV_N = tl.constexpr(len(TAIL_CHEBYSHEV.value))
 _ROOT_32_N = tl.constexpr(len(ROOT_MONOMIAL_32.value))
@@ -111,20 +121,11 @@ def _clenshaw(t, COEFFICIENTS: tl.constexpr, N: tl.constexpr):
 
 @triton.jit
 def _scaled_tail(u, PREC: tl.constexpr):
-    """K(u) = Q(u)·exp(u²/2) for 0 ≤ u ≤ 40."""
-    if PREC == SINGLE:
-        # 4/(4 + u): an fp32 quotient (2^-22 on the GPU's fast division) and one float64 Newton
-        # step (error 2^-44), instead of a float64 division (a long instruction sequence).
-        d = 4.0 + u
-        s = (4.0 / d.to(tl.float32)).to(tl.float64)
-        s = s + s * (1.0 - 0.25 * d * s)
-    else:
-        s = 4.0 / (4.0 + u)
+    """K(u) = Q(u)·exp(u²/2) for 0 ≤ u ≤ 40 (HALF and DOUBLE)."""
+    s = 4.0 / (4.0 + u)
     t = s * T_SLOPE + T_OFFSET
     if PREC == DOUBLE:
         p = _clenshaw(t, TAIL_CHEBYSHEV, _TAIL_CHEBYSHEV_N)
-    elif PREC == SINGLE:
-        p = _horner(t, TAIL_MONOMIAL, _TAIL_MONOMIAL_N)
     else:
         p = _horner(t, TAIL_MONOMIAL_HALF, _TAIL_HALF_N)
     return s * p
@@ -132,47 +133,126 @@ def _scaled_tail(u, PREC: tl.constexpr):
 
 @triton.jit
 def _gauss(u, PREC: tl.constexpr):
-    """exp(−u²/2) for 0 ≤ u ≤ 40 (u² is exact in float64 for fp32 u; split for float64 u)."""
+    """exp(−u²/2) for 0 ≤ u ≤ 40 (HALF: the fast exp; DOUBLE: u² split hi + lo)."""
     square = u * u
-    if PREC == SINGLE:
-        # exp(a), a = −u²/2 ≥ −684.5 (u ≤ 37): a = k·ln 2 + r, |r| ≤ ln(2)/2, k·ln 2 in two
-        # parts (LN2_HI has 37 bits and |k| < 2^10, so k·LN2_HI is exact), e^r by its degree-9 Taylor
-        # polynomial (error 7e-12 relative), 2^k by the exponent bits (k ≥ −988: normal).
-        # Cheaper than a full-precision float64 exp, and 2^-38 is all an fp32 result needs.
-        a = -0.5 * square
-        k = tl.floor(a * _LOG2E + 0.5)
-        r = a - k * _LN2_HI - k * _LN2_LO
-        p = tl.zeros_like(r) + _EXP_TAYLOR[9]
-        for j in tl.static_range(8, -1, -1):
-            p = p * r + _EXP_TAYLOR[j]
-        scale = ((k.to(tl.int64) + 1023) << 52).to(tl.float64, bitcast=True)
-        e = p * scale
-    else:
-        e = tl.exp(-0.5 * square)
-        if PREC == DOUBLE:
-            e = e - e * (0.5 * tl.fma(u, u, -square))  # e·exp(−lo) ≈ e·(1 − lo)
+    e = tl.exp(-0.5 * square)
+    if PREC == DOUBLE:
+        e = e - e * (0.5 * tl.fma(u, u, -square))  # e·exp(−lo) ≈ e·(1 − lo)
     return e
 
 
 @triton.jit
-def _clamped_abs(x, PREC: tl.constexpr):
+def _clamped_abs(x):
     u = tl.abs(x)
-    if PREC == SINGLE:
-        u = tl.where(u > _U_MAX_SINGLE, _U_MAX_SINGLE, u)  # a comparison: nan stays nan
-    else:
-        u = tl.where(u > _U_MAX, _U_MAX, u)
-    return u
+    return tl.where(u > _U_MAX, _U_MAX, u)  # a comparison: nan stays nan
+
+
+# ---------------------------------------------------------------- fp32: gelus._gelu_float32
+
+
+@triton.jit
+def _gauss_single(u):
+    """exp(−u²/2) = (1 + w)·scale·scale2 for fp32 0 ≤ u ≤ 15: (w, scale, scale2)."""
+    square = u * u
+    low = tl.fma(u, u, -square)  # u² = square + low exactly
+    a = -0.5 * square
+    k = tl.floor(a * _LOG2E + 0.5)
+    r = tl.fma(k, -_LN2_HI, a)  # exact: k·LN2_HI has at most 24 bits, and so has the difference
+    r = r + tl.fma(k, -_LN2_LO, -0.5 * low)
+    e = _horner(r, _EXP_RATIO, _EXP_RATIO_N)
+    k = k.to(tl.int32)
+    half = k >> 1  # floor(k/2): both halves ≥ −82, so each scale is a normal number
+    scale = ((half + 127) << 23).to(tl.float32, bitcast=True)
+    scale2 = ((k - half + 127) << 23).to(tl.float32, bitcast=True)
+    return r * e, scale, scale2
+
+
+@triton.jit
+def _prepare_single(x):
+    """(u clamped to 15, whether beyond, the near mask, the polynomial variable t, 1/u)."""
+    u = tl.abs(x)
+    beyond = u > _U_MAX_SINGLE
+    u = tl.where(beyond, _U_MAX_SINGLE, u)  # a comparison: nan stays nan
+    near = u < _SPLIT
+    inverse = 1.0 / u  # a Newton step makes it correctly rounded (or nearly) after any division
+    inverse = tl.fma(inverse, tl.fma(-inverse, u, 1.0), inverse)
+    t = tl.where(near, u - 1.0, tl.fma(inverse, _FAR_SCALE, _FAR_OFFSET))
+    return u, beyond, near, t, inverse
+
+
+@triton.jit
+def _tail_single(t, near, NEAR: tl.constexpr, NEAR_LOW: tl.constexpr, FAR: tl.constexpr,
+                 FAR_LOW: tl.constexpr, m_hi, m_lo, w, scale, scale2):  # fmt: skip
+    """m·P(t)·(1 + w)·scale·scale2 with one final rounding, P the near or far polynomial."""
+    p = tl.where(near, NEAR[_REGION_N - 1], FAR[_REGION_N - 1])
+    for j in tl.static_range(_REGION_N - 2, 0, -1):
+        p = tl.fma(p, t, tl.where(near, NEAR[j], FAR[j]))
+    rest = tl.fma(p, t, tl.where(near, NEAR_LOW, FAR_LOW))
+    c0 = tl.where(near, NEAR[0], FAR[0])
+    p_hi = c0 + rest  # |c0| ≥ |rest| on both regions: Fast2Sum
+    p_lo = rest - (p_hi - c0)
+    a_hi = m_hi * p_hi
+    a_lo = tl.fma(m_hi, p_hi, -a_hi) + tl.fma(m_hi, p_lo, m_lo * p_hi)
+    y = a_hi + tl.fma(a_hi, w, tl.fma(a_lo, w, a_lo))  # m·P·(1 + w)
+    return y * scale * scale2
+
+
+@triton.jit
+def _gelu_exact_single(x):
+    u, beyond, near, t, _ = _prepare_single(x)
+    w, scale, scale2 = _gauss_single(u)
+    m = tl.where(near, u, 1.0)
+    q = _tail_single(t, near, _NEAR_VALUE, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_LOW,
+                     m, 0.0, w, scale, scale2)  # fmt: skip
+    q = tl.where(beyond, 0.0, q)
+    return tl.where(x >= 0, x - q, -q)  # x ≥ 0: ±0 − 0 keeps the sign of zero
+
+
+@triton.jit
+def _gelu_exact_slope_single(x):
+    u, beyond, near, t, _ = _prepare_single(x)
+    w, scale, scale2 = _gauss_single(u)
+    # u − u₀ = d_hi + d_lo: Fast2Sum of u and −ROOT_HI (larger magnitude first), then − ROOT_LO
+    d_hi = u - _ROOT_HI
+    above = u >= _ROOT_HI
+    z = d_hi - tl.where(above, u, -_ROOT_HI)
+    d_lo = (tl.where(above, -_ROOT_HI, u) - z) - _ROOT_LO
+    m_hi = tl.where(near, d_hi, -u)
+    m_lo = tl.where(near, d_lo, 0.0)
+    q = _tail_single(t, near, _NEAR_SLOPE, _NEAR_SLOPE_LOW, _FAR_SLOPE, _FAR_SLOPE_LOW,
+                     m_hi, m_lo, w, scale, scale2)  # fmt: skip
+    q = tl.where(beyond, 0.0, q)
+    return tl.where(x > 0, 1.0 - q, q)
+
+
+@triton.jit
+def _normal_cdf_pdf_single(z):
+    """(Φ(z), φ(z)) in fp32: Q = K·e with K = P (near) or P/u (far), φ = e/√(2π)."""
+    u, beyond, near, t, inverse = _prepare_single(z)
+    w, scale, scale2 = _gauss_single(u)
+    m = tl.where(near, 1.0, inverse)
+    q = _tail_single(t, near, _NEAR_VALUE, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_LOW,
+                     m, 0.0, w, scale, scale2)  # fmt: skip
+    q = tl.where(beyond, 0.0, q)
+    pdf = tl.fma(_INV_SQRT_2PI, w, _INV_SQRT_2PI) * scale * scale2
+    pdf = tl.where(beyond, 0.0, pdf)
+    return tl.where(z > 0, 1.0 - q, q), pdf
 
 
 @triton.jit
 def normal_cdf_pdf(z, PREC: tl.constexpr):
     """(Φ(z), φ(z)) without cancellation, for any z (±inf give the limits; nan gives nan)."""
-    u = _clamped_abs(z, PREC)
-    # At the clamp (|z| ≥ 37 or 40) the tail and the density are 0 in the output dtype; make them
-    # exactly 0, so that x·Φ(z) and x·φ(z) are 0 and not inf·tiny = inf for x = −inf.
-    e = tl.where(u < tl.abs(z), 0.0, _gauss(u, PREC))
-    q = _scaled_tail(u, PREC) * e
-    return tl.where(z > 0, 1.0 - q, q), e * _INV_SQRT_2PI
+    if PREC == SINGLE:
+        cdf, pdf = _normal_cdf_pdf_single(z)
+    else:
+        u = _clamped_abs(z)
+        # At the clamp (|z| ≥ 40) the tail and the density are 0 in the output dtype; make them
+        # exactly 0, so that x·Φ(z) and x·φ(z) are 0 and not inf·tiny = inf for x = −inf.
+        e = tl.where(u < tl.abs(z), 0.0, _gauss(u, PREC))
+        q = _scaled_tail(u, PREC) * e
+        cdf = tl.where(z > 0, 1.0 - q, q)
+        pdf = e * _INV_SQRT_2PI
+    return cdf, pdf
 
 
 @triton.jit
@@ -184,16 +264,13 @@ def _gelu_exact(x, PREC: tl.constexpr):
 
 @triton.jit
 def _gelu_exact_slope(x, PREC: tl.constexpr):
-    u = _clamped_abs(x, PREC)
+    u = _clamped_abs(x)
     e = _gauss(u, PREC)
     gap = e * (_scaled_tail(u, PREC) - _INV_SQRT_2PI * u)  # Q(u) − u·φ(u)
     slope = tl.where(x > 0, 1.0 - gap, gap)
     if PREC == DOUBLE:
         d = (x - ROOT_HI_64) - ROOT_LO_64
         root = d * _horner(d, ROOT_MONOMIAL_64, _ROOT_64_N)
-    elif PREC == SINGLE:
-        d = (x - ROOT_HI_64) - ROOT_LO_64
-        root = d * _horner(d, ROOT_MONOMIAL_32, _ROOT_32_N)
     else:
         d = (x - ROOT_HI_32) - ROOT_LO_32
         root = d * _horner(d, ROOT_MONOMIAL_32, _ROOT_32_N)
@@ -249,7 +326,9 @@ def _gelu_tanh_slope(x):
 @triton.jit
 def gelu_form(x, FORM: tl.constexpr, PREC: tl.constexpr):
     """GELU of the given form: x·Φ(x), x·σ(2√(2/π)(x + 0.044715x³)), or x·σ(1.702x)."""
-    if FORM == EXACT:
+    if FORM == EXACT and PREC == SINGLE:
+        y = _gelu_exact_single(x)
+    elif FORM == EXACT:
         y = _gelu_exact(x, PREC)
     elif FORM == TANH:
         y = _gelu_tanh(x)
@@ -261,7 +340,9 @@ def gelu_form(x, FORM: tl.constexpr, PREC: tl.constexpr):
 @triton.jit
 def gelu_form_slope(x, FORM: tl.constexpr, PREC: tl.constexpr):
     """The derivative of :func:`gelu_form`: finite everywhere, 1 at +inf and 0 at −inf."""
-    if FORM == EXACT:
+    if FORM == EXACT and PREC == SINGLE:
+        g = _gelu_exact_slope_single(x)
+    elif FORM == EXACT:
         g = _gelu_exact_slope(x, PREC)
     elif FORM == TANH:
         g = _gelu_tanh_slope(x)

@@ -3,8 +3,8 @@
 Every function reads its inputs once and writes each output once (plus a few partial sums for a
 parameter gradient). Outputs have the input's dtype and, for dense inputs (contiguous,
 channels_last, any permutation), its strides; other inputs are made contiguous first. fp16/bf16
-are computed in fp32 and rounded once; fp32 in fp32, or in float64 where Φ is evaluated (exact
-GELU, generalized GELU: see :mod:`gelus._triton._math`); float64 in float64.
+are computed in fp32 and rounded once; fp32 in fp32 (also where Φ is evaluated: the float32
+algorithm of :mod:`gelus._gelu_float32`, within 2 ulp); float64 in float64.
 
 Formulas (Φ, φ: standard normal CDF and density; σ: the logistic sigmoid):
 
@@ -61,7 +61,7 @@ _PRECISION = {
 }
 # 4 warps × 32 threads, each with 16 bytes of every input in flight (4 fp32, 8 half; fp64: 4, two
 # vectors), so a memory-bound pass issues full 16-byte vector loads; larger blocks only add
-# registers, smaller ones add scheduling overhead. (_block: the fp32 path computed in float64.)
+# registers, smaller ones add scheduling overhead.
 _WARPS = 4
 _STEPS = 8  # blocks per program in the parameter kernels: partial sums are 1/8192 of the input
 _TILE = _WARPS * 32 * 4  # elements per step of the columns kernel (rows × channels): 4 per thread
@@ -72,11 +72,8 @@ _TILE = _WARPS * 32 * 4  # elements per step of the columns kernel (rows × chan
 _INTERPRETER_SCALE = 16 if interpreting() else 1
 
 
-def _block(dtype: torch.dtype, wide: bool = False) -> int:
-    # float64 math on fp32 input: 8 elements per thread, not 4, so that each float64 constant of
-    # the polynomials, loaded into registers once per thread, serves twice as many elements
-    # (sm_90 SASS: 82 instead of 92 instructions per element, 64 registers).
-    per_thread = 8 if wide and dtype == torch.float32 else 16 // min(dtype.itemsize, 4)
+def _block(dtype: torch.dtype) -> int:
+    per_thread = 16 // min(dtype.itemsize, 4)
     return _WARPS * 32 * per_thread * _INTERPRETER_SCALE
 
 
@@ -89,9 +86,9 @@ def _precision(x: Tensor) -> int:
     return _PRECISION[x.dtype]
 
 
-def _wide(x: Tensor, uses_normal_cdf: bool) -> bool:
-    """Whether the math runs in float64: float64 input, or fp32 input of a Φ-based member."""
-    return x.dtype == torch.float64 or (x.dtype == torch.float32 and uses_normal_cdf)
+def _wide(x: Tensor) -> bool:
+    """Whether the math runs in float64: float64 input only (no float64 arithmetic for the others)."""
+    return x.dtype == torch.float64
 
 
 def _form(approximate: str) -> int:
@@ -131,7 +128,7 @@ def _launch_pointwise(x, grad, member, beta=1.0, seed=0, offset=0, wide=False):
     out = torch.empty_like(x)
     n = x.numel()
     if n:
-        block = _block(x.dtype, wide)
+        block = _block(x.dtype)
         kernels.pointwise_kernel[(triton.cdiv(n, block),)](
             x, x if grad is None else grad, out, n, float(beta), int(seed), int(offset),
             MEMBER=member, BACKWARD=grad is not None, PREC=_precision(x), WIDE=wide,
@@ -145,7 +142,7 @@ def gelu_forward(x: Tensor, approximate: str = "none") -> Tensor:
     form = _form(approximate)
     x = _dense(x)
     _precision(x)
-    return _launch_pointwise(x, None, form, wide=_wide(x, form == _FORMS["none"]))
+    return _launch_pointwise(x, None, form, wide=_wide(x))
 
 
 def gelu_backward(grad: Tensor, x: Tensor, approximate: str = "none") -> Tensor:
@@ -153,7 +150,7 @@ def gelu_backward(grad: Tensor, x: Tensor, approximate: str = "none") -> Tensor:
     form = _form(approximate)
     x = _dense(x)
     _precision(x)
-    return _launch_pointwise(x, _as_layout_of(grad, x), form, wide=_wide(x, form == _FORMS["none"]))
+    return _launch_pointwise(x, _as_layout_of(grad, x), form, wide=_wide(x))
 
 
 def _check_stream(seed: int, offset: int) -> None:
@@ -294,7 +291,7 @@ def _generalized_setup(x: Tensor, mu: Tensor | float, sigma: Tensor | float):
     x = _dense(x)
     _precision(x)
     dim = _parameter_dim(x, (mu, sigma))
-    wide = _wide(x, True)
+    wide = _wide(x)
     dtype = torch.float64 if wide else torch.float32
     p = _channel_vector(mu, x, dim, dtype)
     q = 1.0 / _channel_vector(sigma, x, dim, dtype)
@@ -328,7 +325,7 @@ def swish_forward(x: Tensor, beta: Tensor | float = 1.0) -> Tensor:
         return _launch_pointwise(x, None, int(kernels.SWISH), beta=beta)
     # A tensor β, or a float β for float64 input (a float kernel argument is fp32).
     dim = _parameter_dim(x, (beta,))
-    wide = _wide(x, False)
+    wide = _wide(x)
     b = _channel_vector(beta, x, dim, torch.float64 if wide else torch.float32)
     return _run_parametric(int(kernels.SWISH_BETA), 0, x, None, b, b, dim, wide)[0]
 
@@ -343,20 +340,19 @@ def swish_backward(
     if not isinstance(beta, Tensor) and x.dtype != torch.float64:
         return _launch_pointwise(x, grad, int(kernels.SWISH), beta=beta), None
     dim = _parameter_dim(x, (beta,))
-    wide = _wide(x, False)
+    wide = _wide(x)
     b = _channel_vector(beta, x, dim, torch.float64 if wide else torch.float32)
     dx, sums = _run_parametric(int(kernels.SWISH_BETA), 0, x, grad, b, b, dim, wide)
     return dx, _reduce_to(sums[0], beta, x, dim) if isinstance(beta, Tensor) else None
 
 
 def _bias_setup(x: Tensor, bias: Tensor, approximate: str):
-    """(form, dense x, bias as a channel vector, channel dim, wide) for the bias-GELU kernels; the
-    exact form computes in float64 where the input's precision asks for it (``_wide``)."""
+    """(form, dense x, bias as a channel vector, channel dim, wide) for the bias-GELU kernels."""
     form = _form(approximate)
     x = _dense(x)
     _precision(x)
     dim = _parameter_dim(x, (bias,))
-    wide = _wide(x, form == _FORMS["none"])
+    wide = _wide(x)
     b = _channel_vector(bias, x, dim, torch.float64 if wide else torch.float32)
     return form, x, b, dim, wide
 
@@ -395,8 +391,8 @@ def _launch_geglu(x, grad, out, half, approximate):
     form = _form(approximate)
     outer = x.numel() // (2 * half) if half else 0
     if outer:
-        wide = _wide(x, form == _FORMS["none"])
-        block = min(_block(x.dtype, wide), max(_WARPS * 32, triton.next_power_of_2(half)))
+        wide = _wide(x)
+        block = min(_block(x.dtype), max(_WARPS * 32, triton.next_power_of_2(half)))
         grid = (outer, triton.cdiv(half, block))  # outer on the axis that allows 2^31 − 1
         kernels.geglu_kernel[grid](
             x, x if grad is None else grad, out, half, FORM=form, BACKWARD=grad is not None,
