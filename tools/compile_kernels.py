@@ -120,7 +120,7 @@ def variants():
 
 
 # The kernels' runtime arguments (constexprs come from the config): "x" the input's type, "acc"
-# the compute type of the parameters and partial sums (fp64 where WIDE, else fp32).
+# the compute type of the parameters and partial sums (fp64 for float64 input or WIDE, else fp32).
 ARGUMENTS = {
     "pointwise": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "n": "i32", "beta": "fp32",
                   "seed": "i64", "offset": "i64"},
@@ -235,7 +235,8 @@ def compile_variant(variant, arch: int = 90) -> dict:
 
     name, kernel, dtype, config = variant
     fn = getattr(k, f"{kernel}_kernel")
-    types = {"x": f"*{dtype}", "acc": "*fp64" if config["WIDE"] else "*fp32"}
+    wide = dtype == "fp64" or config.get("WIDE", False)
+    types = {"x": f"*{dtype}", "acc": "*fp64" if wide else "*fp32"}
     signature = {a: types.get(t, t) for a, t in ARGUMENTS[kernel].items()}
     constants = {key: value for key, value in config.items() if key != "num_warps"}
     signature |= dict.fromkeys(constants, "constexpr")
@@ -320,7 +321,6 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=None, help="processes (default: CPUs)")
     args = parser.parse_args()
     os.environ["TRITON_INTERPRET"] = "0"  # compile for the GPU, before anything imports Triton
-    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9's default, unwarned
     if missing := missing_tools():
         print(f"this Triton ships no {' or '.join(missing)}: nothing to compile with")
         return 2
