@@ -1,113 +1,347 @@
-"""Compile every Triton kernel variant for a CUDA target without a GPU; print SASS op counts.
+"""Compile every Triton kernel variant for sm_90 without a GPU; count SASS per element; gate.
 
-    python3 tools/compile_kernels.py [--arch 90] [--sass]
+    python3 tools/compile_kernels.py [--gate] [--dtypes fp16,bf16,fp32] [--only TEXT] [--json FILE]
 
-Checks that the kernels build for the GPU (the tests run them in Triton's interpreter, which does
-not compile), and counts the instructions per element that decide whether a memory-bound kernel
-keeps up with HBM: fp32 (FFMA/FMUL/FADD), fp64 (DFMA/DMUL/DADD), MUFU (exp/rcp), and the stack.
+Each variant is one launch the host functions of ``gelus._triton.ops`` make on a long tensor: its
+constants come from ``ops.launch_config``, the function the host functions launch with. For each
+it prints the registers and the SASS instructions per element (what decides whether a
+memory-bound kernel keeps up with HBM), with the fp64 instructions and MUFU apart.
+
+``--gate`` exits 1 when an fp32, fp16 or bf16 variant holds an fp64 instruction (arithmetic, or a
+conversion to or from fp64) or issues more instructions per element than the H200 can while
+moving the variant's bytes at HBM speed (:func:`budget`; docs/CUDA.md derives it);
+``tests/library/test_kernel_instructions.py`` runs the same gate on fp16, bf16 and fp32. Compiled
+kernels stay in Triton's cache (keyed by the kernel source, its constants and the target) and
+their disassembly under ~/.cache/gelus/sass (keyed by the cubin's hash): ~100 s of CPU for the
+142 variants the first time, a few seconds after no kernel change.
 """
 
 import argparse
 import collections
+import hashlib
 import itertools
+import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 
-os.environ["TRITON_INTERPRET"] = "0"
+# ---------------------------------------------------------------- the budget
 
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 
-from gelus._triton import _kernels as k
+@dataclass(frozen=True)
+class GPU:
+    """What bounds a memory-bound kernel: instruction issue against HBM bandwidth."""
 
-POINTER = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "fp64": "*fp64"}
-PRECISION = {"fp16": 0, "bf16": 0, "fp32": 1, "fp64": 2}
-BLOCK = {"fp16": 1024, "bf16": 1024, "fp32": 512, "fp64": 512}
+    sms: int
+    issue: int  # thread instructions issued per SM per clock: 4 schedulers × 32 lanes
+    clock: float  # Hz
+    bandwidth: float  # HBM, bytes per second
+
+    def instructions_per_byte(self) -> float:
+        """Instructions the GPU issues in the time its HBM moves one byte."""
+        return self.sms * self.issue * self.clock / self.bandwidth
+
+
+# NVIDIA's datasheets: 132 SMs; 67 TFLOPS fp32 = 132 SMs × 128 lanes × 2 flops × 1.98 GHz (the
+# boost clock); HBM3 at 3.35 TB/s (H100 SXM), HBM3e at 4.8 TB/s (H200 SXM, the same GH100 SMs).
+GPUS = {
+    "H100 SXM": GPU(sms=132, issue=128, clock=1.98e9, bandwidth=3.35e12),
+    "H200 SXM": GPU(sms=132, issue=128, clock=1.98e9, bandwidth=4.8e12),
+}
+GATE_GPU = "H200 SXM"  # the stricter: the same issue rate, faster memory
+
+# Bytes each pass moves per element, in element sizes (forward, backward): read x, write y; read
+# x and grad, write dx. GEGLU counts per output element: read a and b, write y; read a, b and
+# grad, write da and db. The parameter kernels' partial sums and parameters are < 1/4096 of that.
+TRAFFIC = {"pointwise": (2, 3), "geglu": (3, 5), "rows": (2, 3), "columns": (2, 3)}
+ITEMSIZE = {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8}
+GATED = ("fp16", "bf16", "fp32")  # float64 computes in float64 by design: counted, not gated
+
+
+def budget(kernel: str, backward: bool, dtype: str, gpu: str = GATE_GPU) -> float:
+    """Instructions per element that ``gpu`` issues while HBM moves the pass's bytes:
+    SMs × issue per SM per clock × clock × bytes per element / bandwidth."""
+    moved = TRAFFIC[kernel][backward] * ITEMSIZE[dtype]
+    return GPUS[gpu].instructions_per_byte() * moved
+
+
+def budget_table() -> list[tuple[str, str, int, float, float]]:
+    """(pass, dtype, bytes per element, H100 budget, H200 budget): docs/CUDA.md's table."""
+    rows = []
+    for name, kernel in (("pointwise, rows, columns", "pointwise"), ("GEGLU", "geglu")):
+        for backward, dtype in itertools.product((False, True), ("fp32", "bf16")):
+            moved = TRAFFIC[kernel][backward] * ITEMSIZE[dtype]
+            h100, h200 = (budget(kernel, backward, dtype, gpu) for gpu in GPUS)
+            rows.append((f"{name} {'bwd' if backward else 'fwd'}", dtype, moved, h100, h200))
+    return rows
+
+
+# ---------------------------------------------------------------- the variants
 
 
 def variants():
-    for dtype, member, backward in itertools.product(POINTER, range(5), (False, True)):
-        wide = dtype == "fp64" or (dtype == "fp32" and member == 0)
-        sig = {"x_ptr": POINTER[dtype], "grad_ptr": POINTER[dtype], "out_ptr": POINTER[dtype],
-               "n": "i32", "beta": "fp32", "seed": "i64", "offset": "i64"}  # fmt: skip
-        const = {"MEMBER": member, "BACKWARD": backward, "PREC": PRECISION[dtype], "WIDE": wide,
-                 "BLOCK": 1024 if wide and dtype == "fp32" else BLOCK[dtype]}  # fmt: skip
-        yield f"pointwise {dtype} member={member} bwd={backward}", k.pointwise_kernel, sig, const
-    for dtype, form, backward in itertools.product(("bf16", "fp32"), range(3), (False, True)):
-        wide = dtype == "fp32" and form == 0
-        sig = {"x_ptr": POINTER[dtype], "grad_ptr": POINTER[dtype], "out_ptr": POINTER[dtype],
-               "half": "i32"}  # fmt: skip
-        const = {"FORM": form, "BACKWARD": backward, "PREC": PRECISION[dtype], "WIDE": wide,
-                 "BLOCK": 1024 if wide and dtype == "fp32" else BLOCK[dtype]}  # fmt: skip
-        yield f"geglu {dtype} form={form} bwd={backward}", k.geglu_kernel, sig, const
-    for dtype, member, backward in itertools.product(("bf16", "fp32"), range(3), (False, True)):
-        wide = dtype == "fp32" and member in (0, 2)  # generalized; bias-GELU in the exact form
-        acc = "*fp64" if wide else "*fp32"
-        common = {"x_ptr": POINTER[dtype], "grad_ptr": POINTER[dtype], "out_ptr": POINTER[dtype],
-                  "p_ptr": acc, "q_ptr": acc, "partial_ptr": acc}  # fmt: skip
-        const = {"MEMBER": member, "FORM": 0, "BACKWARD": backward, "PREC": PRECISION[dtype],
-                 "WIDE": wide}  # fmt: skip
-        sig = common | {"row_length": "i32", "channels": "i32", "chunks": "i32"}
-        yield (f"rows {dtype} member={member} bwd={backward}", k.rows_kernel, sig,
-               const | {"BLOCK": BLOCK[dtype], "STEPS": 8})  # fmt: skip
-        sig = common | {"rows": "i32", "channels": "i32"}
-        yield (f"columns {dtype} member={member} bwd={backward}", k.columns_kernel, sig,
-               const | {"BLOCK_R": 8, "BLOCK_C": 64, "STEPS": 32})  # fmt: skip
+    """(name, kernel, dtype, config) of every launch the host functions make on a long tensor,
+    config from ``ops.launch_config`` (as a GPU launch takes it)."""
+    import torch
+
+    from gelus._triton import _kernels as k
+    from gelus._triton import ops
+
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32,
+              "fp64": torch.float64}  # fmt: skip
+    forms = {"exact": 0, "tanh": 1, "sigmoid": 2}
+    parametric = {"generalized": (int(k.GENERALIZED), 0), "swish_beta": (int(k.SWISH_BETA), 0)}
+    parametric |= {f"bias_{name}": (int(k.BIAS), form) for name, form in forms.items()}
+    launches = {  # kernel: {name: (member, form)}
+        "pointwise": {name: (form, 0) for name, form in forms.items()}
+        | {"swish": (int(k.SWISH), 0), "stochastic": (int(k.STOCHASTIC), 0)},
+        "geglu": {name: (0, form) for name, form in forms.items()},
+        "rows": parametric,
+        "columns": parametric,
+    }
+    for dtype, backward in itertools.product(dtypes, (False, True)):
+        for kernel, members in launches.items():
+            for name, (member, form) in members.items():
+                if kernel == "pointwise" and name == "swish" and dtype == "fp64":
+                    continue  # float64 Swish takes the rows kernel (its β is not an fp32 argument)
+                config = ops.launch_config(
+                    kernel, dtypes[dtype], member, form, backward, interpreted=False
+                )
+                yield (
+                    f"{kernel} {dtype} {name} {'bwd' if backward else 'fwd'}",
+                    kernel,
+                    dtype,
+                    config,
+                )
 
 
-def cuobjdump(cubin: bytes, option: str) -> str:
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+# The kernels' runtime arguments (constexprs come from the config): "x" the input's type, "acc"
+# the compute type of the parameters and partial sums (fp64 for float64 input or WIDE, else fp32).
+ARGUMENTS = {
+    "pointwise": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "n": "i32", "beta": "fp32",
+                  "seed": "i64", "offset": "i64"},
+    "geglu": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "half": "i32"},
+    "rows": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "p_ptr": "acc", "q_ptr": "acc",
+             "partial_ptr": "acc", "row_length": "i32", "channels": "i32", "chunks": "i32"},
+    "columns": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "p_ptr": "acc", "q_ptr": "acc",
+                "partial_ptr": "acc", "rows": "i32", "channels": "i32"},
+}  # fmt: skip
+
+
+def elements_per_thread(kernel: str, config: dict) -> int:
+    """Elements each thread holds per block (per loop step in the parameter kernels)."""
+    block = config["BLOCK_R"] * config["BLOCK_C"] if kernel == "columns" else config["BLOCK"]
+    return max(1, block // (32 * config["num_warps"]))
+
+
+# ---------------------------------------------------------------- counting SASS
+
+_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+FP64_ARITHMETIC = {"DADD", "DMUL", "DFMA", "DSETP", "DMNMX", "DMMA"}
+FP32 = {"FADD", "FMUL", "FFMA", "FSEL", "FSETP", "FMNMX"}
+
+
+def parse_sass(text: str) -> list[tuple[int, str, str]]:
+    """(address, opcode with modifiers, operands) of each instruction, padding left out (the NOPs
+    after the end and the branch-to-self that ends the code)."""
+    instructions = []
+    matches = list(_LINE.finditer(text))
+    if len(matches) != len(re.findall(r"/\*[0-9a-f]{4,}\*/", text)):
+        raise ValueError("SASS lines this parser does not read; update _LINE")
+    for match in matches:
+        address, opcode, operands = int(match[1], 16), match[2], match[3].strip()
+        target = re.fullmatch(r"0x([0-9a-f]+)", operands)
+        if opcode == "NOP" or (opcode == "BRA" and target and int(target[1], 16) == address):
+            continue
+        instructions.append((address, opcode, operands))
+    return instructions
+
+
+def classify(opcode: str) -> str:
+    """'fp64' (arithmetic), 'fp64 conversion', 'fp32', 'mufu' or 'other'."""
+    base, *modifiers = opcode.split(".")
+    if base in FP64_ARITHMETIC or (base == "FRND" and "F64" in modifiers):
+        return "fp64"
+    if base == "MUFU" and any(m.endswith("64H") for m in modifiers):
+        return "fp64"
+    if base in ("F2F", "F2I", "I2F") and "F64" in modifiers:
+        return "fp64 conversion"
+    if base in FP32:
+        return "fp32"
+    return "mufu" if base == "MUFU" else "other"
+
+
+def per_element(instructions, elements: int, steps: int = 1) -> tuple[float, int]:
+    """(instructions issued per element, instructions in the loop body).
+
+    Straight-line code: every instruction once per thread, over the elements the thread holds.
+    A kernel with a loop (the parameter kernels, STEPS steps per program) runs the body once per
+    step and the rest (parameter loads before, the partial sums' reduction and stores after) once
+    per program: per element = (body + rest / STEPS) / elements per step. Branches that skip
+    work (a rare slow path) are counted as if taken: an upper bound."""
+    loops = []
+    for address, opcode, operands in instructions:
+        target = re.fullmatch(r"0x([0-9a-f]+)", operands)
+        if opcode.split(".")[0] == "BRA" and target and int(target[1], 16) < address:
+            loops.append((int(target[1], 16), address))
+    if len(loops) > 1:
+        raise ValueError(f"{len(loops)} backward branches; the count assumes one loop at most")
+    body = sum(1 for a, _, _ in instructions if loops and loops[0][0] <= a <= loops[0][1])
+    if body and steps <= 1:
+        raise ValueError("a loop in a kernel launched with STEPS = 1")
+    rest = len(instructions) - body
+    return (body + rest / (steps if body else 1)) / elements, body
+
+
+def _tool(name: str) -> str:
+    import triton
+
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
+
+
+def _disassemble(cubin: bytes) -> str:
+    """cuobjdump's resource usage and SASS of a cubin, kept on disk by the cubin's hash (one
+    cuobjdump call costs ~0.3-1 s; compiling a variant found in Triton's cache, ~0.1 s)."""
+    cache = os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "gelus", "sass"
+    )
+    path = os.path.join(cache, hashlib.sha256(cubin).hexdigest() + ".txt")
+    if os.path.exists(path):
+        with open(path) as handle:
+            return handle.read()
     with tempfile.NamedTemporaryFile(suffix=".cubin") as handle:
         handle.write(cubin)
         handle.flush()
-        return subprocess.run([tool, option, handle.name], capture_output=True, text=True).stdout
+        text = subprocess.run([_tool("cuobjdump"), "-res-usage", "-sass", handle.name],
+                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+    os.makedirs(cache, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=cache, delete=False) as handle:
+        handle.write(text)
+    os.replace(handle.name, path)  # whole or absent, whatever runs beside it
+    return text
 
 
-def sass_counts(cubin: bytes) -> collections.Counter:
-    text = cuobjdump(cubin, "-sass")
-    ops = re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", text)
-    return collections.Counter(op.split(".")[0] for op in ops)
+def compile_variant(variant, arch: int = 90) -> dict:
+    """Compile one variant for sm_<arch>; its SASS counts, per element and against its budget."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from gelus._triton import _kernels as k
+
+    name, kernel, dtype, config = variant
+    fn = getattr(k, f"{kernel}_kernel")
+    wide = dtype == "fp64" or config.get("WIDE", False)
+    types = {"x": f"*{dtype}", "acc": "*fp64" if wide else "*fp32"}
+    signature = {a: types.get(t, t) for a, t in ARGUMENTS[kernel].items()}
+    constants = {key: value for key, value in config.items() if key != "num_warps"}
+    signature |= dict.fromkeys(constants, "constexpr")
+    # What a launch on a long PyTorch tensor tells Triton: pointers 16-byte aligned and sizes
+    # multiples of 16 (so loads and stores become 16-byte vectors); seed and offset unspecialized.
+    attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]]
+             for a, t in signature.items()
+             if t.startswith("*") or (t == "i32" and a not in fn.do_not_specialize)}  # fmt: skip
+    record = {"name": name, "kernel": kernel, "dtype": dtype, "config": config}
+    try:
+        source = ASTSource(fn=fn, signature=signature, constexprs=constants, attrs=attrs)
+        compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
+                                  options={"num_warps": config["num_warps"]})  # fmt: skip
+        text = _disassemble(compiled.asm["cubin"])
+        usage = re.search(r"REG:(\d+).*STACK:(\d+)", text)
+        instructions = parse_sass(text)
+    except Exception as error:  # report every failing variant, not just the first
+        return record | {"error": f"{type(error).__name__}: {str(error)[:2000]}"}
+    kinds = collections.Counter(classify(opcode) for _, opcode, _ in instructions)
+    elements = elements_per_thread(kernel, config)
+    count, body = per_element(instructions, elements, config.get("STEPS", 1))
+    backward = config["BACKWARD"]
+    return record | {
+        "registers": int(usage[1]),
+        "stack": int(usage[2]),
+        "instructions": len(instructions),
+        "loop_body": body,
+        "elements_per_thread": elements,
+        "fp32": kinds["fp32"],
+        "fp64": kinds["fp64"],
+        "fp64_conversions": kinds["fp64 conversion"],
+        "mufu": kinds["mufu"],
+        "per_element": count,
+        "budget": budget(kernel, backward, dtype),
+        "budget_h100": budget(kernel, backward, dtype, "H100 SXM"),
+    }
+
+
+def problems(record: dict) -> list[str]:
+    """What the gate finds wrong with one compiled variant (nothing for float64 variants)."""
+    if "error" in record:
+        return [f"{record['name']}: does not compile: {record['error']}"]
+    if record["dtype"] not in GATED:
+        return []
+    found = []
+    if record["fp64"] or record["fp64_conversions"]:
+        found.append(
+            f"{record['name']}: {record['fp64']} fp64 instructions and "
+            f"{record['fp64_conversions']} conversions to or from fp64 "
+            f"({record['per_element']:.1f} instructions per element, budget "
+            f"{record['budget']:.1f})"
+        )
+    if record["per_element"] > record["budget"]:
+        found.append(
+            f"{record['name']}: {record['per_element']:.1f} instructions per element, over "
+            f"the {GATE_GPU} budget of {record['budget']:.1f}"
+        )
+    return found
+
+
+def compile_all(
+    only: str = "", dtypes=tuple(ITEMSIZE), arch: int = 90, jobs: int | None = None
+) -> list[dict]:
+    """Every variant of ``dtypes`` whose name contains ``only``, compiled in ``jobs`` processes."""
+    chosen = [v for v in variants() if only in v[0] and v[2] in dtypes]
+    with ProcessPoolExecutor(max_workers=jobs or os.cpu_count()) as pool:
+        return list(pool.map(compile_variant, chosen, itertools.repeat(arch), chunksize=4))
+
+
+def missing_tools() -> list[str]:
+    """The binaries the gate needs that this Triton does not ship (ptxas, cuobjdump)."""
+    return [name for name in ("ptxas", "cuobjdump") if not os.path.exists(_tool(name))]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", type=int, default=90)
-    parser.add_argument("--sass", action="store_true", help="print SASS instruction counts")
     parser.add_argument("--only", default="", help="compile the variants whose name contains this")
+    parser.add_argument("--dtypes", default=",".join(ITEMSIZE), help="e.g. fp16,bf16,fp32")
+    parser.add_argument("--gate", action="store_true", help="exit 1 on fp64 or over budget")
+    parser.add_argument("--json", help="write the records to this file")
+    parser.add_argument("--jobs", type=int, default=None, help="processes (default: CPUs)")
     args = parser.parse_args()
-    failures = 0
-    for name, fn, signature, constants in variants():
-        if args.only not in name:
-            continue
-        for key in constants:
-            signature[key] = "constexpr"
-        # What a launch on PyTorch's (16-byte aligned) tensors tells Triton: pointers aligned to
-        # 16 bytes, so loads and stores become 16-byte vectors.
-        attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]]
-                 for name, kind in signature.items() if kind.startswith("*")}  # fmt: skip
-        try:
-            source = ASTSource(fn=fn, signature=signature, constexprs=constants, attrs=attrs)
-            compiled = triton.compile(source, target=GPUTarget("cuda", args.arch, 32))
-        except Exception as error:  # report every failing variant, not just the first
-            failures += 1
-            print(f"FAIL {name}: {type(error).__name__}: {str(error)[:2000]}")
-            continue
-        usage = re.search(r"REG:(\d+).*STACK:(\d+)", cuobjdump(compiled.asm["cubin"], "-res-usage"))
-        line = f"ok   {name}: {usage[1]} registers, stack {usage[2]} bytes"
-        if args.sass:
-            counts = sass_counts(compiled.asm["cubin"])
-            groups = {"fp32": ("FFMA", "FMUL", "FADD", "FSEL", "FSETP", "FMNMX"),
-                      "fp64": ("DFMA", "DMUL", "DADD", "DSETP"), "mufu": ("MUFU",)}  # fmt: skip
-            line += ", " + ", ".join(
-                f"{g} {sum(counts[o] for o in ops)}" for g, ops in groups.items()
-            )
-            line += f", total {sum(counts.values())}"
-        print(line, flush=True)
-    return 1 if failures else 0
+    os.environ["TRITON_INTERPRET"] = "0"  # compile for the GPU, before anything imports Triton
+    if missing := missing_tools():
+        print(f"this Triton ships no {' or '.join(missing)}: nothing to compile with")
+        return 2
+    records = compile_all(args.only, args.dtypes.split(","), args.arch, args.jobs)
+    found = []
+    for r in records:
+        if "error" in r:
+            print(f"FAIL {r['name']}: {r['error']}")
+        else:
+            print(f"{r['name']:34} {r['registers']:3} regs  {r['per_element']:6.1f} per element "
+                  f"(budget {r['budget']:5.1f} H200, {r['budget_h100']:5.1f} H100)  "
+                  f"fp32 {r['fp32']:3}  fp64 {r['fp64']:3} + {r['fp64_conversions']:2} cvt  "
+                  f"mufu {r['mufu']:2}  total {r['instructions']}"
+                  + (f" (loop {r['loop_body']})" if r["loop_body"] else ""))  # fmt: skip
+        found += problems(r)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(records, handle, indent=1)
+    if args.gate and found:
+        print(f"\n{len(found)} problems:", *found, sep="\n  ")
+    return 1 if any("error" in r for r in records) or (args.gate and found) else 0
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ __all__ = [
     "gelu_forward",
     "generalized_gelu_backward",
     "generalized_gelu_forward",
+    "launch_config",
     "stochastic_gelu_backward",
     "stochastic_gelu_forward",
     "supports_parameters",
@@ -72,9 +73,66 @@ _TILE = _WARPS * 32 * 4  # elements per step of the columns kernel (rows × chan
 _INTERPRETER_SCALE = 16 if interpreting() else 1
 
 
-def _block(dtype: torch.dtype) -> int:
-    per_thread = 16 // min(dtype.itemsize, 4)
-    return _WARPS * 32 * per_thread * _INTERPRETER_SCALE
+def _block(dtype: torch.dtype, scale: int = _INTERPRETER_SCALE) -> int:
+    return _WARPS * 32 * (16 // min(dtype.itemsize, 4)) * scale
+
+
+# A tensor long enough for full blocks and _STEPS steps per program: what launch_config assumes
+# when it is not given a length (the configuration of the memory-bound sizes, which the SASS gate
+# compiles).
+_LONG = 1 << 24
+
+
+def launch_config(
+    kernel: str,
+    dtype: torch.dtype,
+    member: int = 0,
+    form: int = 0,
+    backward: bool = False,
+    *,
+    length: int | None = None,
+    channels: int | None = None,
+    interpreted: bool | None = None,
+) -> dict:
+    """The compile-time arguments (constexprs and ``num_warps``) of one launch of ``kernel``.
+
+    The host functions launch with exactly these, and ``tools/compile_kernels.py`` compiles the
+    same ones for the SASS gate (``tests/library/test_kernel_instructions.py``), so the gate counts
+    the instructions of the code that runs.
+
+    kernel: ``"pointwise"`` (member: a GELU form, ``SWISH`` or ``STOCHASTIC``), ``"geglu"``
+    (form), ``"rows"`` or ``"columns"`` (member: ``GENERALIZED``, ``SWISH_BETA`` or ``BIAS``,
+    the last with its form). length: GEGLU's half, the rows kernel's row length, the columns
+    kernel's row count; channels: the columns kernel's channel count. None: a long tensor (full
+    blocks, ``_STEPS`` steps per program). interpreted: None for this process's mode; the
+    interpreter takes 16x larger blocks, False gives what a GPU launch takes.
+    """
+    scale = _INTERPRETER_SCALE if interpreted is None else (16 if interpreted else 1)
+    length = _LONG if length is None else length
+    # A short length (GEGLU's half, a row of NCHW with a small H·W) takes a smaller block, not a
+    # mostly masked one.
+    fitted = max(_WARPS * 32, triton.next_power_of_2(length))
+    if kernel == "pointwise":
+        wide = member != int(kernels.STOCHASTIC) and _wide(dtype)
+        config = dict(MEMBER=member, WIDE=wide, BLOCK=_block(dtype, scale))
+    elif kernel == "geglu":
+        config = dict(FORM=form, WIDE=_wide(dtype), BLOCK=min(_block(dtype, scale), fitted))
+    elif kernel in ("rows", "columns"):
+        config = dict(MEMBER=member, FORM=form, WIDE=_wide(dtype))
+        if kernel == "columns":
+            block_c = min(64, triton.next_power_of_2(_LONG if channels is None else channels))
+            block_r = _TILE // block_c
+            config |= dict(BLOCK_R=block_r, BLOCK_C=block_c, STEPS=_steps(length, block_r))
+        else:
+            # 4 per thread even in float64: two block-sized float64 partial sums cost registers
+            block = min(_block(dtype, scale=scale), fitted)
+            steps = _steps(length, block)
+            while triton.cdiv(length, block * steps) > 65535:  # the grid's second axis limit
+                steps *= 2
+            config |= dict(BLOCK=block, STEPS=steps)
+    else:
+        raise ValueError(f"unknown kernel {kernel!r}; use pointwise, geglu, rows or columns")
+    return config | dict(BACKWARD=backward, PREC=_PRECISION[dtype], num_warps=_WARPS)
 
 
 def _precision(x: Tensor) -> int:
@@ -86,9 +144,9 @@ def _precision(x: Tensor) -> int:
     return _PRECISION[x.dtype]
 
 
-def _wide(x: Tensor) -> bool:
-    """Whether the math runs in float64: float64 input only (no float64 arithmetic for the others)."""
-    return x.dtype == torch.float64
+def _wide(dtype: torch.dtype) -> bool:
+    """Whether the math runs in float64: for float64 input only (never for fp32 or half types)."""
+    return dtype == torch.float64
 
 
 def _form(approximate: str) -> int:
@@ -124,16 +182,14 @@ def _as_layout_of(grad: Tensor, x: Tensor) -> Tensor:
     return torch.empty_like(x, dtype=grad.dtype).copy_(grad)
 
 
-def _launch_pointwise(x, grad, member, beta=1.0, seed=0, offset=0, wide=False):
+def _launch_pointwise(x, grad, member, beta=1.0, seed=0, offset=0):
     out = torch.empty_like(x)
     n = x.numel()
     if n:
-        block = _block(x.dtype)
-        kernels.pointwise_kernel[(triton.cdiv(n, block),)](
-            x, x if grad is None else grad, out, n, float(beta), int(seed), int(offset),
-            MEMBER=member, BACKWARD=grad is not None, PREC=_precision(x), WIDE=wide,
-            BLOCK=block, num_warps=_WARPS,
-        )  # fmt: skip
+        config = launch_config("pointwise", x.dtype, member, backward=grad is not None)
+        kernels.pointwise_kernel[(triton.cdiv(n, config["BLOCK"]),)](
+            x, x if grad is None else grad, out, n, float(beta), int(seed), int(offset), **config
+        )
     return out
 
 
@@ -142,7 +198,7 @@ def gelu_forward(x: Tensor, approximate: str = "none") -> Tensor:
     form = _form(approximate)
     x = _dense(x)
     _precision(x)
-    return _launch_pointwise(x, None, form, wide=_wide(x))
+    return _launch_pointwise(x, None, form)
 
 
 def gelu_backward(grad: Tensor, x: Tensor, approximate: str = "none") -> Tensor:
@@ -150,7 +206,7 @@ def gelu_backward(grad: Tensor, x: Tensor, approximate: str = "none") -> Tensor:
     form = _form(approximate)
     x = _dense(x)
     _precision(x)
-    return _launch_pointwise(x, _as_layout_of(grad, x), form, wide=_wide(x))
+    return _launch_pointwise(x, _as_layout_of(grad, x), form)
 
 
 def _check_stream(seed: int, offset: int) -> None:
@@ -228,9 +284,9 @@ def _channel_vector(p: Tensor | float, x: Tensor, dim: int | None, dtype) -> Ten
     return p.reshape((1,) * (x.dim() - p.dim()) + tuple(p.shape)).expand(shape).reshape(-1)
 
 
-def _run_parametric(member, form, x, grad, p, q, dim, wide):
+def _run_parametric(member, form, x, grad, p, q, dim):
     """Launch the rows or columns kernel; returns (out, partial sums [2, C] or None)."""
-    dtype = torch.float64 if wide else torch.float32
+    dtype = p.dtype  # the compute dtype (float64 where launch_config says WIDE)
     out = torch.empty_like(x)
     n = x.numel()
     channels = 1 if dim is None else x.shape[dim]
@@ -238,36 +294,27 @@ def _run_parametric(member, form, x, grad, p, q, dim, wide):
     sums = None
     if n == 0:
         return out, torch.zeros(2, channels, dtype=dtype, device=x.device) if backward else None
-    options = dict(MEMBER=member, FORM=form, BACKWARD=backward, PREC=_precision(x), WIDE=wide)
     grad_arg = x if grad is None else grad
     stride = n if dim is None else x.stride(dim)
     if channels > 1 and stride == 1:  # the channel is the fastest dimension in storage
         rows = n // channels
-        block_c = min(64, triton.next_power_of_2(channels))
-        block_r = _TILE // block_c
-        steps = _steps(rows, block_r)
-        grid = (triton.cdiv(channels, block_c), triton.cdiv(rows, block_r * steps))
+        config = launch_config(
+            "columns", x.dtype, member, form, backward, length=rows, channels=channels
+        )
+        block_r = config["BLOCK_R"] * config["STEPS"]
+        grid = (triton.cdiv(channels, config["BLOCK_C"]), triton.cdiv(rows, block_r))
         partial = torch.empty(2, grid[1], channels, dtype=dtype, device=x.device)
-        kernels.columns_kernel[grid](
-            x, grad_arg, out, p, q, partial, rows, channels, **options,
-            BLOCK_R=block_r, BLOCK_C=block_c, STEPS=steps, num_warps=_WARPS,
-        )  # fmt: skip
+        kernels.columns_kernel[grid](x, grad_arg, out, p, q, partial, rows, channels, **config)
         if backward:
             sums = partial.sum(1)
     else:  # one channel per row of `stride` elements
         rows = n // stride
-        # short rows (NCHW with a small H·W) take a smaller block, not a mostly masked one
-        # 4 per thread even in float64: two block-sized float64 partial sums already cost registers
-        block = min(_block(x.dtype), max(_WARPS * 32, triton.next_power_of_2(stride)))
-        steps = _steps(stride, block)
-        while triton.cdiv(stride, block * steps) > 65535:  # the grid's second axis limit
-            steps *= 2
-        chunks = triton.cdiv(stride, block * steps)
+        config = launch_config("rows", x.dtype, member, form, backward, length=stride)
+        chunks = triton.cdiv(stride, config["BLOCK"] * config["STEPS"])
         partial = torch.empty(2, rows, chunks, dtype=dtype, device=x.device)
         kernels.rows_kernel[(rows, chunks)](
-            x, grad_arg, out, p, q, partial, stride, channels, chunks, **options,
-            BLOCK=block, STEPS=steps, num_warps=_WARPS,
-        )  # fmt: skip
+            x, grad_arg, out, p, q, partial, stride, channels, chunks, **config
+        )
         if backward:
             sums = partial.sum(2).view(2, rows // channels, channels).sum(1)
     return out, sums
@@ -287,31 +334,29 @@ def _reduce_to(vector: Tensor, p: Tensor, x: Tensor, dim: int | None) -> Tensor:
 
 
 def _generalized_setup(x: Tensor, mu: Tensor | float, sigma: Tensor | float):
-    """(dense x, μ per channel, 1/σ per channel, channel dim, wide) for both generalized kernels."""
+    """(dense x, μ per channel, 1/σ per channel, channel dim) for both generalized kernels."""
     x = _dense(x)
     _precision(x)
     dim = _parameter_dim(x, (mu, sigma))
-    wide = _wide(x)
+    wide = _wide(x.dtype)
     dtype = torch.float64 if wide else torch.float32
     p = _channel_vector(mu, x, dim, dtype)
     q = 1.0 / _channel_vector(sigma, x, dim, dtype)
-    return x, p, q, dim, wide
+    return x, p, q, dim
 
 
 def generalized_gelu_forward(x: Tensor, mu: Tensor | float, sigma: Tensor | float) -> Tensor:
     """x·Φ((x − μ)/σ), μ and σ floats or scalar / per-channel tensors."""
-    x, p, q, dim, wide = _generalized_setup(x, mu, sigma)
-    return _run_parametric(int(kernels.GENERALIZED), 0, x, None, p, q, dim, wide)[0]
+    x, p, q, dim = _generalized_setup(x, mu, sigma)
+    return _run_parametric(int(kernels.GENERALIZED), 0, x, None, p, q, dim)[0]
 
 
 def generalized_gelu_backward(
     grad: Tensor, x: Tensor, mu: Tensor | float, sigma: Tensor | float
 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """(dx, dμ, dσ); dμ and dσ are summed to μ's and σ's shapes (None for a float parameter)."""
-    x, p, q, dim, wide = _generalized_setup(x, mu, sigma)
-    dx, sums = _run_parametric(
-        int(kernels.GENERALIZED), 0, x, _as_layout_of(grad, x), p, q, dim, wide
-    )
+    x, p, q, dim = _generalized_setup(x, mu, sigma)
+    dx, sums = _run_parametric(int(kernels.GENERALIZED), 0, x, _as_layout_of(grad, x), p, q, dim)
     dmu = _reduce_to(sums[0], mu, x, dim) if isinstance(mu, Tensor) else None
     dsigma = _reduce_to(sums[1], sigma, x, dim) if isinstance(sigma, Tensor) else None
     return dx, dmu, dsigma
@@ -325,9 +370,9 @@ def swish_forward(x: Tensor, beta: Tensor | float = 1.0) -> Tensor:
         return _launch_pointwise(x, None, int(kernels.SWISH), beta=beta)
     # A tensor β, or a float β for float64 input (a float kernel argument is fp32).
     dim = _parameter_dim(x, (beta,))
-    wide = _wide(x)
+    wide = _wide(x.dtype)
     b = _channel_vector(beta, x, dim, torch.float64 if wide else torch.float32)
-    return _run_parametric(int(kernels.SWISH_BETA), 0, x, None, b, b, dim, wide)[0]
+    return _run_parametric(int(kernels.SWISH_BETA), 0, x, None, b, b, dim)[0]
 
 
 def swish_backward(
@@ -340,35 +385,35 @@ def swish_backward(
     if not isinstance(beta, Tensor) and x.dtype != torch.float64:
         return _launch_pointwise(x, grad, int(kernels.SWISH), beta=beta), None
     dim = _parameter_dim(x, (beta,))
-    wide = _wide(x)
+    wide = _wide(x.dtype)
     b = _channel_vector(beta, x, dim, torch.float64 if wide else torch.float32)
-    dx, sums = _run_parametric(int(kernels.SWISH_BETA), 0, x, grad, b, b, dim, wide)
+    dx, sums = _run_parametric(int(kernels.SWISH_BETA), 0, x, grad, b, b, dim)
     return dx, _reduce_to(sums[0], beta, x, dim) if isinstance(beta, Tensor) else None
 
 
 def _bias_setup(x: Tensor, bias: Tensor, approximate: str):
-    """(form, dense x, bias as a channel vector, channel dim, wide) for the bias-GELU kernels."""
+    """(form, dense x, bias as a channel vector, channel dim) for the bias-GELU kernels."""
     form = _form(approximate)
     x = _dense(x)
     _precision(x)
     dim = _parameter_dim(x, (bias,))
-    wide = _wide(x)
+    wide = _wide(x.dtype)
     b = _channel_vector(bias, x, dim, torch.float64 if wide else torch.float32)
-    return form, x, b, dim, wide
+    return form, x, b, dim
 
 
 def bias_gelu_forward(x: Tensor, bias: Tensor, approximate: str = "none") -> Tensor:
     """gelu(x + bias), the bias read once per program (a scalar or per-channel tensor)."""
-    form, x, b, dim, wide = _bias_setup(x, bias, approximate)
-    return _run_parametric(int(kernels.BIAS), form, x, None, b, b, dim, wide)[0]
+    form, x, b, dim = _bias_setup(x, bias, approximate)
+    return _run_parametric(int(kernels.BIAS), form, x, None, b, b, dim)[0]
 
 
 def bias_gelu_backward(
     grad: Tensor, x: Tensor, bias: Tensor, approximate: str = "none"
 ) -> tuple[Tensor, Tensor]:
     """(dx, dbias): dx = grad·gelu'(x + bias), dbias = dx summed to the bias's shape."""
-    form, x, b, dim, wide = _bias_setup(x, bias, approximate)
-    dx, sums = _run_parametric(int(kernels.BIAS), form, x, _as_layout_of(grad, x), b, b, dim, wide)
+    form, x, b, dim = _bias_setup(x, bias, approximate)
+    dx, sums = _run_parametric(int(kernels.BIAS), form, x, _as_layout_of(grad, x), b, b, dim)
     return dx, _reduce_to(sums[0], bias, x, dim)
 
 
@@ -391,14 +436,9 @@ def _launch_geglu(x, grad, out, half, approximate):
     form = _form(approximate)
     outer = x.numel() // (2 * half) if half else 0
     if outer:
-        wide = _wide(x)
-        block = min(_block(x.dtype), max(_WARPS * 32, triton.next_power_of_2(half)))
-        grid = (outer, triton.cdiv(half, block))  # outer on the axis that allows 2^31 − 1
-        kernels.geglu_kernel[grid](
-            x, x if grad is None else grad, out, half, FORM=form, BACKWARD=grad is not None,
-            PREC=_precision(x), WIDE=wide, BLOCK=block,
-            num_warps=_WARPS,
-        )  # fmt: skip
+        config = launch_config("geglu", x.dtype, form=form, backward=grad is not None, length=half)
+        grid = (outer, triton.cdiv(half, config["BLOCK"]))  # outer on the axis that allows 2^31 − 1
+        kernels.geglu_kernel[grid](x, x if grad is None else grad, out, half, **config)
     return out
 
 
