@@ -21,6 +21,7 @@ import collections
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
 import subprocess
@@ -60,6 +61,18 @@ GATE_GPU = "H200 SXM"  # the stricter: the same issue rate, faster memory
 TRAFFIC = {"pointwise": (2, 3), "geglu": (3, 5), "rows": (2, 3), "columns": (2, 3)}
 ITEMSIZE = {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8}
 GATED = ("fp16", "bf16", "fp32")  # float64 computes in float64 by design: counted, not gated
+
+
+# Variants that do not fit the bandwidth budget yet, each held to a ceiling instead (its count when
+# it was listed, plus 3 %), so that the gate still catches a regression; docs/CUDA.md gives the
+# reasons. A listed variant that fits its bandwidth budget again must leave the list.
+# Printed by `python3 tools/compile_kernels.py --ceilings` (Triton 3.9, sm_90).
+CEILINGS: dict[str, float] = {}
+
+
+def allowed(record: dict) -> float:
+    """The instructions per element a gated variant may take: its ceiling, or the budget."""
+    return CEILINGS.get(record["name"], record["budget"])
 
 
 def budget(kernel: str, backward: bool, dtype: str, gpu: str = GATE_GPU) -> float:
@@ -289,10 +302,16 @@ def problems(record: dict) -> list[str]:
             f"({record['per_element']:.1f} instructions per element, budget "
             f"{record['budget']:.1f})"
         )
-    if record["per_element"] > record["budget"]:
+    if record["per_element"] > allowed(record):
+        what = "its ceiling" if record["name"] in CEILINGS else f"the {GATE_GPU} budget"
         found.append(
             f"{record['name']}: {record['per_element']:.1f} instructions per element, over "
-            f"the {GATE_GPU} budget of {record['budget']:.1f}"
+            f"{what} of {allowed(record):.1f}"
+        )
+    elif record["name"] in CEILINGS and record["per_element"] <= record["budget"]:
+        found.append(
+            f"{record['name']}: {record['per_element']:.1f} instructions per element fits the "
+            f"{GATE_GPU} budget of {record['budget']:.1f}: take it off CEILINGS"
         )
     return found
 
@@ -319,6 +338,9 @@ def main() -> int:
     parser.add_argument("--gate", action="store_true", help="exit 1 on fp64 or over budget")
     parser.add_argument("--json", help="write the records to this file")
     parser.add_argument("--jobs", type=int, default=None, help="processes (default: CPUs)")
+    parser.add_argument(
+        "--ceilings", action="store_true", help="print CEILINGS for the variants over budget"
+    )
     args = parser.parse_args()
     os.environ["TRITON_INTERPRET"] = "0"  # compile for the GPU, before anything imports Triton
     if missing := missing_tools():
@@ -339,6 +361,12 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(records, handle, indent=1)
+    if args.ceilings:
+        over = [r for r in records if r.get("dtype") in GATED and r["per_element"] > r["budget"]]
+        print("CEILINGS = {")
+        for r in over:
+            print(f'    "{r["name"]}": {math.ceil(r["per_element"] * 1.03 * 10) / 10},')
+        print("}")
     if args.gate and found:
         print(f"\n{len(found)} problems:", *found, sep="\n  ")
     return 1 if any("error" in r for r in records) or (args.gate and found) else 0

@@ -30,7 +30,9 @@ EXP_RANGE = mp.mpf("0.3566")  # ½·ln 2 plus the slack of the reduction's round
 C = 1 / mp.sqrt(2 * mp.pi)
 # far map: w = 1/u ∈ [1/U_MAX, 1/SPLIT] → t = FAR_SCALE·w + FAR_OFFSET ∈ [−1, 1]
 FAR_SCALE = float(np.float32(2 / (mp.mpf(1) / SPLIT - mp.mpf(1) / U_MAX)))
-FAR_OFFSET = float(np.float32(-(mp.mpf(1) / SPLIT + mp.mpf(1) / U_MAX) / (mp.mpf(1) / SPLIT - mp.mpf(1) / U_MAX)))
+FAR_OFFSET = float(
+    np.float32(-(mp.mpf(1) / SPLIT + mp.mpf(1) / U_MAX) / (mp.mpf(1) / SPLIT - mp.mpf(1) / U_MAX))
+)
 
 
 def tail_k(u):

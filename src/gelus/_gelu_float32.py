@@ -18,8 +18,8 @@ M(u) = K(u) − u/√(2π):
   addition's error kept), m·P_hi split exactly, and everything but the leading part summed in a
   tail, so the result is rounded once (a few small roundings in the tail).
 - **e = exp(−u²/2)** = (1 + w)·2^k: u² = s + lo exactly; k = round(−s/2·log₂e);
-  r = −s/2 − k·ln 2 − lo/2 with ln 2 split so that k·LN2_HI is exact; w = r·E(r); 2^k in two
-  halves, so that the one rounding into the subnormal range comes last.
+  r = −s/2 − k·ln 2 − lo/2 with ln 2 split so that k·LN2_HI is exact; w = r·E(r); 2^k as
+  2^(k+64)·2^-64, so that the one rounding into the subnormal range comes last.
 - **Beyond u = 15** the value and the slope at −u are below half the least subnormal: the tail
   is set to 0, which gives +inf → +inf (slope 1), −inf → −0 (slope 0), FLT_MAX → FLT_MAX; nan
   propagates; −0 → −0.
@@ -41,6 +41,7 @@ U_MAX = 15.0
 LOG2E = 1.4426950216293335  # float32(1/ln 2)
 LN2_HI = 0.693145751953125  # ln 2 to 16 bits: k·LN2_HI is exact for |k| < 2^8
 LN2_LO = 1.428606765330187e-06  # float32(ln 2 − LN2_HI)
+SCALE_EXPONENT = 64  # e·2^64 stays normal down to u = 15; the final ·2^-64 rounds once
 
 # Printed by tools/fit_float32_gelu.py (polynomials: lowest degree first, in t ∈ [−1, 1]).
 ROOT_HI = 0.7517915368080139  # float32(u₀)
@@ -135,13 +136,8 @@ def _product_error(a: Tensor, b: Tensor, product: Tensor) -> Tensor:
     return (((a_hi * b_hi - product) + a_hi * b_lo) + a_lo * b_hi) + a_lo * b_lo
 
 
-def _power_of_two(k: Tensor) -> Tensor:
-    """2^k for integer k ∈ [−126, 127], from the exponent bits."""
-    return ((k + 127) << 23).view(torch.float32)
-
-
-def _gauss(u: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """exp(−u²/2) = (1 + w)·scale·scale2 for 0 ≤ u ≤ U_MAX: (w, scale, scale2)."""
+def _gauss(u: Tensor) -> tuple[Tensor, Tensor]:
+    """exp(−u²/2) = (1 + w)·scale·2^-64 for 0 ≤ u ≤ U_MAX: (w, scale)."""
     square = u * u
     low = _product_error(u, u, square)  # u² = square + low exactly
     a = -0.5 * square
@@ -150,9 +146,9 @@ def _gauss(u: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     e = EXP_RATIO[-1]
     for coefficient in reversed(EXP_RATIO[:-1]):
         e = e * r + coefficient
-    k = k.to(torch.int32)
-    half = k >> 1  # floor(k/2): both halves ≥ −82, so each scale is a normal number
-    return r * e, _power_of_two(half), _power_of_two(k - half)
+    # 2^(k + 64) from the exponent bits: a normal number for k ≥ −163 (u ≤ 15)
+    scale = ((k.to(torch.int32) + (127 + SCALE_EXPONENT)) << 23).view(torch.float32)
+    return r * e, scale
 
 
 def _pick(near: Tensor, near_constant: float, far_constant: float) -> Tensor:
@@ -175,9 +171,9 @@ def _tail(t: Tensor, near: Tensor, polynomials, m_hi: Tensor, m_lo: Tensor | Non
     a_lo = _product_error(m_hi, p_hi, a_hi) + m_hi * p_lo
     if m_lo is not None:
         a_lo = a_lo + m_lo * p_hi
-    w, scale, scale2 = _gauss(u)
+    w, scale = _gauss(u)
     y = a_hi + (a_hi * w + (a_lo * w + a_lo))  # m·P·(1 + w)
-    return y * scale * scale2
+    return y * scale * 2.0**-SCALE_EXPONENT
 
 
 def _prepare(x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:

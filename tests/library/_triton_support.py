@@ -22,9 +22,24 @@ from oracles import cdf, mpmath_oracle, pdf, ulp_error  # noqa: E402
 from oracles import gelu_oracle as oracle  # noqa: E402
 
 __all__ = [
-    "DEVICE", "FLOATS", "FORMS", "NATIVE_FMA_EXACT", "cdf", "exact_fma", "fma_probe", "mpmath",
-    "mpmath_oracle", "on_device", "ops", "oracle", "pdf", "scipy_special", "triton_marks",
+    "DEVICE",
+    "FLOATS",
+    "FORMS",
+    "NATIVE_BF16_WIDENING_EXACT",
+    "NATIVE_FMA_EXACT",
+    "cdf",
+    "exact_fma",
+    "fma_probe",
+    "mpmath",
+    "mpmath_oracle",
+    "on_device",
+    "ops",
+    "oracle",
+    "pdf",
+    "scipy_special",
+    "triton_marks",
     "ulp_error",
+    "widen_probe",
 ]  # fmt: skip
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -105,6 +120,50 @@ def _native_fma_exact() -> bool | None:
     return bool(fma_probe([_PROBE], [_PROBE], [-_PROBE * _PROBE])[0] == 2.0**-60)
 
 
+# ---------------------------------------------------------------- bf16 subnormals in the interpreter
+# Triton's interpreter (3.9) widens bf16 to fp32 through a bit-level converter that gets subnormal
+# bf16 inputs wrong (1.4e-39 becomes 1.0e-38); the GPU's conversion is exact (bf16 is the top half of
+# an fp32). Where the interpreter errs, the tests give it the exact widening.
+
+
+@triton.jit
+def _widen_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets).to(tl.float32))
+
+
+def widen_probe(values) -> np.ndarray:
+    """bf16 values widened to fp32 by a Triton kernel (at most 16 of them)."""
+    x = torch.zeros(16, dtype=torch.bfloat16)
+    x[: len(values)] = torch.as_tensor(values, dtype=torch.float32).to(torch.bfloat16)
+    out = torch.empty(16, dtype=torch.float32, device=DEVICE)
+    _widen_kernel[(1,)](x.to(DEVICE), out, BLOCK=16)
+    return out.cpu().numpy()[: len(values)]
+
+
+_SUBNORMAL_BF16 = (2.0**-133 * 15, -(2.0**-130), 2.0**-126)
+
+
+def _bf16_widening_exact() -> bool | None:
+    if ops is None:
+        return None
+    expected = torch.tensor(_SUBNORMAL_BF16).to(torch.bfloat16).float().numpy()
+    return bool((widen_probe(_SUBNORMAL_BF16) == expected).all())
+
+
+def _install_exact_bf16_widening() -> None:
+    from triton.runtime import interpreter
+
+    native = interpreter._convert_float
+
+    def convert(data, input_dtype, output_dtype, rounding_mode):
+        if input_dtype == tl.bfloat16 and output_dtype == tl.float32:
+            return (np.asarray(data).view(np.uint16).astype(np.uint32) << 16).view(np.uint32)
+        return native(data, input_dtype, output_dtype, rounding_mode)
+
+    interpreter._convert_float = convert
+
+
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 FORMS = ("none", "tanh", "sigmoid")
 
@@ -112,6 +171,9 @@ FORMS = ("none", "tanh", "sigmoid")
 NATIVE_FMA_EXACT = _native_fma_exact()
 if NATIVE_FMA_EXACT is False and interpreting():
     _install_exact_fma()
+NATIVE_BF16_WIDENING_EXACT = _bf16_widening_exact()
+if NATIVE_BF16_WIDENING_EXACT is False and interpreting():
+    _install_exact_bf16_widening()
 
 
 def on_device(values, dtype=torch.float32):

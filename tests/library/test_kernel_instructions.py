@@ -72,18 +72,25 @@ def test_no_fp64_instruction_in_fp32_or_half_variants(records):
     assert not found, "fp64 in variants for fp32/fp16/bf16 inputs:\n" + "\n".join(found)
 
 
-def test_instructions_per_element_within_the_h200_budget(records):
+def test_instructions_per_element_within_the_h200_budget_or_the_ceiling(records):
+    """Each variant within the H200's bandwidth budget, or, where it is listed in CEILINGS (the
+    variants that do not reach memory speed yet, docs/CUDA.md), within its ceiling; and no listed
+    variant that fits the budget again (the list only shrinks)."""
     found = []
     for name, r in records.items():
-        allowed = tool.budget(r["kernel"], r["config"]["BACKWARD"], r["dtype"], "H200 SXM")
-        if r["per_element"] > allowed:
+        budget = tool.budget(r["kernel"], r["config"]["BACKWARD"], r["dtype"], "H200 SXM")
+        limit = tool.CEILINGS.get(name, budget)
+        if r["per_element"] > limit:
             found.append(
-                f"{name}: {r['per_element']:.1f} instructions per element > {allowed:.1f} "
+                f"{name}: {r['per_element']:.1f} instructions per element > {limit:.1f} "
                 f"({r['instructions']} in the kernel, {r['elements_per_thread']} elements per "
                 f"thread{', loop ' + str(r['loop_body']) if r['loop_body'] else ''}; "
                 f"fp64 {r['fp64']})"
             )
-    assert not found, "over the H200 budget:\n" + "\n".join(found)
+        elif name in tool.CEILINGS and r["per_element"] <= budget:
+            found.append(f"{name}: {r['per_element']:.1f} fits the budget {budget:.1f}: unlist it")
+    assert not found, "over the H200 budget or the variant's ceiling:\n" + "\n".join(found)
+    assert set(tool.CEILINGS) <= set(records), "CEILINGS names variants the gate does not compile"
 
 
 def test_host_functions_launch_exactly_the_variants_the_gate_compiles(monkeypatch):

@@ -75,6 +75,8 @@ _ROOT_LO = tl.constexpr(f32.ROOT_LO)
 _LOG2E = tl.constexpr(f32.LOG2E)
 _LN2_HI = tl.constexpr(f32.LN2_HI)
 _LN2_LO = tl.constexpr(f32.LN2_LO)
+_SCALE_EXPONENT = tl.constexpr(f32.SCALE_EXPONENT)
+_SCALE_DOWN = tl.constexpr(2.0**-f32.SCALE_EXPONENT)
 _EXP_RATIO = tl.constexpr(f32.EXP_RATIO)
 _NEAR_VALUE = tl.constexpr(f32.NEAR_VALUE)
 _NEAR_VALUE_LOW = tl.constexpr(f32.NEAR_VALUE_LOW)
@@ -152,7 +154,7 @@ def _clamped_abs(x):
 
 @triton.jit
 def _gauss_single(u):
-    """exp(−u²/2) = (1 + w)·scale·scale2 for fp32 0 ≤ u ≤ 15: (w, scale, scale2)."""
+    """exp(−u²/2) = (1 + w)·scale·2^-64 for fp32 0 ≤ u ≤ 15: (w, scale)."""
     square = u * u
     low = tl.fma(u, u, -square)  # u² = square + low exactly
     a = -0.5 * square
@@ -160,11 +162,9 @@ def _gauss_single(u):
     r = tl.fma(k, -_LN2_HI, a)  # exact: k·LN2_HI has at most 24 bits, and so has the difference
     r = r + tl.fma(k, -_LN2_LO, -0.5 * low)
     e = _horner(r, _EXP_RATIO, _EXP_RATIO_N)
-    k = k.to(tl.int32)
-    half = k >> 1  # floor(k/2): both halves ≥ −82, so each scale is a normal number
-    scale = ((half + 127) << 23).to(tl.float32, bitcast=True)
-    scale2 = ((k - half + 127) << 23).to(tl.float32, bitcast=True)
-    return r * e, scale, scale2
+    # 2^(k + 64) is a normal number for k ≥ −163 (u ≤ 15); the last factor, 2^-64, rounds once
+    scale = ((k.to(tl.int32) + (127 + _SCALE_EXPONENT)) << 23).to(tl.float32, bitcast=True)
+    return r * e, scale
 
 
 @triton.jit
@@ -174,7 +174,10 @@ def _prepare_single(x):
     beyond = u > _U_MAX_SINGLE
     u = tl.where(beyond, _U_MAX_SINGLE, u)  # a comparison: nan stays nan
     near = u < _SPLIT
-    inverse = 1.0 / u  # a Newton step makes it correctly rounded (or nearly) after any division
+    # 1/u from the fast reciprocal square root, squared, and one Newton step (error ~2^-40 relative
+    # before the final rounding); far cheaper than a division, and u = 0 (inf) is discarded
+    inverse = tl.math.rsqrt(u)
+    inverse = inverse * inverse
     inverse = tl.fma(inverse, tl.fma(-inverse, u, 1.0), inverse)
     t = tl.where(near, u - 1.0, tl.fma(inverse, _FAR_SCALE, _FAR_OFFSET))
     return u, beyond, near, t, inverse
@@ -182,8 +185,8 @@ def _prepare_single(x):
 
 @triton.jit
 def _tail_single(t, near, NEAR: tl.constexpr, NEAR_LOW: tl.constexpr, FAR: tl.constexpr,
-                 FAR_LOW: tl.constexpr, m_hi, m_lo, w, scale, scale2):  # fmt: skip
-    """m·P(t)·(1 + w)·scale·scale2 with one final rounding, P the near or far polynomial."""
+                 FAR_LOW: tl.constexpr, m_hi, m_lo, w, scale):  # fmt: skip
+    """m·P(t)·(1 + w)·scale·2^-64 with one final rounding, P the near or far polynomial."""
     p = tl.where(near, NEAR[_REGION_N - 1], FAR[_REGION_N - 1])
     for j in tl.static_range(_REGION_N - 2, 0, -1):
         p = tl.fma(p, t, tl.where(near, NEAR[j], FAR[j]))
@@ -194,16 +197,16 @@ def _tail_single(t, near, NEAR: tl.constexpr, NEAR_LOW: tl.constexpr, FAR: tl.co
     a_hi = m_hi * p_hi
     a_lo = tl.fma(m_hi, p_hi, -a_hi) + tl.fma(m_hi, p_lo, m_lo * p_hi)
     y = a_hi + tl.fma(a_hi, w, tl.fma(a_lo, w, a_lo))  # m·P·(1 + w)
-    return y * scale * scale2
+    return y * scale * _SCALE_DOWN
 
 
 @triton.jit
 def _gelu_exact_single(x):
     u, beyond, near, t, _ = _prepare_single(x)
-    w, scale, scale2 = _gauss_single(u)
+    w, scale = _gauss_single(u)
     m = tl.where(near, u, 1.0)
     q = _tail_single(t, near, _NEAR_VALUE, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_LOW,
-                     m, 0.0, w, scale, scale2)  # fmt: skip
+                     m, 0.0, w, scale)  # fmt: skip
     q = tl.where(beyond, 0.0, q)
     return tl.where(x >= 0, x - q, -q)  # x ≥ 0: ±0 − 0 keeps the sign of zero
 
@@ -211,7 +214,7 @@ def _gelu_exact_single(x):
 @triton.jit
 def _gelu_exact_slope_single(x):
     u, beyond, near, t, _ = _prepare_single(x)
-    w, scale, scale2 = _gauss_single(u)
+    w, scale = _gauss_single(u)
     # u − u₀ = d_hi + d_lo: Fast2Sum of u and −ROOT_HI (larger magnitude first), then − ROOT_LO
     d_hi = u - _ROOT_HI
     above = u >= _ROOT_HI
@@ -220,7 +223,7 @@ def _gelu_exact_slope_single(x):
     m_hi = tl.where(near, d_hi, -u)
     m_lo = tl.where(near, d_lo, 0.0)
     q = _tail_single(t, near, _NEAR_SLOPE, _NEAR_SLOPE_LOW, _FAR_SLOPE, _FAR_SLOPE_LOW,
-                     m_hi, m_lo, w, scale, scale2)  # fmt: skip
+                     m_hi, m_lo, w, scale)  # fmt: skip
     q = tl.where(beyond, 0.0, q)
     return tl.where(x > 0, 1.0 - q, q)
 
@@ -229,12 +232,12 @@ def _gelu_exact_slope_single(x):
 def _normal_cdf_pdf_single(z):
     """(Φ(z), φ(z)) in fp32: Q = K·e with K = P (near) or P/u (far), φ = e/√(2π)."""
     u, beyond, near, t, inverse = _prepare_single(z)
-    w, scale, scale2 = _gauss_single(u)
+    w, scale = _gauss_single(u)
     m = tl.where(near, 1.0, inverse)
     q = _tail_single(t, near, _NEAR_VALUE, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_LOW,
-                     m, 0.0, w, scale, scale2)  # fmt: skip
+                     m, 0.0, w, scale)  # fmt: skip
     q = tl.where(beyond, 0.0, q)
-    pdf = tl.fma(_INV_SQRT_2PI, w, _INV_SQRT_2PI) * scale * scale2
+    pdf = tl.fma(_INV_SQRT_2PI, w, _INV_SQRT_2PI) * scale * _SCALE_DOWN
     pdf = tl.where(beyond, 0.0, pdf)
     return tl.where(z > 0, 1.0 - q, q), pdf
 
