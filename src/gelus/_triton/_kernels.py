@@ -24,6 +24,8 @@ from gelus._triton._math import (
     SWISH_CLAMP,
     gelu_form,
     gelu_form_slope,
+    gelu_form_slope_times,
+    gelu_form_times,
     normal_cdf_pdf,
     swish_slope,
     swish_value,
@@ -160,12 +162,12 @@ def geglu_kernel(
     a = a_raw.to(b.dtype)
     if BACKWARD:
         grad = tl.load(grad_ptr + index, mask=inside, other=0.0).to(b.dtype)
-        grad_a = grad * gelu_form(b, FORM, PREC)
-        grad_b = grad * a * gelu_form_slope(b, FORM, PREC)
+        grad_a = gelu_form_times(b, grad, FORM, PREC)
+        grad_b = gelu_form_slope_times(b, grad * a, FORM, PREC)
         tl.store(out_ptr + a_index, _rounded(grad_a, out_ptr), mask=inside)
         tl.store(out_ptr + a_index + half, _rounded(grad_b, out_ptr), mask=inside)
     else:
-        y = a * gelu_form(b, FORM, PREC)
+        y = gelu_form_times(b, a, FORM, PREC)
         tl.store(out_ptr + index, _rounded(y, out_ptr), mask=inside)
 
 

@@ -47,6 +47,8 @@ __all__ = [
     "SWISH_CLAMP",
     "gelu_form",
     "gelu_form_slope",
+    "gelu_form_slope_times",
+    "gelu_form_times",
     "normal_cdf_pdf",
     "swish_slope",
     "swish_value",
@@ -186,7 +188,7 @@ def _prepare_single(x):
 @triton.jit
 def _tail_single(t, near, NEAR: tl.constexpr, NEAR_LOW: tl.constexpr, FAR: tl.constexpr,
                  FAR_LOW: tl.constexpr, m_hi, m_lo, w, scale):  # fmt: skip
-    """m·P(t)·(1 + w)·scale·2^-64 with one final rounding, P the near or far polynomial."""
+    """m·P(t)·(1 + w)·scale (times 2^-64: the exact result), P the near or far polynomial."""
     p = tl.where(near, NEAR[_REGION_N - 1], FAR[_REGION_N - 1])
     for j in tl.static_range(_REGION_N - 2, 0, -1):
         p = tl.fma(p, t, tl.where(near, NEAR[j], FAR[j]))
@@ -197,22 +199,24 @@ def _tail_single(t, near, NEAR: tl.constexpr, NEAR_LOW: tl.constexpr, FAR: tl.co
     a_hi = m_hi * p_hi
     a_lo = tl.fma(m_hi, p_hi, -a_hi) + tl.fma(m_hi, p_lo, m_lo * p_hi)
     y = a_hi + tl.fma(a_hi, w, tl.fma(a_lo, w, a_lo))  # m·P·(1 + w)
-    return y * scale * _SCALE_DOWN
+    return y * scale
 
 
 @triton.jit
-def _gelu_exact_single(x):
+def _gelu_exact_single(x, factor):
+    """factor·x·Φ(x), rounded once where it is subnormal (factor: GEGLU's a; 1.0 folds away)."""
     u, beyond, near, t, _ = _prepare_single(x)
     w, scale = _gauss_single(u)
     m = tl.where(near, u, 1.0)
     q = _tail_single(t, near, _NEAR_VALUE, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_LOW,
                      m, 0.0, w, scale)  # fmt: skip
-    q = tl.where(beyond, 0.0, q)
-    return tl.where(x >= 0, x - q, -q)  # x ≥ 0: ±0 − 0 keeps the sign of zero
+    q = tl.where(beyond, 0.0, q) * factor * _SCALE_DOWN
+    return tl.where(x >= 0, x * factor - q, -q)  # x ≥ 0: ±0 − 0 keeps the sign of zero
 
 
 @triton.jit
-def _gelu_exact_slope_single(x):
+def _gelu_exact_slope_single(x, factor):
+    """factor·(Φ(x) + x·φ(x)), rounded once where it is subnormal."""
     u, beyond, near, t, _ = _prepare_single(x)
     w, scale = _gauss_single(u)
     # u − u₀ = d_hi + d_lo: Fast2Sum of u and −ROOT_HI (larger magnitude first), then − ROOT_LO
@@ -224,8 +228,8 @@ def _gelu_exact_slope_single(x):
     m_lo = tl.where(near, d_lo, 0.0)
     q = _tail_single(t, near, _NEAR_SLOPE, _NEAR_SLOPE_LOW, _FAR_SLOPE, _FAR_SLOPE_LOW,
                      m_hi, m_lo, w, scale)  # fmt: skip
-    q = tl.where(beyond, 0.0, q)
-    return tl.where(x > 0, 1.0 - q, q)
+    q = tl.where(beyond, 0.0, q) * factor * _SCALE_DOWN
+    return tl.where(x > 0, factor - q, q)
 
 
 @triton.jit
@@ -236,7 +240,7 @@ def _normal_cdf_pdf_single(z):
     m = tl.where(near, 1.0, inverse)
     q = _tail_single(t, near, _NEAR_VALUE, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_LOW,
                      m, 0.0, w, scale)  # fmt: skip
-    q = tl.where(beyond, 0.0, q)
+    q = tl.where(beyond, 0.0, q * _SCALE_DOWN)
     pdf = tl.fma(_INV_SQRT_2PI, w, _INV_SQRT_2PI) * scale * _SCALE_DOWN
     pdf = tl.where(beyond, 0.0, pdf)
     return tl.where(z > 0, 1.0 - q, q), pdf
@@ -329,26 +333,39 @@ def _gelu_tanh_slope(x):
 @triton.jit
 def gelu_form(x, FORM: tl.constexpr, PREC: tl.constexpr):
     """GELU of the given form: x·Φ(x), x·σ(2√(2/π)(x + 0.044715x³)), or x·σ(1.702x)."""
+    return gelu_form_times(x, 1.0, FORM, PREC)
+
+
+@triton.jit
+def gelu_form_times(x, factor, FORM: tl.constexpr, PREC: tl.constexpr):
+    """factor·GELU(x) in the given form; the fp32 exact form rounds it once (GEGLU's a·gelu(b)
+    stays within 2.5 ulp also where it is subnormal)."""
     if FORM == EXACT and PREC == SINGLE:
-        y = _gelu_exact_single(x)
+        y = _gelu_exact_single(x, factor)
     elif FORM == EXACT:
-        y = _gelu_exact(x, PREC)
+        y = factor * _gelu_exact(x, PREC)
     elif FORM == TANH:
-        y = _gelu_tanh(x)
+        y = factor * _gelu_tanh(x)
     else:
-        y = swish_value(x, SIGMOID_SCALE)
+        y = factor * swish_value(x, SIGMOID_SCALE)
     return y
 
 
 @triton.jit
 def gelu_form_slope(x, FORM: tl.constexpr, PREC: tl.constexpr):
     """The derivative of :func:`gelu_form`: finite everywhere, 1 at +inf and 0 at −inf."""
+    return gelu_form_slope_times(x, 1.0, FORM, PREC)
+
+
+@triton.jit
+def gelu_form_slope_times(x, factor, FORM: tl.constexpr, PREC: tl.constexpr):
+    """factor·GELU'(x) in the given form, rounded once by the fp32 exact form."""
     if FORM == EXACT and PREC == SINGLE:
-        g = _gelu_exact_slope_single(x)
+        g = _gelu_exact_slope_single(x, factor)
     elif FORM == EXACT:
-        g = _gelu_exact_slope(x, PREC)
+        g = factor * _gelu_exact_slope(x, PREC)
     elif FORM == TANH:
-        g = _gelu_tanh_slope(x)
+        g = factor * _gelu_tanh_slope(x)
     else:
-        g = swish_slope(x, SIGMOID_SCALE)
+        g = factor * swish_slope(x, SIGMOID_SCALE)
     return g
