@@ -10,10 +10,11 @@ M(u) = K(u) − u/√(2π):
     x ≤ 0:  x·Φ(x) = −u·K·e               slope = M·e
     x > 0:  x·Φ(x) = x − u·K·e            slope = 1 − M·e
 
-- **The polynomials.** Near 0 (u < 2) in t = u − 1: K, and M = (u − u₀)·R with u − u₀ carried
-  as hi + lo, so the slope keeps its relative accuracy at its root x = −u₀. Far (2 ≤ u ≤ 15)
-  in t = A/u + B: u·K and −M/u, smooth in 1/u. Each degree 12; the polynomial of a region is
-  picked coefficient by coefficient, so one Horner loop serves both.
+- **The polynomials.** Near 0 (u < 2) in t = u − 1: K (degree 12), and M = (u − u₀)·R (R of
+  degree 10) with u − u₀ carried as hi + lo, so the slope keeps its relative accuracy at its
+  root x = −u₀. Far (2 ≤ u ≤ 15) in t = A/u + B: u·K and −M/u, smooth in 1/u (degree 10). Here
+  the region's coefficient is picked at each Horner step; the kernels evaluate both regions'
+  polynomials and keep one (cheaper there than a select per step), with the same result.
 - **The product.** u·K·e is m·P(t)·(1 + w)·2^k, m = u, 1, u − u₀ or −u: P = hi + lo (its last
   addition's error kept), m·P_hi split exactly, and everything but the leading part summed in a
   tail, so the result is rounded once (a few small roundings in the tail).
@@ -66,60 +67,53 @@ NEAR_VALUE = (
 NEAR_VALUE_LOW = -1.8269513679669558e-09
 FAR_VALUE = (
     0.37258002161979675,
-    -0.03379395976662636,
-    -0.0052342587150633335,
-    0.0033591692335903645,
-    -0.0007438811007887125,
-    -2.086953099933453e-05,
-    8.944060391513631e-05,
-    -4.0505765355192125e-05,
-    9.08263882593019e-06,
-    1.2200753189972602e-06,
-    -2.186329538744758e-06,
-    7.805635391378019e-07,
-    -5.633813771055429e-08,
+    -0.03379395231604576,
+    -0.005234257318079472,
+    0.003358997870236635,
+    -0.00074388412758708,
+    -1.9915652956115082e-05,
+    8.941431588027626e-05,
+    -4.267443000571802e-05,
+    9.191056051349733e-06,
+    3.3775320389395347e-06,
+    -2.3229879388964036e-06,
 )
-FAR_VALUE_LOW = 6.219043058308671e-09
+FAR_VALUE_LOW = 6.250869599710995e-09
 NEAR_SLOPE = (
     -0.5534218549728394,
-    0.0689563900232315,
+    0.0689563974738121,
     -0.027594704180955887,
-    0.010108810849487782,
-    -0.0034383339807391167,
-    0.0010969940340146422,
-    -0.00033086049370467663,
-    9.497029532212764e-05,
-    -2.6029707441921346e-05,
-    6.736324394296389e-06,
-    -1.7101256162277423e-06,
-    5.063432695351366e-07,
-    -1.1828029045091171e-07,
+    0.010108701884746552,
+    -0.0034383113961666822,
+    0.0010976047487929463,
+    -0.000330994778778404,
+    9.357433009427041e-05,
+    -2.571337972767651e-05,
+    8.131043614412192e-06,
+    -2.0319644136179704e-06,
 )
-NEAR_SLOPE_LOW = 2.549358057990503e-08
+NEAR_SLOPE_LOW = 2.4732541348271297e-08
 FAR_SLOPE = (
     0.3690323829650879,
     -0.04303164407610893,
-    -0.012921220622956753,
-    0.0019594200421124697,
-    -0.00010699370614020154,
-    -6.466561899287626e-05,
-    3.0297565899672918e-05,
-    -6.822790510341292e-06,
-    5.919992673852903e-08,
-    8.097053409983346e-07,
-    -4.17982448652765e-07,
-    5.1670131284708987e-08,
-    2.210361671473038e-08,
+    -0.012921219691634178,
+    0.0019594086334109306,
+    -0.00010700544225983322,
+    -6.460230360971764e-05,
+    3.034372093679849e-05,
+    -6.966577984712785e-06,
+    -2.3950468275302228e-08,
+    9.526212920718535e-07,
+    -3.482461750081711e-07,
 )
-FAR_SLOPE_LOW = 1.1092846641247434e-09
+FAR_SLOPE_LOW = 1.259832682620754e-09
 EXP_RATIO = (
     1.0,
-    0.5,
-    0.1666666567325592,
-    0.04166630655527115,
-    0.008333427831530571,
-    0.0013944696402177215,
-    0.00019833452824968845,
+    0.4999999701976776,
+    0.16666480898857117,
+    0.04166732355952263,
+    0.008371775038540363,
+    0.0013882038183510303,
 )
 
 
@@ -159,8 +153,10 @@ def _pick(near: Tensor, near_constant: float, far_constant: float) -> Tensor:
 def _tail(t: Tensor, near: Tensor, polynomials, m_hi: Tensor, m_lo: Tensor | None, u: Tensor):
     """m·P(t)·exp(−u²/2) with one final rounding, P the near or far polynomial."""
     near_p, near_low, far_p, far_low = polynomials
+    n = max(len(near_p), len(far_p))  # the shorter one padded with leading zeros (exact steps)
+    near_p, far_p = (tuple(c) + (0.0,) * (n - len(c)) for c in (near_p, far_p))
     p = _pick(near, near_p[-1], far_p[-1])
-    for j in range(len(near_p) - 2, 0, -1):
+    for j in range(n - 2, 0, -1):
         p = p * t + _pick(near, near_p[j], far_p[j])
     rest = p * t  # P = c0 + rest + (rest's rounding error) + low
     rest_error = _product_error(p, t, rest)

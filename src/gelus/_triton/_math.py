@@ -97,7 +97,10 @@ SIGMOID_SCALE = tl.constexpr(_common.SIGMOID_SCALE)
 
 
 # Lengths of the coefficient tuples (len() is not available on a constexpr inside a kernel).
-_REGION_N = tl.constexpr(len(f32.NEAR_VALUE))
+_NEAR_VALUE_N = tl.constexpr(len(f32.NEAR_VALUE))
+_FAR_VALUE_N = tl.constexpr(len(f32.FAR_VALUE))
+_NEAR_SLOPE_N = tl.constexpr(len(f32.NEAR_SLOPE))
+_FAR_SLOPE_N = tl.constexpr(len(f32.FAR_SLOPE))
 _EXP_RATIO_N = tl.constexpr(len(f32.EXP_RATIO))
 _TAIL_HALF_N = tl.constexpr(len(TAIL_MONOMIAL_HALF.value))
 _TAIL_CHEBYSHEV_N = tl.constexpr(len(TAIL_CHEBYSHEV.value))
@@ -171,7 +174,7 @@ def _gauss_single(u):
 
 @triton.jit
 def _prepare_single(x):
-    """(u clamped to 15, whether beyond, the near mask, the polynomial variable t, 1/u)."""
+    """(u clamped to 15, whether beyond, the near mask, t near, t far, 1/u)."""
     u = tl.abs(x)
     beyond = u > _U_MAX_SINGLE
     u = tl.where(beyond, _U_MAX_SINGLE, u)  # a comparison: nan stays nan
@@ -181,18 +184,24 @@ def _prepare_single(x):
     inverse = tl.math.rsqrt(u)
     inverse = inverse * inverse
     inverse = tl.fma(inverse, tl.fma(-inverse, u, 1.0), inverse)
-    t = tl.where(near, u - 1.0, tl.fma(inverse, _FAR_SCALE, _FAR_OFFSET))
-    return u, beyond, near, t, inverse
+    return u, beyond, near, u - 1.0, tl.fma(inverse, _FAR_SCALE, _FAR_OFFSET), inverse
 
 
 @triton.jit
-def _tail_single(t, near, NEAR: tl.constexpr, NEAR_LOW: tl.constexpr, FAR: tl.constexpr,
+def _tail_single(near, t_near, t_far, NEAR: tl.constexpr, NEAR_N: tl.constexpr,
+                 NEAR_LOW: tl.constexpr, FAR: tl.constexpr, FAR_N: tl.constexpr,
                  FAR_LOW: tl.constexpr, m_hi, m_lo, w, scale):  # fmt: skip
-    """m·P(t)·(1 + w)·scale (times 2^-64: the exact result), P the near or far polynomial."""
-    p = tl.where(near, NEAR[_REGION_N - 1], FAR[_REGION_N - 1])
-    for j in tl.static_range(_REGION_N - 2, 0, -1):
-        p = tl.fma(p, t, tl.where(near, NEAR[j], FAR[j]))
-    rest = tl.fma(p, t, tl.where(near, NEAR_LOW, FAR_LOW))
+    """m·P(t)·(1 + w)·scale (times 2^-64: the exact result), P the near or far polynomial.
+
+    Both polynomials are evaluated and one is kept: an fma with an immediate coefficient per
+    step and region is cheaper than picking each coefficient (a select and a move per step)."""
+    p_near = t_near * NEAR[NEAR_N - 1] + NEAR[NEAR_N - 2]
+    for j in tl.static_range(NEAR_N - 3, 0, -1):
+        p_near = tl.fma(p_near, t_near, NEAR[j])
+    p_far = t_far * FAR[FAR_N - 1] + FAR[FAR_N - 2]
+    for j in tl.static_range(FAR_N - 3, 0, -1):
+        p_far = tl.fma(p_far, t_far, FAR[j])
+    rest = tl.where(near, tl.fma(p_near, t_near, NEAR_LOW), tl.fma(p_far, t_far, FAR_LOW))
     c0 = tl.where(near, NEAR[0], FAR[0])
     p_hi = c0 + rest  # |c0| ≥ |rest| on both regions: Fast2Sum
     p_lo = rest - (p_hi - c0)
@@ -205,10 +214,10 @@ def _tail_single(t, near, NEAR: tl.constexpr, NEAR_LOW: tl.constexpr, FAR: tl.co
 @triton.jit
 def _gelu_exact_single(x, factor):
     """factor·x·Φ(x), rounded once where it is subnormal (factor: GEGLU's a; 1.0 folds away)."""
-    u, beyond, near, t, _ = _prepare_single(x)
+    u, beyond, near, t_near, t_far, _ = _prepare_single(x)
     w, scale = _gauss_single(u)
     m = tl.where(near, u, 1.0)
-    q = _tail_single(t, near, _NEAR_VALUE, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_LOW,
+    q = _tail_single(near, t_near, t_far, _NEAR_VALUE, _NEAR_VALUE_N, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_N, _FAR_VALUE_LOW,
                      m, 0.0, w, scale)  # fmt: skip
     q = tl.where(beyond, 0.0, q) * factor * _SCALE_DOWN
     return tl.where(x >= 0, x * factor - q, -q)  # x ≥ 0: ±0 − 0 keeps the sign of zero
@@ -217,7 +226,7 @@ def _gelu_exact_single(x, factor):
 @triton.jit
 def _gelu_exact_slope_single(x, factor):
     """factor·(Φ(x) + x·φ(x)), rounded once where it is subnormal."""
-    u, beyond, near, t, _ = _prepare_single(x)
+    u, beyond, near, t_near, t_far, _ = _prepare_single(x)
     w, scale = _gauss_single(u)
     # u − u₀ = d_hi + d_lo: Fast2Sum of u and −ROOT_HI (larger magnitude first), then − ROOT_LO
     d_hi = u - _ROOT_HI
@@ -226,7 +235,7 @@ def _gelu_exact_slope_single(x, factor):
     d_lo = (tl.where(above, -_ROOT_HI, u) - z) - _ROOT_LO
     m_hi = tl.where(near, d_hi, -u)
     m_lo = tl.where(near, d_lo, 0.0)
-    q = _tail_single(t, near, _NEAR_SLOPE, _NEAR_SLOPE_LOW, _FAR_SLOPE, _FAR_SLOPE_LOW,
+    q = _tail_single(near, t_near, t_far, _NEAR_SLOPE, _NEAR_SLOPE_N, _NEAR_SLOPE_LOW, _FAR_SLOPE, _FAR_SLOPE_N, _FAR_SLOPE_LOW,
                      m_hi, m_lo, w, scale)  # fmt: skip
     q = tl.where(beyond, 0.0, q) * factor * _SCALE_DOWN
     return tl.where(x > 0, factor - q, q)
@@ -235,10 +244,10 @@ def _gelu_exact_slope_single(x, factor):
 @triton.jit
 def _normal_cdf_pdf_single(z):
     """(Φ(z), φ(z)) in fp32: Q = K·e with K = P (near) or P/u (far), φ = e/√(2π)."""
-    u, beyond, near, t, inverse = _prepare_single(z)
+    u, beyond, near, t_near, t_far, inverse = _prepare_single(z)
     w, scale = _gauss_single(u)
     m = tl.where(near, 1.0, inverse)
-    q = _tail_single(t, near, _NEAR_VALUE, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_LOW,
+    q = _tail_single(near, t_near, t_far, _NEAR_VALUE, _NEAR_VALUE_N, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_N, _FAR_VALUE_LOW,
                      m, 0.0, w, scale)  # fmt: skip
     q = tl.where(beyond, 0.0, q * _SCALE_DOWN)
     pdf = tl.fma(_INV_SQRT_2PI, w, _INV_SQRT_2PI) * scale * _SCALE_DOWN
