@@ -21,6 +21,7 @@ from torch import Tensor
 from gelus._common import check_floating, compute_dtype, result_dtype
 from gelus._operator import (
     NAMESPACE,
+    apply_compiled,
     broadcast_fake,
     broadcast_vmap,
     cast,
@@ -236,7 +237,7 @@ class _Compiled(torch.autograd.Function):
 
 def generalized_gelu(x: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:
     """x·Φ((x − μ)/σ) by route (μ and σ tensors; arguments already checked)."""
-    way = route(x)
+    way = route(x, "generalized_gelu")
     if way == "eager":
         return fast_apply(_Function, x, mu, sigma)
     if way in ("compile", "onnx"):
@@ -245,7 +246,7 @@ def generalized_gelu(x: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:
             dtype = torch.float64  # Φ without erfc: rational in float64, rounded once
         xc, muc, sigmac = x.to(dtype), mu.to(dtype), sigma.to(dtype)
         if way == "compile":
-            y = _Compiled.apply(xc, muc, sigmac)
+            y = apply_compiled(_Compiled, _value, xc, muc, sigmac)
         else:
             y = _value(xc, muc, sigmac, cdf=normal_cdf_rational)
         return y.to(result_dtype(x, mu, sigma))

@@ -212,7 +212,7 @@ class _Function(torch.autograd.Function):
 
 
 def _apply(member: _Member, x: Tensor, dim: int) -> Tensor:
-    way = route(x)
+    way = route(x, member.name)
     if way == "eager":
         return fast_apply(_Function, x, dim, member)
     if way in ("compile", "onnx"):

@@ -30,6 +30,7 @@ from gelus._gelu_exact import _direct, _finish
 from gelus._operator import (
     NAMESPACE,
     Unary,
+    apply_compiled,
     broadcast_fake,
     broadcast_vmap,
     cast,
@@ -152,7 +153,7 @@ def compiled(x: Tensor, beta: float) -> Tensor:
     """x·σ(β·x) for compiled graphs (x of any dtype; computed in its compute dtype)."""
     dtype = x.dtype
     x = x.to(compute_dtype(dtype))
-    y = x * 0.5 if beta == 0.0 else _Compiled.apply(x, float(beta))
+    y = x * 0.5 if beta == 0.0 else apply_compiled(_Compiled, composed, x, float(beta))
     return y.to(dtype)
 
 
@@ -212,7 +213,7 @@ register_unary_autograd(swish_op, MEMBER)
 
 def swish(x: Tensor, beta: float) -> Tensor:
     """x·σ(β·x) for a float β, by route (docs/ARCHITECTURE.md)."""
-    way = route(x)
+    way = route(x, "swish")
     if way == "eager":
         return MEMBER(x, float(beta))
     if way == "compile":
@@ -369,12 +370,15 @@ class _TensorCompiled(torch.autograd.Function):
 
 def swish_tensor(x: Tensor, beta: Tensor) -> Tensor:
     """x·σ(β·x) for a tensor β, by route."""
-    way = route(x)
+    way = route(x, "swish_tensor")
     if way == "eager":
         return fast_apply(_TensorFunction, x, beta)
     if way in ("compile", "onnx"):
         dtype = compute_dtype(x.dtype, beta.dtype)
         xc, betac = x.to(dtype), beta.to(dtype)
-        y = _TensorCompiled.apply(xc, betac) if way == "compile" else tensor_composed(xc, betac)
+        if way == "compile":
+            y = apply_compiled(_TensorCompiled, tensor_composed, xc, betac)
+        else:
+            y = tensor_composed(xc, betac)
         return y.to(result_dtype(x, beta))
     return swish_tensor_op(x, beta)
