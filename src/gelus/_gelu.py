@@ -30,6 +30,7 @@ from gelus._operator import (
     NAMESPACE,
     Unary,
     apply_compiled,
+    compiled_clamp,
     register_unary_autograd,
     route,
     unary_backward_vmap,
@@ -141,7 +142,7 @@ def _composed(x: Tensor, approximate: str, accurate: bool) -> Tensor:
     keeps nan.
     """
     bound = _bound(approximate)
-    t = x.clamp(-bound, bound)
+    t = compiled_clamp(x, bound)
     y = tanh_form.compiled_value(t) if approximate == "tanh" else exact.compiled_value(t, accurate)
     return torch.where(x > bound, x, y)
 

@@ -60,6 +60,7 @@ __all__ = [
     "broadcast_vmap",
     "call_kernel",
     "cast",
+    "compiled_clamp",
     "device_kernel",
     "fast_apply",
     "keep_operator_under_compile",
@@ -74,11 +75,11 @@ __all__ = [
 
 NAMESPACE = "gelus"
 
-# Per member (the name of its forward operator, "stochastic_gelu" for torch.ops.gelus.
-# stochastic_gelu): the device types ("cuda", …) whose compiled graphs call that member's
-# operators (with the kernels registered for the device) instead of its fusable composition.
-# A member not listed compiles to its composition on every device. gelus._cuda lists
-# stochastic GELU for "cuda" (docs/CUDA.md).
+# member (its forward operator's name: "stochastic_gelu" for gelus::stochastic_gelu) -> the
+# device types ("cuda", …) whose compiled graphs call that member's operators (with the kernels
+# registered for the device) instead of its fusable composition. A member not listed compiles
+# to its composition on every device. gelus._cuda lists stochastic GELU for "cuda"
+# (docs/CUDA.md); keep_operator_under_compile adds an entry.
 OPERATORS_UNDER_COMPILE: dict[str, set[str]] = {}
 
 
@@ -133,6 +134,14 @@ def apply_compiled(function: type[torch.autograd.Function], composition: Callabl
     if functorch_active():
         return composition(*args)
     return function.apply(*args)
+
+
+def compiled_clamp(x: Tensor, bound: Tensor | float) -> Tensor:
+    """x clamped to ±bound in a composition of the compile route. Under a torch.func transform,
+    which differentiates the composition itself (:func:`apply_compiled`), nan bypasses the
+    clamp, whose derivative is 0 there: the slope at nan stays nan, as on the eager route."""
+    t = x.clamp(-bound, bound)
+    return torch.where(x.isnan(), x, t) if functorch_active() else t
 
 
 def broadcast_fake(*tensors: Tensor) -> Tensor:

@@ -66,9 +66,9 @@ def stochastic_gelu_training(x: Tensor, generator: torch.Generator | None = None
     draws the mask from a Philox seed and regenerates it in backward), eager calls take that
     operator, keeping only x and the seed, and so do compiled graphs that keep it. The seed, a
     one-element int64 CPU tensor below 2^31, comes from ``generator`` (torch's default CPU
-    generator when None: reproducible under ``torch.manual_seed``, no device sync); compiled,
-    inductor draws it with its own generator, seeded from torch's (the same seed, and mask, as
-    eager under ``torch._inductor.config.fallback_random``)."""
+    generator when None: reproducible under ``torch.manual_seed``, no device sync), also in a
+    compiled graph, which draws it at run time (torch 2.13's inductor runs ``aten.randint`` on
+    torch's generator): the same seed, and mask, as eager."""
     if _seeded_route(x, generator):
         seed = torch.randint(2**31, (1,), generator=generator, device="cpu")
         return stochastic_gelu_op(x, seed)

@@ -34,6 +34,7 @@ from gelus._operator import (
     broadcast_fake,
     broadcast_vmap,
     cast,
+    compiled_clamp,
     device_kernel,
     fast_apply,
     kernel_for,
@@ -125,7 +126,7 @@ def composed(x: Tensor, beta: float) -> Tensor:
     beyond the bound on the side where σ(β·x) = 1 (above for β > 0, below for β < 0).
     """
     bound = SILU_CLAMP / abs(beta)
-    t = x.clamp(-bound, bound)
+    t = compiled_clamp(x, bound)
     y = t * torch.sigmoid(beta * t)
     return torch.where(x > bound if beta > 0 else x < -bound, x, y)
 
@@ -232,7 +233,7 @@ def tensor_composed(x: Tensor, beta: Tensor) -> Tensor:
     β = 0 gives x/2 (and nan at ±inf, where β·x is nan); for β < 0 the limits are mirrored.
     """
     bound = SILU_CLAMP / beta.abs()  # inf at β = 0
-    t = torch.clamp(x, -bound, bound)
+    t = compiled_clamp(x, bound)
     return torch.where(beta * x > SILU_CLAMP, x, t * torch.sigmoid(beta * t))
 
 

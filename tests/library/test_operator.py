@@ -312,6 +312,17 @@ def test_a_registered_device_kernel_is_what_eager_forward_and_backward_call():
     assert calls == ["forward", "backward"]
 
 
+def test_keeping_an_operator_under_compile_is_one_choice_per_member(monkeypatch):
+    monkeypatch.setattr(_operator, "OPERATORS_UNDER_COMPILE", {})
+    _operator.keep_operator_under_compile("bias_gelu", "cpu")
+    _operator.keep_operator_under_compile("bias_gelu", "xpu")
+    assert dict(_operator.OPERATORS_UNDER_COMPILE) == {"bias_gelu": {"cpu", "xpu"}}
+    with pytest.raises(ValueError, match="no operator gelus::bias-gelu"):
+        _operator.keep_operator_under_compile("bias-gelu", "cpu")
+    x = torch.zeros(2)
+    assert _operator.route(x, "bias_gelu") == "eager"  # the choice concerns compiled graphs
+
+
 @pytest.mark.slow
 def test_compiled_graphs_call_the_operators_on_a_listed_device(monkeypatch):
     # A member that OPERATORS_UNDER_COMPILE lists for a device runs its operators inside the
