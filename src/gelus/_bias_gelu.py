@@ -133,7 +133,7 @@ class _Function(torch.autograd.Function):
 
 def bias_gelu(x: Tensor, bias: Tensor, approximate: str = "none", accurate: bool = False):
     """gelu(x + bias) by route (arguments already checked)."""
-    way = route(x)
+    way = route(x, "bias_gelu")
     if way == "eager":
         return fast_apply(_Function, x, bias, approximate, accurate)
     if way == "compile":

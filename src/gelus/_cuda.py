@@ -1,11 +1,12 @@
 """The members' CUDA kernels: the Triton kernels of :mod:`gelus._triton`, registered as the "cuda"
 implementation of the operators, one table (:data:`CUDA_KERNELS`), through ``torch.library``.
 
-Eager CUDA tensors take them with no ``torch.compile``; compiled graphs keep the operators on CUDA
-(``"cuda"`` joins :data:`gelus._operator.OPERATOR_DEVICES_UNDER_COMPILE`; the operators have fake
-kernels, so there is no graph break), so the accuracy of the kernels (exact GELU ≤ 1 ulp, also in
-the negative tail; docs/CUDA.md) holds eager and compiled. Registering imports no Triton: the
-kernels load the first time a CUDA tensor meets a member.
+Eager CUDA tensors take them with no ``torch.compile``. Compiled graphs on CUDA hold each
+pointwise member's composition of aten ops, which inductor fuses with its neighbours (a bias add,
+casts, the gradient's product); only the members in :data:`COMPILED_AS_OPERATORS` keep their
+operators there (:func:`gelus._operator.keep_operator_under_compile`; fake kernels, so no graph
+break). Registering imports no Triton: the kernels load the first time a CUDA tensor meets a
+member.
 
 A call the kernels do not take (an integer dtype, parameters that are neither scalars nor per
 channel, mixed dtypes that promote) runs the operator's default kernel, as on any device. The
@@ -21,10 +22,10 @@ import torch
 from torch import Tensor
 
 from gelus import _bias_gelu, _geglu, _gelu, _generalized, _stochastic, _swish, _triton
-from gelus._operator import OPERATOR_DEVICES_UNDER_COMPILE
+from gelus._operator import keep_operator_under_compile
 from gelus._torch_compat import dispatch_mode_active, is_plain
 
-__all__ = ["CUDA_KERNELS", "register"]
+__all__ = ["COMPILED_AS_OPERATORS", "CUDA_KERNELS", "register"]
 
 
 def _kernels(x: Tensor, *parameters: Tensor):
@@ -143,19 +144,20 @@ def swish_tensor_backward(grad, x, beta):
 
 # ---------------------------------------------------------------- stochastic GELU
 # The mask: uniform number i (memory order) of the Philox stream ``seed`` below Φ(x_i); the
-# backward regenerates it. seed < 2^31 (the kernels' contract; the member draws it so).
+# backward regenerates it. seed: a one-element CPU tensor < 2^31 (the member draws it so).
 
 
 def stochastic_gelu(x, seed):
     if _kernels(x) is None:
         return _stochastic.seeded_forward(x, seed)
-    return _triton.load().stochastic_gelu_forward(x, seed, 0)
+    return _triton.load().stochastic_gelu_forward(x, _stochastic.seed_value(seed), 0)
 
 
 def stochastic_gelu_backward(grad, x, seed):
     # Decided by x alone, as the forward was: the mask must be the one the forward drew.
     if _kernels(x) is None:
         return _stochastic.seeded_backward(grad, x, seed)
+    seed = _stochastic.seed_value(seed)
     return _triton.load().stochastic_gelu_backward(grad.to(x.dtype), x, seed, 0)
 
 
@@ -178,9 +180,18 @@ CUDA_KERNELS: dict[object, Callable] = {
 }
 
 
+# The members whose compiled CUDA graphs call their operators (the Triton kernels) instead of a
+# composition inductor fuses: where the hand kernel must win. Stochastic GELU: its mask is the
+# kernel's Philox stream of (x, seed), the one eager draws, regenerated in backward from the
+# seed (inductor's random numbers would give another mask and keep it for backward).
+COMPILED_AS_OPERATORS = ("stochastic_gelu",)
+
+
 def register() -> None:
-    """Register every kernel on its operator's "cuda" key, and keep the operators in compiled
-    CUDA graphs. Called once by ``import gelus``; imports no Triton."""
+    """Register every kernel on its operator's "cuda" key, and keep the operators of
+    :data:`COMPILED_AS_OPERATORS` in compiled CUDA graphs. Called once by ``import gelus``;
+    imports no Triton."""
     for op, kernel in CUDA_KERNELS.items():
         torch.library.register_kernel(op, "cuda", kernel)
-    OPERATOR_DEVICES_UNDER_COMPILE.add("cuda")
+    for member in COMPILED_AS_OPERATORS:
+        keep_operator_under_compile(member, "cuda")

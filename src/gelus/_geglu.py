@@ -182,7 +182,7 @@ class _Function(torch.autograd.Function):
 
 def geglu(x: Tensor, dim: int = -1, approximate: str = "none", accurate: bool = False) -> Tensor:
     """a·gelu(b) by route (arguments already checked)."""
-    way = route(x)
+    way = route(x, "geglu")
     if way == "eager":
         tame = tame_hint(x, _gelu.tame_bound(approximate, accurate))  # x covers the gate
         return fast_apply(_Function, x, dim, approximate, accurate, tame)

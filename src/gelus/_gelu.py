@@ -5,7 +5,8 @@ The forms' kernels live in :mod:`gelus._gelu_exact` (x·Φ(x)), :mod:`gelus._gel
 its backward ``gelus::gelu_backward``, and routes a call (docs/ARCHITECTURE.md):
 
     eager     UnaryFunction: the operators, composed slope for jvp / double backward
-    compile   _Compiled: clamp, the form's formula, where; saves only x (inductor fuses it)
+    compile   _Compiled: clamp, the form's formula, where; saves only x (inductor fuses it);
+              under a torch.func transform the formula without the Function
     export    the operators (torch.export, torch.jit.trace)
     onnx      the form's formula with the ONNX ``Gelu`` op
 """
@@ -28,6 +29,8 @@ from gelus._common import (
 from gelus._operator import (
     NAMESPACE,
     Unary,
+    apply_compiled,
+    compiled_clamp,
     register_unary_autograd,
     route,
     unary_backward_vmap,
@@ -131,26 +134,31 @@ def _bound(approximate: str) -> float:
     return TANH_CLAMP if approximate == "tanh" else GELU_CLAMP
 
 
-class _Compiled(torch.autograd.Function):
-    """Exact or tanh form of a compute-dtype x for compiled graphs, saving only x.
+def _composed(x: Tensor, approximate: str, accurate: bool) -> Tensor:
+    """Exact or tanh form of a compute-dtype x in plain torch ops (the compiled route).
 
     Beyond the bound each form equals its limit and its slope is exactly 1 or 0: the formula sees
     x clamped there (finite, also at ±inf) and a ``where`` returns x itself above it; ``clamp``
-    keeps nan. Returns fresh tensors only: torch 2.11 mis-routes the gradient of a Function whose
-    forward returns an alias of an intermediate (pytorch/pytorch#180642).
+    keeps nan.
+    """
+    bound = _bound(approximate)
+    t = compiled_clamp(x, bound)
+    y = tanh_form.compiled_value(t) if approximate == "tanh" else exact.compiled_value(t, accurate)
+    return torch.where(x > bound, x, y)
+
+
+class _Compiled(torch.autograd.Function):
+    """:func:`_composed` for compiled graphs, saving only x; the backward recomputes.
+
+    Returns fresh tensors only: torch 2.11 mis-routes the gradient of a Function whose forward
+    returns an alias of an intermediate (pytorch/pytorch#180642).
     """
 
     @staticmethod
     def forward(ctx, x: Tensor, approximate: str, accurate: bool) -> Tensor:
         ctx.save_for_backward(x)
         ctx.options = (approximate, accurate)
-        bound = _bound(approximate)
-        t = x.clamp(-bound, bound)
-        if approximate == "tanh":
-            y = tanh_form.compiled_value(t)
-        else:
-            y = exact.compiled_value(t, accurate)
-        return torch.where(x > bound, x, y)
+        return _composed(x, approximate, accurate)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
@@ -168,7 +176,8 @@ def compiled(x: Tensor, approximate: str = "none", accurate: bool = False) -> Te
     if approximate == "sigmoid":
         return swish_form.compiled(x, SIGMOID_SCALE)
     dtype = x.dtype
-    return _Compiled.apply(x.to(compute_dtype(dtype)), approximate, accurate).to(dtype)
+    y = apply_compiled(_Compiled, _composed, x.to(compute_dtype(dtype)), approximate, accurate)
+    return y.to(dtype)
 
 
 def onnx(x: Tensor, approximate: str = "none", accurate: bool = False) -> Tensor:
@@ -185,7 +194,7 @@ def onnx(x: Tensor, approximate: str = "none", accurate: bool = False) -> Tensor
 
 def gelu(x: Tensor, approximate: str = "none", accurate: bool = False) -> Tensor:
     """GELU by route (arguments already checked)."""
-    way = route(x)
+    way = route(x, "gelu")
     if way == "eager":
         return MEMBER(x, approximate, accurate)
     if way == "compile":

@@ -18,9 +18,10 @@ value and gradients, through :func:`positive_sigma`: never x·Φ(−x) (σ = −
 import torch
 from torch import Tensor
 
-from gelus._common import check_floating, compute_dtype, result_dtype
+from gelus._common import GELU_CLAMP, check_floating, compute_dtype, result_dtype
 from gelus._operator import (
     NAMESPACE,
+    apply_compiled,
     broadcast_fake,
     broadcast_vmap,
     cast,
@@ -210,6 +211,19 @@ class _Function(torch.autograd.Function):
         return cast(tangent_sum(terms), result_dtype(x, mu, sigma))
 
 
+def _composed(x: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:
+    """:func:`_value` as a torch.func transform differentiates it (:func:`apply_compiled`).
+
+    Beyond |z| = 40 Φ(z) is exactly 1 or 0 (float32 and float64), the value x or −0 and the
+    partials 1 / 0: there the limit comes from a ``where`` whose other branch sees x = μ
+    (z = 0), so that autograd never forms inf·0 (at x = ±inf, or (x − μ)/σ² overflowing near
+    FLT_MAX) and the gradients are the eager route's. nan (in x, or σ ≤ 0) stays inside.
+    """
+    outside = (x - mu).abs() > GELU_CLAMP * positive_sigma(sigma)
+    y = _value(torch.where(outside, mu, x), mu, sigma)
+    return torch.where(outside, torch.where(x > mu, x, -0.0), y)
+
+
 class _Compiled(torch.autograd.Function):
     """The compiled route (x, μ, σ of the compute dtype): saves only them.
 
@@ -236,7 +250,7 @@ class _Compiled(torch.autograd.Function):
 
 def generalized_gelu(x: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:
     """x·Φ((x − μ)/σ) by route (μ and σ tensors; arguments already checked)."""
-    way = route(x)
+    way = route(x, "generalized_gelu")
     if way == "eager":
         return fast_apply(_Function, x, mu, sigma)
     if way in ("compile", "onnx"):
@@ -245,7 +259,7 @@ def generalized_gelu(x: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:
             dtype = torch.float64  # Φ without erfc: rational in float64, rounded once
         xc, muc, sigmac = x.to(dtype), mu.to(dtype), sigma.to(dtype)
         if way == "compile":
-            y = _Compiled.apply(xc, muc, sigmac)
+            y = apply_compiled(_Compiled, _composed, xc, muc, sigmac)
         else:
             y = _value(xc, muc, sigmac, cdf=normal_cdf_rational)
         return y.to(result_dtype(x, mu, sigma))

@@ -77,10 +77,13 @@ def _backward(gate: Gate, grad: Tensor, x: Tensor, dim: int) -> Tensor:
 
 
 def _composed_backward(gate: Gate, grad: Tensor, x: Tensor, dim: int) -> Tensor:
-    """The gradient as a differentiable composition (autograd records the backward)."""
+    """The gradient as a differentiable composition (autograd records the backward). g(b) is the
+    compiled route's composition: the eager kernel's edge check reads a value (``.item()``),
+    which vmap cannot batch."""
     value, b = _halves(x, dim)
     grad = grad.to(value.dtype)
-    return cast(torch.cat([grad * gate.value(b), grad * value * gate.slope(b)], dim=dim), x.dtype)
+    terms = [grad * gate.compiled(b), grad * value * gate.slope(b)]
+    return cast(torch.cat(terms, dim=dim), x.dtype)
 
 
 # ------------------------------------------------------------------------------ operators
@@ -212,7 +215,7 @@ class _Function(torch.autograd.Function):
 
 
 def _apply(member: _Member, x: Tensor, dim: int) -> Tensor:
-    way = route(x)
+    way = route(x, member.name)
     if way == "eager":
         return fast_apply(_Function, x, dim, member)
     if way in ("compile", "onnx"):

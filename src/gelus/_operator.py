@@ -13,9 +13,16 @@ a fake (meta) kernel, a vmap rule and the autograd formula. A call then takes on
     backward is a composition of torch ops instead, differentiable to any order.
 ``compile``
     under ``torch.compile``: a Function of plain torch ops (Dynamo does not trace a Function
-    with ``jvp``), fused by inductor with its neighbours; only the inputs are saved. A device in
-    :data:`OPERATOR_DEVICES_UNDER_COMPILE` takes the operators instead (no graph break: they
-    have fake kernels), for a device whose hand-written kernels beat inductor's code.
+    with ``jvp``), fused by inductor with its neighbours (a bias add, casts, the gradient's
+    product); only the inputs are saved. Under a torch.func transform inside the compiled
+    function the composition itself, without the Function (:func:`apply_compiled`).
+``operator``
+    under ``torch.compile``, for a member whose operators :data:`OPERATORS_UNDER_COMPILE` keeps
+    on x's device: the operators (no graph break: they have fake kernels), opaque to inductor.
+    One decision per member and device, for a hand-written kernel that must win over inductor's
+    code: on CUDA only stochastic GELU keeps its operator (its Philox mask, drawn in the kernel,
+    is the one eager draws from the same seed); every pointwise member compiles to its
+    composition there too, since nothing fuses with an opaque call.
 ``export``
     ``torch.export`` (strict or not) and ``torch.jit.trace``: the operators themselves, so the
     exported program runs the eager kernels and trains through the registered autograd.
@@ -44,16 +51,19 @@ from gelus._torch_compat import (
 
 __all__ = [
     "NAMESPACE",
-    "OPERATOR_DEVICES_UNDER_COMPILE",
+    "OPERATORS_UNDER_COMPILE",
     "LegacyOnnxExportError",
     "Unary",
     "UnaryFunction",
+    "apply_compiled",
     "broadcast_fake",
     "broadcast_vmap",
     "call_kernel",
     "cast",
+    "compiled_clamp",
     "device_kernel",
     "fast_apply",
+    "keep_operator_under_compile",
     "kernel_for",
     "register_unary_autograd",
     "route",
@@ -65,10 +75,12 @@ __all__ = [
 
 NAMESPACE = "gelus"
 
-# Device types ("cuda", …) whose compiled graphs call the gelus operators (with the kernels
-# registered for that device) instead of the fusable compositions. Empty: inductor fuses the
-# compositions on every device, which on CPU beats any separate kernel.
-OPERATOR_DEVICES_UNDER_COMPILE: set[str] = set()
+# member (its forward operator's name: "stochastic_gelu" for gelus::stochastic_gelu) -> the
+# device types ("cuda", …) whose compiled graphs call that member's operators (with the kernels
+# registered for the device) instead of its fusable composition. A member not listed compiles
+# to its composition on every device. gelus._cuda lists stochastic GELU for "cuda"
+# (docs/CUDA.md); keep_operator_under_compile adds an entry.
+OPERATORS_UNDER_COMPILE: dict[str, set[str]] = {}
 
 
 class LegacyOnnxExportError(RuntimeError):
@@ -82,9 +94,21 @@ _LEGACY_ONNX = (
 )
 
 
-def route(x: Tensor) -> str:
-    """``"eager"``, ``"compile"``, ``"operator"`` (compiled, device in the set), ``"export"`` or
-    ``"onnx"``: see the module docstring."""
+def keep_operator_under_compile(member: str, device_type: str) -> None:
+    """Have compiled graphs on ``device_type`` call the operators of ``member`` (the name of its
+    forward operator, e.g. ``"stochastic_gelu"``) instead of its composition of torch ops."""
+    if not hasattr(getattr(torch.ops, NAMESPACE), member):
+        raise ValueError(
+            f"no operator {NAMESPACE}::{member}: name a member by its forward operator "
+            f"(e.g. 'stochastic_gelu', 'gelu', 'bias_gelu')"
+        )
+    OPERATORS_UNDER_COMPILE.setdefault(member, set()).add(device_type)
+
+
+def route(x: Tensor, member: str | None = None) -> str:
+    """``"eager"``, ``"compile"``, ``"operator"`` (compiled, and :data:`OPERATORS_UNDER_COMPILE`
+    keeps ``member``'s operators on x's device), ``"export"`` or ``"onnx"``: see the module
+    docstring. ``member``: the name of the calling member's forward operator."""
     if not torch.compiler.is_compiling():
         if torch.jit.is_tracing():
             if torch.onnx.is_in_onnx_export():
@@ -93,9 +117,31 @@ def route(x: Tensor) -> str:
         return "eager"
     if torch.compiler.is_exporting():
         return "onnx" if torch.onnx.is_in_onnx_export() else "export"
-    if x.device.type in OPERATOR_DEVICES_UNDER_COMPILE:
+    if x.device.type in OPERATORS_UNDER_COMPILE.get(member, ()):
         return "operator"
     return "compile"
+
+
+def apply_compiled(function: type[torch.autograd.Function], composition: Callable, *args):
+    """The compile route of a member: ``function.apply(*args)``, a Function of plain torch ops
+    that saves only its inputs, or, under a torch.func transform, ``composition(*args)`` (the
+    Function's forward, without it), which the transform differentiates itself.
+
+    Dynamo turns a traced Function into ``autograd_function_apply``, whose Function has no vmap
+    rule (torch 2.13, also with ``generate_vmap_rule``): ``torch.compile(vmap(grad(f)))`` raised
+    ``InternalTorchDynamoError`` ("You tried to vmap over ApplyTemplate"). ``F.gelu`` compiles
+    there, being aten ops; so does the composition."""
+    if functorch_active():
+        return composition(*args)
+    return function.apply(*args)
+
+
+def compiled_clamp(x: Tensor, bound: Tensor | float) -> Tensor:
+    """x clamped to ±bound in a composition of the compile route. Under a torch.func transform,
+    which differentiates the composition itself (:func:`apply_compiled`), nan bypasses the
+    clamp, whose derivative is 0 there: the slope at nan stays nan, as on the eager route."""
+    t = x.clamp(-bound, bound)
+    return torch.where(x.isnan(), x, t) if functorch_active() else t
 
 
 def broadcast_fake(*tensors: Tensor) -> Tensor:

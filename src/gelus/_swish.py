@@ -30,9 +30,11 @@ from gelus._gelu_exact import _direct, _finish
 from gelus._operator import (
     NAMESPACE,
     Unary,
+    apply_compiled,
     broadcast_fake,
     broadcast_vmap,
     cast,
+    compiled_clamp,
     device_kernel,
     fast_apply,
     kernel_for,
@@ -124,7 +126,7 @@ def composed(x: Tensor, beta: float) -> Tensor:
     beyond the bound on the side where σ(β·x) = 1 (above for β > 0, below for β < 0).
     """
     bound = SILU_CLAMP / abs(beta)
-    t = x.clamp(-bound, bound)
+    t = compiled_clamp(x, bound)
     y = t * torch.sigmoid(beta * t)
     return torch.where(x > bound if beta > 0 else x < -bound, x, y)
 
@@ -152,7 +154,7 @@ def compiled(x: Tensor, beta: float) -> Tensor:
     """x·σ(β·x) for compiled graphs (x of any dtype; computed in its compute dtype)."""
     dtype = x.dtype
     x = x.to(compute_dtype(dtype))
-    y = x * 0.5 if beta == 0.0 else _Compiled.apply(x, float(beta))
+    y = x * 0.5 if beta == 0.0 else apply_compiled(_Compiled, composed, x, float(beta))
     return y.to(dtype)
 
 
@@ -212,7 +214,7 @@ register_unary_autograd(swish_op, MEMBER)
 
 def swish(x: Tensor, beta: float) -> Tensor:
     """x·σ(β·x) for a float β, by route (docs/ARCHITECTURE.md)."""
-    way = route(x)
+    way = route(x, "swish")
     if way == "eager":
         return MEMBER(x, float(beta))
     if way == "compile":
@@ -231,7 +233,7 @@ def tensor_composed(x: Tensor, beta: Tensor) -> Tensor:
     β = 0 gives x/2 (and nan at ±inf, where β·x is nan); for β < 0 the limits are mirrored.
     """
     bound = SILU_CLAMP / beta.abs()  # inf at β = 0
-    t = torch.clamp(x, -bound, bound)
+    t = compiled_clamp(x, bound)
     return torch.where(beta * x > SILU_CLAMP, x, t * torch.sigmoid(beta * t))
 
 
@@ -369,12 +371,15 @@ class _TensorCompiled(torch.autograd.Function):
 
 def swish_tensor(x: Tensor, beta: Tensor) -> Tensor:
     """x·σ(β·x) for a tensor β, by route."""
-    way = route(x)
+    way = route(x, "swish_tensor")
     if way == "eager":
         return fast_apply(_TensorFunction, x, beta)
     if way in ("compile", "onnx"):
         dtype = compute_dtype(x.dtype, beta.dtype)
         xc, betac = x.to(dtype), beta.to(dtype)
-        y = _TensorCompiled.apply(xc, betac) if way == "compile" else tensor_composed(xc, betac)
+        if way == "compile":
+            y = apply_compiled(_TensorCompiled, tensor_composed, xc, betac)
+        else:
+            y = tensor_composed(xc, betac)
         return y.to(result_dtype(x, beta))
     return swish_tensor_op(x, beta)

@@ -248,3 +248,188 @@ def test_swish_tensor_beta_compiles_and_matches_eager():
         results.append((y.detach(), xr.grad, br.grad))
     for eager, compiled in zip(*results, strict=True):
         torch.testing.assert_close(compiled, eager, rtol=1e-6, atol=1e-7)
+
+
+# ------------------------------------------------------------------ what the compiled graph holds
+
+
+def _recording_backend(graphs: list):
+    """A torch.compile backend that keeps the aten graphs AOTAutograd makes (forward, and the
+    backward when autograd records) and runs them as they are, with no inductor."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    return aot_autograd(fw_compiler=record, bw_compiler=record)
+
+
+def _operators(graphs) -> list:
+    """The OpOverloads the graphs call, in order."""
+    return [
+        node.target
+        for gm in graphs
+        for node in gm.graph.nodes
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+    ]
+
+
+def _every_member(x, gated, *params):
+    outputs, start = [], 0
+    for name, member in MEMBERS.items():
+        count = PARAM_COUNTS[name]
+        outputs.append(member.function(x, *params[start : start + count]))
+        start += count
+    return (*outputs, G.swiglu(gated), G.reglu(gated), G.stochastic_gelu(x, training=True))
+
+
+@pytest.mark.slow
+def test_compiled_graph_on_cuda_holds_compositions_and_only_the_stochastic_operator():
+    """The compiled route for a CUDA tensor, shown without a GPU: x and the parameters are fake
+    CUDA tensors (``FakeTensorMode``: metadata only, no storage, no CUDA runtime needed), and a
+    backend records the aten graph AOTAutograd makes. Every pointwise member is a composition of
+    aten ops (which inductor fuses with its neighbours); only stochastic GELU keeps its operator
+    (gelus._cuda.COMPILED_AS_OPERATORS), with its seed drawn in the graph.
+
+    Forward only: autograd cannot record on a fake CUDA tensor in a CPU-only torch (building
+    the leaf's AccumulateGrad asks for a CUDA device guard, and the process aborts). The backward
+    of the compile route is the same composition on every device (its Function's backward): the
+    same members on CPU tensors that require grad give forward and backward graphs of aten ops
+    alone (stochastic GELU is a composition there)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    torch._dynamo.reset()
+    generator = torch.Generator().manual_seed(0)
+    shapes = [p.shape for name in MEMBERS for p in MEMBERS[name].params(torch.float64, generator)]
+    mode = FakeTensorMode()
+    graphs = []
+    compiled = torch.compile(_every_member, backend=_recording_backend(graphs), fullgraph=True)
+    with mode:
+        x, gated = torch.empty(3, 4, device="cuda"), torch.empty(3, 8, device="cuda")
+        params = [torch.rand(shape, device="cuda") + 0.5 for shape in shapes]
+        outputs = compiled(x, gated, *params)
+    assert all(y.device.type == "cuda" for y in outputs)
+    operators = _operators(graphs)
+    assert len(graphs) == 1 and len(operators) > 100
+    gelus_operators = [op for op in operators if op.namespace == "gelus"]
+    assert gelus_operators == [torch.ops.gelus.stochastic_gelu.default]
+    assert {op.namespace for op in operators} == {"aten", "gelus"}
+    assert torch.ops.aten.randint.generator in operators  # the seed, drawn at run time
+
+    torch._dynamo.reset()
+    graphs.clear()
+    leaves = [torch.randn(3, 4), torch.randn(3, 8)] + [torch.rand(shape) + 0.5 for shape in shapes]
+    leaves = [t.requires_grad_() for t in leaves]
+    outputs = compiled(*leaves)
+    torch.autograd.grad(sum(y.sum() for y in outputs), leaves)
+    operators = _operators(graphs)
+    assert len(graphs) == 2 and {op.namespace for op in operators} == {"aten"}
+    torch._dynamo.reset()
+
+
+@pytest.mark.slow
+def test_compiled_stochastic_operator_draws_the_mask_eager_draws(monkeypatch):
+    # Where OPERATORS_UNDER_COMPILE keeps stochastic GELU's operator (CUDA; here CPU, through
+    # its default kernel), the compiled graph draws the seed from torch's generator at run time
+    # and calls the operators forward and backward: the same mask as an eager call of the
+    # operator after the same torch.manual_seed, different from call to call.
+    from gelus import _operator, _stochastic
+
+    monkeypatch.setattr(_operator, "OPERATORS_UNDER_COMPILE", {"stochastic_gelu": {"cpu"}})
+    torch._dynamo.reset()
+    graphs = []
+    compiled = torch.compile(
+        lambda t: 2 * G.stochastic_gelu(t, training=True),
+        backend=_recording_backend(graphs),
+        fullgraph=True,
+    )
+    x = torch.randn(64, 32, generator=torch.Generator().manual_seed(0))
+    results = []
+    for run in ("eager", "compiled", "compiled again"):
+        xr = x.clone().requires_grad_()
+        torch.manual_seed(3 if run != "compiled again" else 4)
+        if run == "eager":
+            y = 2 * _stochastic.stochastic_gelu_op(xr, torch.randint(2**31, (1,)))
+        else:
+            y = compiled(xr)
+        (g,) = torch.autograd.grad(y.sum(), xr)
+        results.append((y.detach(), g))
+    (y, g), (yc, gc), (yd, _) = results
+    assert torch.equal(yc, y) and torch.equal(gc, g)
+    assert torch.equal(g, 2.0 * (y != 0))  # the backward regenerated the forward's mask
+    assert not torch.equal(yd, y)  # another seed, another mask
+    gelus_operators = [op for op in _operators(graphs) if op.namespace == "gelus"]
+    assert gelus_operators == [
+        torch.ops.gelus.stochastic_gelu.default,
+        torch.ops.gelus.stochastic_gelu_backward.default,
+    ]
+    # inductor too: it runs aten.randint as a fallback, on torch's generator
+    inductor = torch.compile(lambda t: 2 * G.stochastic_gelu(t, training=True), fullgraph=True)
+    xr = x.clone().requires_grad_()
+    torch.manual_seed(3)
+    yi = inductor(xr)
+    (gi,) = torch.autograd.grad(yi.sum(), xr)
+    assert torch.equal(yi.detach(), y) and torch.equal(gi, g)
+    torch._dynamo.reset()
+
+
+# ------------------------------------------------------------------ torch.func inside compile
+
+
+def _per_sample_loss(xs, gated, params):
+    """Every member on its own input (gradients kept apart), with its parameters."""
+    total, start = 0.0, 0
+    for (name, member), x in zip(MEMBERS.items(), xs, strict=True):
+        count = PARAM_COUNTS[name]
+        total = total + member.function(x, *params[start : start + count]).sum()
+        start += count
+    return total + G.swiglu(gated[0]).sum() + G.reglu(gated[1]).sum()
+
+
+@pytest.mark.slow
+def test_compiled_vmap_of_grad_matches_eager_for_every_member():
+    # torch 2.13 raised InternalTorchDynamoError here for every member (Dynamo cannot vmap the
+    # compile route's autograd.Function): under a transform the route is the plain composition.
+    torch._dynamo.reset()
+    generator = torch.Generator().manual_seed(0)
+    batch = 3
+    xs = [2 * torch.randn(batch, *m.x_shape, generator=generator) + 0.05 for m in MEMBERS.values()]
+    for x, name in zip(xs, MEMBERS, strict=True):
+        # The edge cases in the first sample: slopes 1 / 0 at ±inf, nan at nan, finite parameter
+        # gradients at ±FLT_MAX, as eager. Not for GEGLU, whose value half would be ±inf with
+        # the gate ±0: inf·0 = nan in the sigmoid gate's product rule, ±inf in eager's slope.
+        if name in CONTRACT and not name.startswith("geglu"):
+            x[0].view(-1)[: len(SPECIALS)] = torch.tensor(SPECIALS)
+    gated = tuple(torch.randn(batch, 3, 8, generator=generator) for _ in range(2))
+    params = tuple(
+        p.float() for name in MEMBERS for p in MEMBERS[name].params(torch.float64, generator)
+    )
+    # per-sample gradients of x and of the (shared) parameters
+    per_sample = torch.func.vmap(
+        torch.func.grad(_per_sample_loss, argnums=(0, 1, 2)), in_dims=(0, 0, None)
+    )
+    eager = per_sample(xs, gated, params)
+    compiled = torch.compile(per_sample, fullgraph=True, dynamic=False)(xs, gated, params)
+    flat_eager, flat_compiled = (torch.utils._pytree.tree_leaves(r) for r in (eager, compiled))
+    assert len(flat_eager) == len(MEMBERS) + 2 + len(params)
+    for want, got in zip(flat_eager, flat_compiled, strict=True):
+        assert got.shape == want.shape and got.shape[0] == batch
+        torch.testing.assert_close(got, want, rtol=2e-6, atol=3e-6, equal_nan=True)
+    slopes = flat_compiled[0][0].reshape(-1)[: len(SPECIALS)]  # gelu's, at the edge cases
+    assert slopes[0] == 1 and slopes[1] == 0 and slopes[2].isnan() and slopes[3] == 0.5
+    for grad_param in flat_compiled[-len(params) :]:  # per channel; channel 2 met the nan
+        assert torch.isfinite(grad_param[0, [0, 1, 3]]).all()
+
+    # stochastic GELU in training: a mask per sample, and the gradient is that mask
+    def stochastic(t):
+        y = G.stochastic_gelu(t, training=True)
+        return y.sum(), y
+
+    x = torch.randn(4, 64, generator=generator)
+    sampled = torch.func.vmap(torch.func.grad(stochastic, has_aux=True), randomness="different")
+    g, y = torch.compile(sampled, fullgraph=True, dynamic=False)(x)
+    assert torch.equal(y, torch.where(g == 1, x, 0.0)) and ((g == 0) | (g == 1)).all()
+    assert not torch.equal(g[0], g[1])  # a mask per sample
+    torch._dynamo.reset()

@@ -88,7 +88,9 @@ OPERATORS = {
     ),
     "bias_gelu": lambda x: torch.ops.gelus.bias_gelu(x, torch.zeros(4)),
     "geglu": lambda x: torch.ops.gelus.geglu(x),
-    "stochastic_gelu": lambda x: torch.ops.gelus.stochastic_gelu(x, 0),
+    "stochastic_gelu": lambda x: torch.ops.gelus.stochastic_gelu(
+        x, torch.zeros(1, dtype=torch.int64)
+    ),
 }
 
 

@@ -265,8 +265,8 @@ def _opcheck_samples():
             (r(3, 4, grad=False), r(3, 4, grad=False), r(4, grad=False), r(4, grad=False).exp()),
         ),
         (ops.swish_tensor_backward, (r(3, 4, grad=False), r(3, 4, grad=False), r(4, grad=False))),
-        (ops.stochastic_gelu, (r(3, 4), 7)),
-        (ops.stochastic_gelu_backward, (r(3, 4), r(3, 4, grad=False), 7)),
+        (ops.stochastic_gelu, (r(3, 4), torch.tensor([7]))),  # the seed: one int64 element
+        (ops.stochastic_gelu_backward, (r(3, 4), r(3, 4, grad=False), torch.tensor([7]))),
     ]
 
 
@@ -312,11 +312,24 @@ def test_a_registered_device_kernel_is_what_eager_forward_and_backward_call():
     assert calls == ["forward", "backward"]
 
 
+def test_keeping_an_operator_under_compile_is_one_choice_per_member(monkeypatch):
+    monkeypatch.setattr(_operator, "OPERATORS_UNDER_COMPILE", {})
+    _operator.keep_operator_under_compile("bias_gelu", "cpu")
+    _operator.keep_operator_under_compile("bias_gelu", "xpu")
+    assert dict(_operator.OPERATORS_UNDER_COMPILE) == {"bias_gelu": {"cpu", "xpu"}}
+    with pytest.raises(ValueError, match="no operator gelus::bias-gelu"):
+        _operator.keep_operator_under_compile("bias-gelu", "cpu")
+    x = torch.zeros(2)
+    assert _operator.route(x, "bias_gelu") == "eager"  # the choice concerns compiled graphs
+
+
 @pytest.mark.slow
 def test_compiled_graphs_call_the_operators_on_a_listed_device(monkeypatch):
-    # A device in OPERATOR_DEVICES_UNDER_COMPILE runs the operators inside the compiled graph
-    # (its registered kernels), with no graph break and the same values and gradients.
-    monkeypatch.setattr(_operator, "OPERATOR_DEVICES_UNDER_COMPILE", {"cpu"})
+    # A member that OPERATORS_UNDER_COMPILE lists for a device runs its operators inside the
+    # compiled graph (its registered kernels), with no graph break and the same values and
+    # gradients; the members not listed compile to their compositions.
+    listed = ("gelu", "swish", "bias_gelu", "generalized_gelu", "geglu")
+    monkeypatch.setattr(_operator, "OPERATORS_UNDER_COMPILE", {m: {"cpu"} for m in listed})
     torch._dynamo.reset()
 
     def f(x, bias, mu, sigma):
