@@ -53,9 +53,21 @@ def register(subparsers) -> None:
         "--device",
         choices=("cpu", "cuda"),
         default="cpu",
-        help="cpu (default): the library's CPU routes; cuda: the Triton kernels vs F.gelu on the "
-        "GPU, with copy bandwidth and ulp (gelus.bench.kernels_cuda; --sizes, --rounds, "
-        "--members apply)",
+        help="cpu (default): the library's CPU routes; cuda: the public calls with autograd on "
+        "the GPU against F.gelu and the torch each member replaces, device and host time apart, "
+        "with issue 30's target verdicts (gelus.bench.kernels_cuda; --sizes (default "
+        "2^16,2^20,2^24,2^28), --rounds (default 15), --members, --inputs, --json apply)",
+    )
+    kernels.add_argument(
+        "--inputs",
+        default=None,
+        help="--device cuda: input distributions, normal and/or uniform (default normal,uniform)",
+    )
+    kernels.add_argument(
+        "--host-only",
+        action="store_true",
+        help="only the host time of one forward + backward per member, with the Triton launches "
+        "stubbed (and, on cuda, real): runs without a GPU, the CUDA route taken on CPU tensors",
     )
     kernels.set_defaults(func=kernels_main)  # fmt: skip
 
@@ -110,7 +122,7 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
     from gelus.experiments.errors import CommandError
 
     out = out or sys.stdout
-    if args.device == "cuda":
+    if args.device == "cuda" or args.host_only:
         from gelus.bench import kernels_cuda
 
         return kernels_cuda.main(args, out)

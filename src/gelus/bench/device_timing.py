@@ -1,0 +1,179 @@
+"""Device time and host time of a call, apart: the clocks of ``gelus bench kernels --device cuda``.
+
+On a GPU a call costs two things that overlap: the host's work to issue it (Python, the
+dispatcher, autograd, the Triton launcher, the CUDA driver) and the device's work to run it. Wall
+time shows the larger of the two, so a benchmark that reads the wall clock at 2^16 elements
+measures the host and at 2^28 the device. This module measures them apart:
+
+``device time``
+    the call captured once into a CUDA graph (:func:`replayable`, ``repeat`` calls per graph at
+    small sizes) and the graph replayed ``calls`` times between two CUDA events
+    (:func:`device_timer`): what the GPU spends on the call's kernels, without the host's
+    launch gaps. Capture replays exactly the kernels of one eager call (the library draws a
+    stochastic mask's seed on the host, so a replay reuses it, which changes no cost). A call
+    that cannot be captured (a host sync inside it) is timed eagerly between the events
+    instead, and says so (``method="events"``): the larger of host and device time.
+``host time``
+    the wall-clock time of one eager call with the device drained before it and no sync in the
+    timed region (:func:`host_times`): the launches are queued, not waited for.
+``host time, launches stubbed``
+    the same with every Triton launch replaced by a no-op (:func:`stubbed_launches`): the
+    library's own host work per call, the figure issue 30 sets a limit on (≤ 40 µs per forward +
+    backward of a per-channel member). Without a GPU, :func:`cuda_route_on_cpu` sends CPU
+    tensors through the library's CUDA route (the same Python, with the kernels stubbed), so
+    this is measured on any machine; CPU torch calls are cheaper to issue than CUDA ones, so
+    there it is a lower bound of the CUDA figure.
+
+On CPU (the tests) the device clock is the wall clock.
+"""
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from gelus.bench.timing import Timer, time_calls
+
+__all__ = ["Replay", "cuda_route_on_cpu", "device_timer", "host_times", "replayable",
+           "stubbed_launches"]  # fmt: skip
+
+
+@dataclass
+class Replay:
+    """A zero-argument callable that runs ``repeat`` calls of a function (a graph replay, or the
+    calls themselves), and how: ``"graph"`` (CUDA graph), ``"events"`` (eager calls between
+    CUDA events) or ``"wall"`` (CPU)."""
+
+    run: Callable[[], object]
+    repeat: int
+    method: str
+    graph: object = None  # the CUDA graph (kept alive with its memory pool), or None
+
+    def __call__(self) -> None:
+        self.run()
+
+
+def _repeat_for(numel: int) -> int:
+    # Small calls: several per graph, so that one replay (a few µs of host work to launch)
+    # holds ≥ ~4 M elements of work and the device, not the launch, sets the pace.
+    return max(1, min(16, (1 << 22) // max(numel, 1)))
+
+
+def replayable(fn: Callable[[], object], device: str, numel: int) -> Replay:
+    """``fn`` (one forward + backward, say) captured into a CUDA graph on ``device == "cuda"``, or
+    ``fn`` itself (eagerly timed) where capture fails or on CPU. ``fn`` has run at least once
+    (Triton's compile, the allocator's warm-up) before this is called."""
+    if device != "cuda":
+        return Replay(fn, 1, "wall")
+    repeat = _repeat_for(numel)
+    try:
+        # Capture needs the call warmed up on a side stream first (torch.cuda.graphs docs): the
+        # autograd engine and the caching allocator settle there, outside the capture.
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(repeat):
+                fn()  # outputs dropped: their memory is reused within the graph's pool
+        torch.cuda.synchronize()
+        return Replay(graph.replay, repeat, "graph", graph)
+    except Exception:  # a host sync or an uncapturable op in fn: time it eagerly
+        torch.cuda.synchronize()
+        return Replay(fn, 1, "events")
+
+
+def device_timer(device: str) -> Timer:
+    """``(replay, calls) -> seconds per call of the replayed function`` on the device's clock:
+    CUDA events around ``calls`` back-to-back replays (one sync at the end), or the wall clock
+    on CPU; divided by the replay's ``repeat``."""
+
+    def per_call(fn: Callable[[], object], calls: int) -> float:
+        repeat = getattr(fn, "repeat", 1)
+        if device != "cuda":
+            return time_calls(fn, calls) / repeat
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e-3 / (calls * repeat)
+
+    return per_call
+
+
+def host_times(fn: Callable[[], object], calls: int, device: str) -> list[float]:
+    """Wall-clock seconds of each of ``calls`` calls of ``fn``, the device drained before each
+    call and not waited for inside it (the host's cost of issuing the call)."""
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    times = []
+    for _ in range(calls):
+        synchronize()
+        start = time.perf_counter_ns()
+        fn()
+        times.append((time.perf_counter_ns() - start) * 1e-9)
+    synchronize()
+    return times
+
+
+@contextlib.contextmanager
+def stubbed_launches() -> Iterator[list[str]]:
+    """Every Triton kernel launch (``kernel[grid](...)``, compiled or interpreted) becomes a
+    no-op inside the block; yields the list of the kernels' names that were called, in order.
+    The outputs the host functions allocate are then left unwritten: time, don't read them."""
+    import triton.runtime.jit as jit
+
+    classes = [jit.JITFunction]
+    with contextlib.suppress(ImportError):
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    launches: list[str] = []
+
+    def run(self, *args, **kwargs):
+        if not kwargs.get("warmup", False):
+            launches.append(getattr(self, "__name__", type(self).__name__))
+
+    originals = {cls: cls.__dict__.get("run") for cls in classes}
+    try:
+        for cls in classes:
+            cls.run = run
+        yield launches
+    finally:
+        for cls, original in originals.items():
+            if original is None:
+                del cls.run
+            else:
+                cls.run = original
+
+
+@contextlib.contextmanager
+def cuda_route_on_cpu() -> Iterator[None]:
+    """Inside the block, CPU floating-point tensors take the library's CUDA route: every operator
+    of :data:`gelus._cuda.CUDA_KERNELS` runs its CUDA kernel (the Triton host functions) in
+    place of its default kernel, as ``torch.library.register_kernel(op, "cpu", ...)`` would, but
+    undone on exit (a registration stays for the process). The kernels themselves then need
+    Triton's interpreter, or :func:`stubbed_launches`."""
+    from gelus import _cuda, _operator, _triton
+
+    available, has_device_kernel = _triton.available, _operator.has_device_kernel
+    routed = _cuda.CUDA_KERNELS
+    defaults = {op: op._backend_fns[None] for op in routed}  # the custom op's default kernel
+    try:
+        _triton.available = lambda x: x.dtype.is_floating_point
+        _operator.has_device_kernel = lambda op, device: (
+            op in routed or has_device_kernel(op, device)
+        )
+        for op, kernel in routed.items():
+            op._backend_fns[None] = kernel  # looked up per call by the op's default entry
+        yield
+    finally:
+        _triton.available, _operator.has_device_kernel = available, has_device_kernel
+        for op, kernel in defaults.items():
+            op._backend_fns[None] = kernel
