@@ -236,29 +236,3 @@ def test_a_captured_forward_backward_replays_on_cuda():
     assert 0 < seconds < 1
     host = device_timing.host_times(fn, 3, "cuda")
     assert len(host) == 3 and min(host) > 0
-
-
-def test_gpt2_step_runs_on_a_tiny_model(capsys):
-    from gelus.bench import gpt2_step
-
-    tiny = ["--device", "cpu", "--layers", "2", "--width", "32", "--heads", "2", "--vocab", "64",
-            "--context", "16", "--batch", "2", "--steps", "1", "--warmup", "1", "--modes", "eager",
-            "--activations", "torch-tanh,torch-exact,gelu,triton-exact"]  # fmt: skip
-    assert gpt2_step.main(tiny) == 0
-    table = capsys.readouterr().out
-    for name in ("torch-tanh", "torch-exact", "gelu", "triton-exact"):
-        assert f"| {name} |" in table
-
-
-@needs_interpreter
-def test_gpt2_triton_activation_matches_torch():
-    from gelus.bench.gpt2_step import make_activation
-
-    x = torch.randn(4, 33, requires_grad=True)
-    x64 = x.detach().double().requires_grad_()
-    y = make_activation("triton-exact")(x)
-    reference = torch.nn.functional.gelu(x64)
-    torch.testing.assert_close(y.double(), reference, rtol=1e-6, atol=1e-7)
-    y.sum().backward()
-    reference.sum().backward()
-    torch.testing.assert_close(x.grad.double(), x64.grad, rtol=1e-6, atol=1e-7)
