@@ -23,14 +23,14 @@ def _table(text: str) -> dict[tuple[str, str], list[str]]:
 
 def test_eager_and_compiled_rows_are_timed_together_and_compiled_alike(capsys):
     # aot_eager: dynamo and AOTAutograd without inductor's C++ compile, to keep the test fast
-    argv = [*TINY, "--steps", "2", "--activations", "torch-exact,gelu,gelu_new",
+    argv = [*TINY, "--steps", "2", "--activations", "torch-exact,gelu",
             "--compile-backend", "aot_eager"]  # fmt: skip
     assert gpt2_step.main(argv) == 0
     out = capsys.readouterr().out
     assert "torch.compile({'mode': 'default', 'dynamic': False, 'backend': 'aot_eager'})" in out
     assert "over the forward + loss" in out
     rows = _table(out)
-    assert set(rows) == {(a, m) for a in ("torch-exact", "gelu", "gelu_new")
+    assert set(rows) == {(a, m) for a in ("torch-exact", "gelu")
                          for m in ("eager", "compiled")}  # fmt: skip
     for (name, mode), cells in rows.items():
         ms, vs_gelu, compiled_vs_eager, seconds, graphs, breaks, recompiles = cells
@@ -41,9 +41,9 @@ def test_eager_and_compiled_rows_are_timed_together_and_compiled_alike(capsys):
             assert float(seconds) > 0 and (graphs, breaks, recompiles) == ("1", "0", "0")
         else:
             assert (seconds, graphs) == ("—", "—")
-    for target in ("gelu ÷ nn.GELU(), eager", "gelu_new ÷ nn.GELU(), compiled"):
+    for target in ("gelu ÷ nn.GELU(), eager", "gelu ÷ nn.GELU(), compiled"):
         assert target in out
-    assert "nn.GELU('tanh')" not in out  # its reference row was not asked for
+    assert "gelu_new ÷" not in out  # a target whose rows were not asked for is left out
 
 
 def test_the_old_compiled_region_is_the_model_alone():

@@ -225,7 +225,7 @@ def test_cuda_flag_without_cuda_says_so():
 
 
 @needs_cuda
-def test_a_captured_forward_backward_replays_on_cuda():
+def test_a_captured_forward_backward_replays_on_the_gpu():
     case = kernels_cuda.Case.make(2**16, torch.float32, "normal", "cuda")
     member = next(m for m in kernels_cuda.MEMBERS if m.key == "bias-gelu")
     fn = case.forward_backward(member.call, member.params)

@@ -21,8 +21,9 @@ measures the host and at 2^28 the device. This module measures them apart:
     library's own host work per call, the figure issue 30 sets a limit on (≤ 40 µs per forward +
     backward of a per-channel member). Without a GPU, :func:`cuda_route_on_cpu` sends CPU
     tensors through the library's CUDA route (the same Python, with the kernels stubbed), so
-    this is measured on any machine; CPU torch calls are cheaper to issue than CUDA ones, so
-    there it is a lower bound of the CUDA figure.
+    this is measured on any machine. It is a proxy there: a torch call on CPU computes on the
+    host what a CUDA one queues for the device (a full-size reduction costs its arithmetic
+    here, a launch there), and issuing it skips the CUDA driver.
 
 On CPU (the tests) the device clock is the wall clock.
 """
@@ -144,8 +145,12 @@ def stubbed_launches() -> Iterator[list[str]]:
     try:
         for cls in classes:
             cls.run = run
+        # Unwritten outputs hold whatever memory held: subnormal garbage would slow the CPU's
+        # arithmetic on them 100-fold (torch's default is not to flush; restored below).
+        torch.set_flush_denormal(True)
         yield launches
     finally:
+        torch.set_flush_denormal(False)
         for cls, original in originals.items():
             if original is None:
                 del cls.run
@@ -153,27 +158,49 @@ def stubbed_launches() -> Iterator[list[str]]:
                 cls.run = original
 
 
+def _replace_everywhere(original: object, replacement: object) -> list[tuple[object, str]]:
+    """Set every name bound to ``original`` in the library's loaded modules to ``replacement``
+    (a name imported with ``from … import`` is a binding of its own); returns what was set."""
+    import sys
+
+    replaced = []
+    for name, module in list(sys.modules.items()):
+        if name == "gelus" or (name.startswith("gelus.") and not name.startswith("gelus.bench")):
+            for attribute, value in list(vars(module).items()):
+                if value is original:
+                    setattr(module, attribute, replacement)
+                    replaced.append((module, attribute))
+    return replaced
+
+
 @contextlib.contextmanager
 def cuda_route_on_cpu() -> Iterator[None]:
     """Inside the block, CPU floating-point tensors take the library's CUDA route: every operator
     of :data:`gelus._cuda.CUDA_KERNELS` runs its CUDA kernel (the Triton host functions) in
     place of its default kernel, as ``torch.library.register_kernel(op, "cpu", ...)`` would, but
-    undone on exit (a registration stays for the process). The kernels themselves then need
+    undone on exit (a registration stays for the process), and the eager forward skips the
+    CPU-only finiteness hint (``tame_hint`` is None off CPU). The kernels themselves then need
     Triton's interpreter, or :func:`stubbed_launches`."""
     from gelus import _cuda, _operator, _triton
 
-    available, has_device_kernel = _triton.available, _operator.has_device_kernel
     routed = _cuda.CUDA_KERNELS
+    has_device_kernel = _operator.has_device_kernel
     defaults = {op: op._backend_fns[None] for op in routed}  # the custom op's default kernel
+    replacements = {
+        _triton.available: lambda x: x.dtype.is_floating_point,
+        has_device_kernel: lambda op, device: op in routed or has_device_kernel(op, device),
+        _operator.tame_hint: lambda x, bound: None,
+    }
+    replaced = []
     try:
-        _triton.available = lambda x: x.dtype.is_floating_point
-        _operator.has_device_kernel = lambda op, device: (
-            op in routed or has_device_kernel(op, device)
-        )
+        for original, replacement in replacements.items():
+            replaced += [(module, name, original)
+                         for module, name in _replace_everywhere(original, replacement)]  # fmt: skip
         for op, kernel in routed.items():
             op._backend_fns[None] = kernel  # looked up per call by the op's default entry
         yield
     finally:
-        _triton.available, _operator.has_device_kernel = available, has_device_kernel
+        for module, name, original in replaced:
+            setattr(module, name, original)
         for op, kernel in defaults.items():
             op._backend_fns[None] = kernel

@@ -27,6 +27,7 @@ CUDA route in Triton's interpreter (:func:`~gelus.bench.device_timing.cuda_route
 every code path runs, and the times say nothing about speed.
 """
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from gelus import functional as G
 from gelus.bench import device_timing
 from gelus.bench.timing import interleaved_rounds, median, paired_ratios
 
@@ -48,12 +50,6 @@ ULP_ELEMENTS = 1 << 22  # the accuracy columns read the first 4 M elements: enou
 
 
 # ---------------------------------------------------------------- rows
-
-
-def _functional():
-    from gelus import functional
-
-    return functional
 
 
 def _phi(z: Tensor) -> Tensor:
@@ -100,7 +96,7 @@ def _tanh(x: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def _gelu(approximate: str) -> Callable:
-    return lambda x, p: _functional().gelu(x, approximate)
+    return lambda x, p: G.gelu(x, approximate)
 
 
 def _swish_composition(beta: float) -> Callable:
@@ -123,24 +119,24 @@ MEMBERS = (
            lambda x, p: F.gelu(x, approximate="tanh"), "F.gelu(tanh)", reference=_tanh),
     Member("gelu-sigmoid", "gelu(sigmoid)", _gelu("sigmoid"), _swish_composition(1.702),
            "x·σ(1.702x)", reference=_swish(1.702)),
-    Member("silu", "silu", lambda x, p: _functional().silu(x), lambda x, p: F.silu(x), "F.silu",
+    Member("silu", "silu", lambda x, p: G.silu(x), lambda x, p: F.silu(x), "F.silu",
            reference=_swish(1.0)),
-    Member("swish", "swish(β=1.5)", lambda x, p: _functional().swish(x, 1.5),
+    Member("swish", "swish(β=1.5)", lambda x, p: G.swish(x, 1.5),
            _swish_composition(1.5), "x·σ(1.5x)", reference=_swish(1.5)),
     Member("swish-tensor", "swish(β per channel; dβ)",
-           lambda x, p: _functional().swish(x, p["beta"]),
+           lambda x, p: G.swish(x, p["beta"]),
            lambda x, p: x * torch.sigmoid(p["beta"] * x), "x·σ(βx), dβ", params=("beta",)),
     Member("generalized", "generalized_gelu(μ, σ per channel; dμ, dσ)",
-           lambda x, p: _functional().generalized_gelu(x, p["mu"], p["sigma"]),
+           lambda x, p: G.generalized_gelu(x, p["mu"], p["sigma"]),
            lambda x, p: x * _phi((x - p["mu"]) / p["sigma"]), "x·Φ((x−μ)/σ), dμ dσ",
            params=("mu", "sigma"), phi=True),
-    Member("bias-gelu", "bias_gelu (db)", lambda x, p: _functional().bias_gelu(x, p["bias"]),
+    Member("bias-gelu", "bias_gelu (db)", lambda x, p: G.bias_gelu(x, p["bias"]),
            lambda x, p: F.gelu(x + p["bias"]), "F.gelu(x + b), db", params=("bias",), phi=True),
     # GEGLU over n input elements: fwd reads n, writes n/2; bwd reads n and n/2, writes n
-    Member("geglu", "geglu (n → n/2)", lambda x, p: _functional().geglu(x), _geglu_composition,
+    Member("geglu", "geglu (n → n/2)", lambda x, p: G.geglu(x), _geglu_composition,
            "a·F.gelu(b)", phi=True, moved=4),
     Member("stochastic", "stochastic_gelu (train)",
-           lambda x, p: _functional().stochastic_gelu(x, training=True), _stochastic_composition,
+           lambda x, p: G.stochastic_gelu(x, training=True), _stochastic_composition,
            "where(rand < Φ(x), x, 0)", phi=True),
 )  # fmt: skip
 
@@ -298,9 +294,8 @@ def run(sizes, dtypes=("float32", "bfloat16"), inputs=("normal", "uniform"), mem
         rounds=15, device="cuda", host_calls=30, min_seconds=2e-3, log=print) -> list[Result]:  # fmt: skip
     """Measure every member at every size × dtype × input kind; returns one Result per row
     measured (a case that would not fit in memory is logged and skipped)."""
-    route = device_timing.cuda_route_on_cpu() if device == "cpu" else _nothing()
     results = []
-    with route:
+    with _cpu_route(device):
         for size in sizes:
             for dtype_name in dtypes:
                 dtype = getattr(torch, dtype_name)
@@ -332,6 +327,29 @@ class _nothing:
         return False
 
 
+class _one_thread:
+    """torch on one CPU thread inside the block, as the CPU bench runs (on a shared machine,
+    threads that wait for busy cores make a 64 K-element reduction take milliseconds)."""
+
+    def __enter__(self):
+        self.threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.threads)
+        return False
+
+
+def _cpu_route(device: str):
+    """On CPU: the library's CUDA route on one thread; on CUDA: nothing to set."""
+    if device != "cpu":
+        return _nothing()
+    stack = contextlib.ExitStack()
+    stack.enter_context(_one_thread())
+    stack.enter_context(device_timing.cuda_route_on_cpu())
+    return stack
+
+
 # ---------------------------------------------------------------- host time, launches stubbed
 
 
@@ -341,9 +359,8 @@ def host_rows(device: str, members=MEMBERS, size: int = 1 << 16, calls: int = 20
     launches stubbed (the library's own host work: issue 30's ≤ 40 µs), and on CUDA also with
     them (what the host pays); the Triton launches one call makes. On CPU the rows take the
     library's CUDA route (:func:`~gelus.bench.device_timing.cuda_route_on_cpu`)."""
-    route = device_timing.cuda_route_on_cpu() if device == "cpu" else _nothing()
     rows = []
-    with route:
+    with _cpu_route(device):
         case = Case.make(size, dtype, "normal", device)
         for member in members:
             fn = case.forward_backward(member.call, member.params)
