@@ -151,6 +151,17 @@ def test_targets_take_each_rounds_paired_ratio_and_issue_30s_limits():
     assert "| 2^24" in text and "| 2^28" in text
 
 
+def test_an_uncaptured_row_is_marked_with_why():
+    rounds = [1e-5, 2e-5]
+    captured = _result(2**16, "float32", "gelu", rounds, rounds)
+    captured.method, captured.copy_seconds = "graph", 1e-5
+    eager = _result(2**16, "float32", "silu", rounds, rounds, torch_rounds=rounds)
+    eager.method, eager.copy_seconds = "events (RuntimeError: capture failed)", 1e-5
+    text = report.format_results([captured, eager])
+    assert "| silu " in text and " 15.0 † " in text and " 15.0 † " not in text.split("| silu")[0]
+    assert "† silu: events (RuntimeError: capture failed)" in text
+
+
 def test_host_rows_count_the_launches_and_time_the_library_alone():
     # no interpreter needed: the launches are stubbed, the CUDA route's Python runs on CPU tensors
     rows = kernels_cuda.host_rows("cpu", kernels_cuda.MEMBERS, size=SIZE, calls=3)

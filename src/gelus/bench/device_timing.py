@@ -44,8 +44,8 @@ __all__ = ["Replay", "cuda_route_on_cpu", "device_timer", "host_times", "replaya
 @dataclass
 class Replay:
     """A zero-argument callable that runs ``repeat`` calls of a function (a graph replay, or the
-    calls themselves), and how: ``"graph"`` (CUDA graph), ``"events"`` (eager calls between
-    CUDA events) or ``"wall"`` (CPU)."""
+    calls themselves), and how: ``"graph"`` (CUDA graph), ``"events (why capture failed)"``
+    (eager calls between CUDA events) or ``"wall"`` (CPU)."""
 
     run: Callable[[], object]
     repeat: int
@@ -84,9 +84,10 @@ def replayable(fn: Callable[[], object], device: str, numel: int) -> Replay:
                 fn()  # outputs dropped: their memory is reused within the graph's pool
         torch.cuda.synchronize()
         return Replay(graph.replay, repeat, "graph", graph)
-    except Exception:  # a host sync or an uncapturable op in fn: time it eagerly
+    except Exception as error:  # a host sync or an uncapturable op in fn: time it eagerly
         torch.cuda.synchronize()
-        return Replay(fn, 1, "events")
+        reason = f"{type(error).__name__}: {error}".splitlines()[0][:160]
+        return Replay(fn, 1, f"events ({reason})")
 
 
 def device_timer(device: str) -> Timer:

@@ -443,7 +443,8 @@ def main(args, out) -> int:
     members = _selected(args.members)
     if getattr(args, "list", False):
         for m in members:
-            print(f"{m.key:14} {m.label} (vs F.gelu and {m.composition_label})", file=out)
+            against = "F.gelu" + (f" and {m.composition_label}" if m.composition else "")
+            print(f"{m.key:14} {m.label} (vs {against})", file=out)
         return 0
     _check_device(device, host_only)
     sizes = parse_sizes(args.sizes or DEFAULT_SIZES)

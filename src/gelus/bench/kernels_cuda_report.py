@@ -127,7 +127,9 @@ def format_results(results: list[Result]) -> str:
              "its host µs", "× copy rate", "value ulp", "grad ulp"],
             rows,
         )  # fmt: skip
-        blocks.append(f"{head}\n\n{table}")
+        uncaptured = [f"† {_BY_KEY[r.key].label}: {r.method}" for r in selected
+                      if r.method not in ("graph", "wall")]  # fmt: skip
+        blocks.append("\n\n".join([head, table, *uncaptured]))
     note = (
         "device µs: CUDA graph replay between CUDA events (median of rounds); † timed eagerly "
         "between events (the call could not be captured: the larger of host and device time). "
