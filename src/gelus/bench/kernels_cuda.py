@@ -452,12 +452,17 @@ def main(args, out) -> int:
     if rounds < 1:
         raise CommandError(f"--rounds {rounds} must be at least 1 (medians want 5 or more)")
     inputs = _inputs(getattr(args, "inputs", None))
-    where = (f"{torch.cuda.get_device_name()}" if device == "cuda"
-             else "CPU, the CUDA route in Triton's interpreter: the times say nothing about "
-                  "speed")  # fmt: skip
-    print(f"gelus bench kernels --device {device}: {where}; torch {torch.__version__}, "
-          f"triton {triton.__version__}; public calls with autograd, forward + backward; "
-          f"{rounds} paired rounds\n", file=out)  # fmt: skip
+    if device == "cuda":
+        where = torch.cuda.get_device_name()
+    elif host_only:
+        where = ("CPU, the CUDA route on CPU tensors with the Triton launches stubbed: a proxy of "
+                 "the host time on CUDA")  # fmt: skip
+    else:
+        where = "CPU, the CUDA route in Triton's interpreter: the times say nothing about speed"
+    what = "host time only" if host_only else f"{rounds} paired rounds"
+    print(f"gelus bench kernels --device {device}{' --host-only' if host_only else ''}: {where}; "
+          f"torch {torch.__version__}, triton {triton.__version__}; public calls with autograd, "
+          f"forward + backward; {what}\n", file=out)  # fmt: skip
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

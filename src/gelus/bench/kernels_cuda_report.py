@@ -91,7 +91,9 @@ def format_targets(rows: list[dict]) -> str:
             [[*line, *(cells.get(s, "—") for s in sizes)] for line, cells in lines.items()],
         )
         blocks.append(f"**{target}**\n\n{table}")
-    return "\n\n".join(blocks) + "\n\n" + TARGETS_LEGEND
+    host = ("The host target's value is the median over calls, with their middle half, judged "
+            "the same way.")  # fmt: skip
+    return "\n\n".join(blocks) + "\n\n" + TARGETS_LEGEND + " " + host
 
 
 def format_results(results: list[Result]) -> str:
