@@ -319,35 +319,21 @@ def run(sizes, dtypes=("float32", "bfloat16"), inputs=("normal", "uniform"), mem
     return results
 
 
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
-class _one_thread:
-    """torch on one CPU thread inside the block, as the CPU bench runs (on a shared machine,
-    threads that wait for busy cores make a 64 K-element reduction take milliseconds)."""
-
-    def __enter__(self):
-        self.threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self.threads)
-        return False
-
-
+@contextlib.contextmanager
 def _cpu_route(device: str):
-    """On CPU: the library's CUDA route on one thread; on CUDA: nothing to set."""
+    """On CPU: the library's CUDA route (:func:`~gelus.bench.device_timing.cuda_route_on_cpu`),
+    torch on one thread as the CPU bench runs (on a shared machine, threads waiting for busy
+    cores make a 64 K-element reduction take milliseconds). On CUDA: nothing to set."""
     if device != "cpu":
-        return _nothing()
-    stack = contextlib.ExitStack()
-    stack.enter_context(_one_thread())
-    stack.enter_context(device_timing.cuda_route_on_cpu())
-    return stack
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with device_timing.cuda_route_on_cpu():
+            yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 # ---------------------------------------------------------------- host time, launches stubbed
@@ -433,8 +419,6 @@ def main(args, out) -> int:
     import sys
     from dataclasses import asdict
 
-    import triton
-
     from gelus.bench import kernels_cuda_report as report
     from gelus.bench.timing import parse_sizes
     from gelus.experiments.errors import CommandError
@@ -447,6 +431,8 @@ def main(args, out) -> int:
             print(f"{m.key:14} {m.label} (vs {against})", file=out)
         return 0
     _check_device(device, host_only)
+    import triton  # (after the check, which says how to install it)
+
     sizes = parse_sizes(args.sizes or DEFAULT_SIZES)
     rounds = args.rounds if args.rounds is not None else DEFAULT_ROUNDS
     if rounds < 1:
