@@ -19,6 +19,7 @@ from gelus import cli
 from gelus._triton import interpreting
 from gelus.bench import device_timing, kernels_cuda
 from gelus.bench import kernels_cuda_report as report
+from gelus.bench.cli import kernels_cuda_main
 from gelus.bench.timing import verdict
 from gelus.experiments.errors import SettingError
 
@@ -218,13 +219,13 @@ def test_main_times_the_interpreted_kernels_on_cpu():
     args = argparse.Namespace(device="cpu", sizes="2^10", rounds=1, members="gelu,geglu",
                               inputs="normal", host_only=False, json=None, list=False)  # fmt: skip
     out = StringIO()
-    assert kernels_cuda.main(args, out) == 0
+    assert kernels_cuda_main(args, out) == 0
     text = out.getvalue()
     assert "interpreter" in text and "geglu (n → n/2)" in text and "a·F.gelu(b)" in text
     with pytest.raises(SettingError, match="unknown --members"):
-        kernels_cuda.main(argparse.Namespace(**{**vars(args), "members": "nope"}), out)
+        kernels_cuda_main(argparse.Namespace(**{**vars(args), "members": "nope"}), out)
     with pytest.raises(SettingError, match="--inputs"):
-        kernels_cuda.main(argparse.Namespace(**{**vars(args), "inputs": "cauchy"}), out)
+        kernels_cuda_main(argparse.Namespace(**{**vars(args), "inputs": "cauchy"}), out)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without CUDA")
