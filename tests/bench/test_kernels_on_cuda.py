@@ -174,6 +174,19 @@ def test_host_rows_count_the_launches_and_time_the_library_alone():
     assert "bias_gelu (db)" in table and "n/a" in table
 
 
+def test_the_device_clock_counts_every_call_a_replay_holds(monkeypatch):
+    calls = []
+    replay = device_timing.Replay(lambda: calls.append(1), repeat=4, method="wall")
+    assert device_timing.replayable(replay.run, "cpu", 2**16).method == "wall"  # no graph on CPU
+    wall = device_timing.time_calls
+    monkeypatch.setattr(device_timing, "time_calls", lambda fn, n: wall(fn, n) * 0 + 1.2)
+    assert device_timing.device_timer("cpu")(replay, 3) == pytest.approx(0.3)  # 1.2 s ÷ 4 calls
+    assert len(calls) == 3
+    monkeypatch.undo()
+    host = device_timing.host_times(replay, 5, "cpu")
+    assert len(calls) == 8 and len(host) == 5 and min(host) > 0
+
+
 def test_stubbed_launches_are_undone_and_counted():
     import triton.runtime.jit as jit
 
