@@ -73,9 +73,11 @@ def test_targets_read_paired_rounds_in_each_mode():
                      "gelu_new ÷ nn.GELU(), compiled": "✗"}  # fmt: skip
 
 
-def test_unknown_modes_are_refused():
+@pytest.mark.parametrize("bad", [["--modes", "fast"], ["--warmup", "0"], ["--steps", "0"]])
+def test_bad_options_are_refused(bad, capsys):
     with pytest.raises(SystemExit):
-        gpt2_step.main([*TINY, "--modes", "fast"])
+        gpt2_step.main([*TINY, *bad])
+    assert bad[0] in capsys.readouterr().err
 
 
 @pytest.mark.skipif(

@@ -361,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes or any(m not in ("eager", "compiled") for m in modes):
         parser.error(f"--modes {args.modes!r}: choose eager, compiled or eager,compiled")
+    if args.steps < 1 or args.warmup < 1:  # the first warm-up step compiles, outside the timing
+        parser.error(f"--steps {args.steps} and --warmup {args.warmup} must be at least 1")
     for name in activations:
         activation_spec(name)  # an unknown name fails here, with the list of names
     settings = CompileSettings(args.compile_scope, args.compile_mode, backend=args.compile_backend)
