@@ -9,7 +9,7 @@ measures the host and at 2^28 the device. This module measures them apart:
     the call captured once into a CUDA graph (:func:`replayable`, ``repeat`` calls per graph at
     small sizes) and the graph replayed ``calls`` times between two CUDA events
     (:func:`device_timer`): what the GPU spends on the call's kernels, without the host's
-    launch gaps. Capture replays exactly the kernels of one eager call (the library draws a
+    launch gaps. A replay runs exactly the kernels of ``repeat`` eager calls (the library draws a
     stochastic mask's seed on the host, so a replay reuses it, which changes no cost). A call
     that cannot be captured (a host sync inside it) is timed eagerly between the events
     instead, and says so (``method="events"``): the larger of host and device time.
@@ -57,8 +57,8 @@ class Replay:
 
 
 def _repeat_for(numel: int) -> int:
-    # Small calls: several per graph, so that one replay (a few µs of host work to launch)
-    # holds ≥ ~4 M elements of work and the device, not the launch, sets the pace.
+    # Small calls: several per graph (toward 4 M elements, at most 16 calls: 16 at 2^16, 4 at
+    # 2^20), so that the device, not the few µs of host work to launch a replay, sets the pace.
     return max(1, min(16, (1 << 22) // max(numel, 1)))
 
 
