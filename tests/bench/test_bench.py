@@ -14,7 +14,7 @@ import torch
 from gelus import cli
 from gelus.bench import kernels
 from gelus.bench.cli import kernels_main, parse_sizes
-from gelus.bench.timing import format_table, interleaved_rounds, median
+from gelus.bench.timing import TARGETS_LEGEND, format_table, interleaved_rounds, median, verdict
 from gelus.experiments.errors import SettingError
 
 TINY = ["--sizes", "2^10", "--rounds", "2"]
@@ -158,16 +158,16 @@ def test_target_verdicts_come_from_each_rounds_paired_ratio():
     }
     assert rows["exact GELU"]["value"] == pytest.approx(1.1)
     assert rows["tanh form"]["value"] == pytest.approx(1.5)
-    marks = {name: kernels._verdict(row) for name, row in rows.items()}
+    marks = {name: verdict(row) for name, row in rows.items()}
     assert marks == {"exact GELU": "✓", "tanh form": "≈", "sigmoid form": "✗"}
     table = report.targets_table()
     assert "1.10 ✓ (1.10–1.10)" in table and "1.50 ≈ (1.44–1.56)" in table
-    assert kernels.TARGETS_LEGEND in table
+    assert TARGETS_LEGEND in table
     for result in results:  # a single round (--rounds 1) is its own spread
         result.rounds["fwd_bwd"] = result.rounds["fwd_bwd"][:1]
     single = {row["target"]: row for row in kernels.Report(results, selected).target_rows()}
     assert single["exact GELU, eager ÷ F.gelu"]["q1"] == pytest.approx(1.1)
-    assert kernels._verdict(single["tanh form, eager ÷ F.gelu (exact)"]) == "✓"  # 1.4 ≤ 1.5
+    assert verdict(single["tanh form, eager ÷ F.gelu (exact)"]) == "✓"  # 1.4 ≤ 1.5
 
 
 def test_unknown_member_names_the_valid_ones(capsys):

@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from gelus.bench.timing import parse_sizes
 
-__all__ = ["kernels_main", "parse_sizes", "register"]
+__all__ = ["kernels_cuda_main", "kernels_main", "parse_sizes", "register"]
 
 DEFAULT_SIZES = "2^16,2^20,2^24"
 QUICK_SIZES = "2^16,2^20"
@@ -53,9 +53,21 @@ def register(subparsers) -> None:
         "--device",
         choices=("cpu", "cuda"),
         default="cpu",
-        help="cpu (default): the library's CPU routes; cuda: the Triton kernels vs F.gelu on the "
-        "GPU, with copy bandwidth and ulp (gelus.bench.kernels_cuda; --sizes, --rounds, "
-        "--members apply)",
+        help="cpu (default): the library's CPU routes; cuda: the public calls with autograd on "
+        "the GPU against F.gelu and the torch each member replaces, device and host time apart, "
+        "with issue 30's target verdicts (gelus.bench.kernels_cuda; --sizes (default "
+        "2^16,2^20,2^24,2^28), --rounds (default 15), --members, --inputs, --json apply)",
+    )
+    kernels.add_argument(
+        "--inputs",
+        default=None,
+        help="--device cuda: input distributions, normal and/or uniform (default normal,uniform)",
+    )
+    kernels.add_argument(
+        "--host-only",
+        action="store_true",
+        help="only the host time of one forward + backward per member, with the Triton launches "
+        "stubbed (and, on cuda, real): runs without a GPU, the CUDA route taken on CPU tensors",
     )
     kernels.set_defaults(func=kernels_main)  # fmt: skip
 
@@ -110,10 +122,8 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
     from gelus.experiments.errors import CommandError
 
     out = out or sys.stdout
-    if args.device == "cuda":
-        from gelus.bench import kernels_cuda
-
-        return kernels_cuda.main(args, out)
+    if args.device == "cuda" or args.host_only:
+        return kernels_cuda_main(args, out)
     candidates = kernels.candidates()
     if args.list:
         for c in candidates:
@@ -186,3 +196,109 @@ def _row_record(candidate) -> dict[str, object]:
     fields = ("key", "label", "reference", "kind", "params", "doubled_input", "backward", "compile")
     record = {name: getattr(candidate, name) for name in fields}
     return record | {"has_out": candidate.out_function is not None}
+
+
+CUDA_SIZES = "2^16,2^20,2^24,2^28"
+CUDA_ROUNDS = 15
+
+
+def _cuda_members(text: str | None):
+    from gelus.bench.kernels_cuda import MEMBERS
+    from gelus.experiments.errors import CommandError
+
+    if text is None:
+        return list(MEMBERS)
+    wanted = [m.strip() for m in text.split(",") if m.strip()]
+    known = {m.key for m in MEMBERS}
+    if not wanted or any(m not in known for m in wanted):
+        raise CommandError(
+            f"unknown --members in {text!r}; choose from {', '.join(m.key for m in MEMBERS)}"
+        )
+    return [m for m in MEMBERS if m.key in wanted]
+
+
+def _cuda_inputs(text: str | None) -> tuple[str, ...]:
+    from gelus.experiments.errors import CommandError
+
+    kinds = tuple(k.strip() for k in (text or "normal,uniform").split(",") if k.strip())
+    if not kinds or any(k not in ("normal", "uniform") for k in kinds):
+        raise CommandError(f"--inputs {text!r}: choose normal, uniform or normal,uniform")
+    return kinds
+
+
+def _check_cuda_device(device: str, host_only: bool) -> None:
+    import torch
+
+    from gelus._triton import available, interpreting
+    from gelus.experiments.errors import CommandError
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise CommandError("--device cuda: no CUDA device is visible to torch; use --device cpu")
+    if device == "cuda" and not available(torch.empty(0, device=device)):
+        raise CommandError("the Triton kernels cannot run on cuda: install triton")
+    if device == "cpu" and not (host_only or interpreting()):
+        raise CommandError(
+            "on CPU the CUDA route's kernels run only in Triton's interpreter "
+            "(TRITON_INTERPRET=1); --host-only needs no interpreter (the launches are stubbed)"
+        )
+
+
+def kernels_cuda_main(args: argparse.Namespace, out) -> int:
+    """``gelus bench kernels --device cuda [--host-only]`` (:mod:`gelus.bench.kernels_cuda`):
+    print the tables and the target verdicts to ``out``."""
+    import torch
+
+    from gelus.bench import kernels_cuda_report as report
+    from gelus.bench.kernels_cuda import host_rows, run, size_label
+    from gelus.experiments.errors import CommandError
+
+    device, host_only = args.device, getattr(args, "host_only", False)
+    members = _cuda_members(args.members)
+    if getattr(args, "list", False):
+        for m in members:
+            against = "F.gelu" + (f" and {m.composition_label}" if m.composition else "")
+            print(f"{m.key:14} {m.label} (vs {against})", file=out)
+        return 0
+    _check_cuda_device(device, host_only)
+    import triton  # (after the check, which says how to install it)
+
+    sizes = parse_sizes(args.sizes or CUDA_SIZES)
+    rounds = args.rounds if args.rounds is not None else CUDA_ROUNDS
+    if rounds < 1:
+        raise CommandError(f"--rounds {rounds} must be at least 1 (medians want 5 or more)")
+    inputs = _cuda_inputs(getattr(args, "inputs", None))
+    if device == "cuda":
+        where = torch.cuda.get_device_name()
+    elif host_only:
+        where = ("CPU, the CUDA route on CPU tensors with the Triton launches stubbed: a proxy of "
+                 "the host time on CUDA")  # fmt: skip
+    else:
+        where = "CPU, the CUDA route in Triton's interpreter: the times say nothing about speed"
+    what = "host time only" if host_only else f"{rounds} paired rounds"
+    print(f"gelus bench kernels --device {device}{' --host-only' if host_only else ''}: {where}; "
+          f"torch {torch.__version__}, triton {triton.__version__}; public calls with autograd, "
+          f"forward + backward; {what}\n", file=out)  # fmt: skip
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    results = []
+    if not host_only:
+        # in the interpreter (CPU) a call takes ~0.1 s and its time means nothing: few host calls
+        host_calls = 30 if device == "cuda" else 2
+        results = run(sizes, inputs=inputs, members=members, rounds=rounds, device=device,
+                      host_calls=host_calls, log=log)  # fmt: skip
+        print(report.format_results(results), file=out)
+    host = host_rows(device, members, size=min(sizes))
+    print(f"\n### Host time of one forward + backward ({size_label(min(sizes))} elements, "
+          "float32; median of 200 calls)\n", file=out)  # fmt: skip
+    print(report.format_host(host), file=out)
+    targets = report.target_rows(results, host)
+    print("\n### Targets (issue 30), device time unless said\n", file=out)
+    print(report.format_targets(targets), file=out)
+    if getattr(args, "json", None):
+        payload = {"device": where, "torch": torch.__version__, "rounds": rounds,
+                   "results": [asdict(r) for r in results], "host": host, "targets": targets}  # fmt: skip
+        with open(args.json, "w") as handle:
+            json.dump(payload, handle, indent=1)
+    return 0

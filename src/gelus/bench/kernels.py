@@ -11,7 +11,6 @@ measured in the same process with rounds interleaved across every candidate of a
 import inspect
 import math
 import os
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +20,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from gelus.bench.timing import calls_for, interleaved_rounds, median
+from gelus.bench.timing import (
+    TARGETS_LEGEND,
+    calls_for,
+    interleaved_rounds,
+    median,
+    paired_ratios,
+    spread,
+    verdict,
+)
 
 __all__ = ["MEASURES", "Candidate", "candidates", "run", "saved_bytes"]
 
@@ -339,26 +346,6 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator
 
 
-TARGETS_LEGEND = (
-    "A timing target's value is the median over rounds of the row's time ÷ the reference's in "
-    "the same round, with the middle half of those ratios in brackets: ✓ when at least three "
-    "rounds in four meet the limit, ✗ when at least three in four miss it, ≈ when the limit "
-    "falls inside the middle half (met in some rounds, not reliably)."
-)
-
-
-def _verdict(row: dict[str, object]) -> str:
-    """✓, ✗ or ≈ for a target row (see TARGETS_LEGEND); a row without rounds: its value."""
-    value, limit = row["value"], row["limit"]
-    if value is None or limit is None:
-        return "—"
-    tolerance = limit * (1 + 1e-9)
-    low, high = row.get("q1", value), row.get("q3", value)
-    if high <= tolerance:
-        return "✓"
-    return "✗" if low > tolerance else "≈"
-
-
 class Report:
     """Ratios and tables computed from a list of :class:`Result` (a pure function of them)."""
 
@@ -384,8 +371,7 @@ class Report:
         reference = self.by_key.get((size, ref_key, ref_compiled))
         if result is None or reference is None:
             return []
-        times, ref_times = result.rounds.get(measure, []), reference.rounds.get(measure, [])
-        return [t / r for t, r in zip(times, ref_times, strict=False) if r > 0]
+        return paired_ratios(result.rounds.get(measure, []), reference.rounds.get(measure, []))
 
     def saved_ratio(self, size: int, key: str, compiled: bool) -> float | None:
         result = self.by_key.get((size, key, compiled))
@@ -450,14 +436,7 @@ class Report:
             for size in self.target_sizes():
                 paired = self.round_ratios(size, key, compiled, "fwd_bwd", ref_key, ref_compiled)
                 row = {"target": label, "limit": limit, "size": size, "value": None}
-                if paired:  # quartiles need two rounds; one round is its own spread
-                    q1, _, q3 = (
-                        statistics.quantiles(paired, n=4, method="inclusive")
-                        if len(paired) > 1
-                        else paired * 3
-                    )
-                    row |= {"value": median(paired), "q1": q1, "q3": q3, "rounds": paired}
-                rows.append(row)
+                rows.append(row | spread(paired))
         for size in self.target_sizes() if "generalized" in keys else ():
             result = self.by_key.get((size, "generalized", False))
             value = limit = None
@@ -476,7 +455,7 @@ class Report:
         limits: dict[str, object] = {}
         for row in self.target_rows():
             value, limit = row["value"], row["limit"]
-            cell = f"{_number(value)} {_verdict(row)}"
+            cell = f"{_number(value)} {verdict(row)}"
             if "q1" in row:
                 cell += f" ({_number(row['q1'])}–{_number(row['q3'])})"
             cells.setdefault(row["target"], []).append(cell)
