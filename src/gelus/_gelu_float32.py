@@ -178,7 +178,10 @@ def _prepare(x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     beyond = u > U_MAX
     u = torch.where(beyond, U_MAX, u)  # a comparison: nan stays nan
     near = u < SPLIT
-    t = torch.where(near, u - 1.0, (1.0 / u) * FAR_SCALE + FAR_OFFSET)  # 1/0 is discarded
+    # 1/u of the far region only: autograd through the discarded branch (torch.func under compile
+    # differentiates this composition) would otherwise meet 1/0 and give 0·inf = nan at x = ±0
+    inverse = 1.0 / torch.where(near, SPLIT, u)
+    t = torch.where(near, u - 1.0, inverse * FAR_SCALE + FAR_OFFSET)
     return u, beyond, near, t
 
 
@@ -188,7 +191,9 @@ def value(x: Tensor) -> Tensor:
     m = torch.where(near, u, 1.0)
     q = _tail(t, near, (NEAR_VALUE, NEAR_VALUE_LOW, FAR_VALUE, FAR_VALUE_LOW), m, None, u)
     q = torch.where(beyond, 0.0, q)
-    return torch.where(x >= 0, x - q, -q)  # x ≥ 0: ±0 − 0 keeps the sign of zero
+    # ±0 gives ±0·½: the sign of zero kept, and autograd's derivative there ½ (through |x| it
+    # would see none of q's)
+    return torch.where(x > 0, x - q, torch.where(x < 0, -q, 0.5 * x))
 
 
 def slope(x: Tensor) -> Tensor:
