@@ -88,7 +88,7 @@ def test_ulp_columns_read_the_public_call_in_the_interpreter():
         x = kernels_cuda.Case.make(SIZE, torch.float32, "uniform", "cpu").x
         exact = kernels_cuda._errors(kernels_cuda.MEMBERS[0], x)
         tanh = kernels_cuda._errors(kernels_cuda.MEMBERS[1], x)
-    assert max(exact) <= 1.0  # the kernels' bound, well inside what the column can show
+    assert max(exact) <= 2.0  # the kernels' bound (2 ulp), well inside what the column can show
     assert tanh[0] > 1  # the tanh form's error over [−20, 20]: the column shows an error
 
 

@@ -7,6 +7,17 @@ interpreter (``TRITON_INTERPRET=1`` set before the first :func:`load`), which th
 
 The kernels' host functions are in :mod:`gelus._triton.ops`; their design and measured accuracy
 in docs/CUDA.md.
+
+The files split by layer, not by member: ``ops`` (host functions and ``launch_config``, the one
+place that picks every launch's constants), ``_kernels`` (four kernel layouts: flat, GEGLU, rows
+and columns of per-channel parameters, each serving several members through constexprs),
+``_math`` (the members' formulas as device functions), ``_coefficients`` (fitted constants). A
+member is a formula plus a choice of layout, and nine members share four layouts and one Φ: one
+file per member would repeat the layouts (the masks, the partial sums, the rounding on store)
+nine times, which is where kernels go wrong. Adding a member: its formula in ``_math``, a
+``MEMBER`` constant and a branch in the layout it uses, its host functions and ``launch_config``
+entry in ``ops``; the instruction gate (tests/library/test_kernel_instructions.py) then compiles
+it and checks that the host functions launch exactly what the gate compiles.
 """
 
 import functools
