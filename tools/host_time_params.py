@@ -1,0 +1,129 @@
+"""Host time and torch calls of the parameter members' CUDA route, measured without a GPU.
+
+The CUDA kernels of the operators (``gelus._cuda``) are registered for CPU tensors and every
+Triton launch is replaced by a no-op that only counts, so what is timed is the Python and torch
+work around the launches: the member's autograd Function, the operator dispatch, the host
+functions of ``gelus._triton.ops`` (layout checks, grids, buffers, parameter vectors, reductions).
+
+    TRITON_INTERPRET=1 python3 tools/host_time_params.py [--repeat 2000]
+
+For each member (bias-GELU with a bias, Swish with a tensor β, generalized GELU with μ and σ),
+in two layouts ([8, 256] with C = 256 on the last dim, NCHW [2, 16, 4, 4] with C = 16 on dim
+1; small, so that the CPU's own arithmetic in torch ops stays small beside their host cost), it
+prints one forward + backward (the public function with autograd, x,
+the parameters requiring grad): the median host time in µs over ``--repeat`` calls, the torch
+operators the profiler sees at top level (CPU events without an aten parent), how many of them
+reduce (``sum``), and the kernel launches. The host time on a GPU adds Triton's launcher per
+launch (not measured here) and is otherwise of the same work.
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch  # noqa: E402
+
+import gelus  # noqa: E402
+from gelus import _cuda, _generalized, _triton  # noqa: E402
+from gelus import functional as F  # noqa: E402
+from gelus._triton import _kernels  # noqa: E402
+
+LAUNCHES = []
+
+
+class _NoLaunch:
+    """A kernel whose ``kernel[grid](...)`` only records the launch."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            LAUNCHES.append(self.name)
+
+        return launch
+
+
+def _stub_launches() -> None:
+    for name in dir(_kernels):
+        if name.endswith("_kernel"):
+            setattr(_kernels, name, _NoLaunch(name))
+
+
+def _route_cpu_to_the_cuda_kernels() -> None:
+    _triton.available = lambda x: x.dtype.is_floating_point
+    for op, kernel in _cuda.CUDA_KERNELS.items():
+        torch.library.register_kernel(op, "cpu", kernel)
+
+
+def _cases():
+    g = torch.Generator().manual_seed(0)
+    for name, shape, pshape in (
+        ("last dim, C=256", (8, 256), (256,)),
+        ("NCHW, C=16", (2, 16, 4, 4), (16, 1, 1)),
+    ):
+        x = torch.randn(shape, generator=g).requires_grad_()
+        grad = torch.randn(shape, generator=g)
+        p = torch.randn(pshape, generator=g).requires_grad_()
+        s = (torch.rand(pshape, generator=g) + 0.5).requires_grad_()
+        yield f"bias_gelu, {name}", (lambda x=x, p=p: F.bias_gelu(x, p)), grad, (x, p)
+        yield f"swish β, {name}", (lambda x=x, p=p: F.swish(x, p)), grad, (x, p)
+        yield (
+            f"generalized μ σ, {name}",
+            (lambda x=x, p=p, s=s: F.generalized_gelu(x, p, s)),
+            grad,
+            (x, p, s),
+        )
+
+
+def _step(f, grad, leaves):
+    for t in leaves:
+        t.grad = None
+    f().backward(grad)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=2000)
+    parser.add_argument("--ops", action="store_true", help="list the top-level torch ops")
+    args = parser.parse_args()
+    _triton.load()
+    _stub_launches()
+    _route_cpu_to_the_cuda_kernels()
+    # σ > 0 is checked (a sync) only for CPU tensors; a CUDA σ skips it
+    _generalized.check_sigma = lambda sigma: None
+    print(f"torch {torch.__version__}, gelus {gelus.__version__}; fwd + bwd, launches stubbed")
+    print(f"{'case':36} {'host µs':>8} {'torch ops':>9} {'sums':>5} {'launches':>8}")
+    for name, f, grad, leaves in _cases():
+        for _ in range(50):  # warm the caches
+            _step(f, grad, leaves)
+        times = []
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            _step(f, grad, leaves)
+            times.append(time.perf_counter() - start)
+        LAUNCHES.clear()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            _step(f, grad, leaves)
+        top = [e for e in prof.events() if e.name.startswith("aten::") and _top(e)]
+        sums = sum(e.name in ("aten::sum", "aten::sum_to_size") for e in top)
+        us = statistics.median(times) * 1e6
+        print(f"{name:36} {us:8.1f} {len(top):9d} {sums:5d} {len(LAUNCHES):8d}")
+        if args.ops:
+            print("    " + " ".join(e.name.removeprefix("aten::") for e in top))
+
+
+def _top(event) -> bool:
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith("aten::"):
+            return False
+        parent = parent.cpu_parent
+    return True
+
+
+if __name__ == "__main__":
+    main()
