@@ -235,6 +235,7 @@ def rows_kernel(
     p_ptr,
     q_ptr,
     partial_ptr,
+    rows,
     row_length,
     channels,
     chunks,
@@ -246,32 +247,38 @@ def rows_kernel(
     SUMS: tl.constexpr,
     PREC: tl.constexpr,
     WIDE: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
     BLOCK: tl.constexpr,
     STEPS: tl.constexpr,
 ):
-    # Program (row, chunk) covers elements [chunk·BLOCK·STEPS, ...) of one row, whose channel is
-    # row % channels. Its SUMS partial sums (the parameter gradients' terms) go to
-    # partial[SUMS, groups, channels], group (row // channels)·chunks + chunk: the layout of the
+    # Program (row block, chunk) covers elements [chunk·BLOCK·STEPS, ...) of BLOCK_ROWS rows, row r
+    # of channel r % channels (short rows, as NCHW with a small H·W, share a program instead of
+    # each masking most of a block). Its SUMS partial sums (the parameter gradients' terms) go to
+    # partial[SUMS, groups, channels], group (r // channels)·chunks + chunk: the layout of the
     # columns kernel, which finish_kernel reduces over groups.
-    row = tl.program_id(0)
+    row = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     chunk = tl.program_id(1)
+    in_rows = row < rows
     channel = row % channels
     dtype = tl.float64 if WIDE else tl.float32
     p, q = _parameters(
-        p_ptr + channel * p_stride, q_ptr + channel * q_stride, channel < channels, MEMBER, dtype
+        p_ptr + channel * p_stride, q_ptr + channel * q_stride, in_rows, MEMBER, dtype
     )
-    base = row.to(tl.int64) * row_length
-    sum1 = tl.zeros([BLOCK], dtype)
-    sum2 = tl.zeros([BLOCK], dtype)
+    p = p[:, None]
+    q = q[:, None]
+    base = row.to(tl.int64)[:, None] * row_length
+    sum1 = tl.zeros([BLOCK_ROWS, BLOCK], dtype)
+    sum2 = tl.zeros([BLOCK_ROWS, BLOCK], dtype)
     for step in range(STEPS):  # a loop, not unrolled: registers for one step only
         column = (chunk * STEPS + step).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        inside = column < row_length
-        x = tl.load(x_ptr + base + column, mask=inside, other=0.0).to(dtype)
+        inside = in_rows[:, None] & (column < row_length)[None, :]
+        offsets = base + column[None, :]
+        x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(dtype)
         grad = x
         if BACKWARD:
-            grad = tl.load(grad_ptr + base + column, mask=inside, other=0.0).to(dtype)
+            grad = tl.load(grad_ptr + offsets, mask=inside, other=0.0).to(dtype)
         out, r1, r2 = _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
-        tl.store(out_ptr + base + column, _rounded(out, out_ptr), mask=inside)
+        tl.store(out_ptr + offsets, _rounded(out, out_ptr), mask=inside)
         if SUMS > 0:
             sum1 += tl.where(inside, r1, 0.0).to(dtype)
         if SUMS > 1:
@@ -279,10 +286,10 @@ def rows_kernel(
     if SUMS > 0:
         group = (row // channels).to(tl.int64) * chunks + chunk
         slot = group * channels + channel
-        tl.store(partial_ptr + slot, tl.sum(sum1, axis=0))
+        tl.store(partial_ptr + slot, tl.sum(sum1, axis=1), mask=in_rows)
         if SUMS > 1:
-            total = tl.num_programs(0).to(tl.int64) * chunks  # rows·chunks slots per sum
-            tl.store(partial_ptr + total + slot, tl.sum(sum2, axis=0))
+            total = rows.to(tl.int64) * chunks  # rows·chunks slots per sum
+            tl.store(partial_ptr + total + slot, tl.sum(sum2, axis=1), mask=in_rows)
 
 
 @triton.jit

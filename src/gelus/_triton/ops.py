@@ -283,18 +283,21 @@ def _plan(shape, strides, dtype, wide, member, form, backward, parameters, wants
         options.update(BLOCK_R=block_r, BLOCK_C=block_c, STEPS=steps)
     else:  # one channel per row of `stride` elements
         rows = n // max(stride, 1)
-        # short rows (NCHW with a small H·W) take a smaller block, not a mostly masked one;
-        # 4 per thread even in float64: two block-sized float64 partial sums already cost registers
-        block = min(_block(dtype), max(_WARPS * 32, triton.next_power_of_2(stride)))
+        # short rows (NCHW with a small H·W) share a block, several rows to a program, rather
+        # than each masking most of one; 4 per thread even in float64 (two block-sized float64
+        # partial sums already cost registers)
+        block = min(_block(dtype), triton.next_power_of_2(stride))
+        block_rows = _block(dtype) // block
         steps = _steps(stride, block)
         while steps > 1 and rows * triton.cdiv(stride, block * steps) < _PROGRAMS:
-            steps //= 2
+            steps //= 2  # a small tensor: more programs, not more steps per program
         while triton.cdiv(stride, block * steps) > 65535:  # the grid's second axis limit
             steps *= 2
         chunks = triton.cdiv(stride, block * steps)
         groups = rows // channels * chunks
-        kernel, grid, sizes = "rows_kernel", (rows, chunks), (stride, channels, chunks)
-        options.update(BLOCK=block, STEPS=steps)
+        kernel, grid = "rows_kernel", (triton.cdiv(rows, block_rows), chunks)
+        sizes = (rows, stride, channels, chunks)
+        options.update(BLOCK_ROWS=block_rows, BLOCK=block, STEPS=steps)
     ndim = len(shape)
     param_strides = tuple(
         0 if p is None or dim is None or dim < ndim - len(p[0]) or p[0][dim - ndim] == 1
