@@ -11,6 +11,7 @@ from gelus._operator import OPERATOR_DEVICES_UNDER_COMPILE
 
 
 def test_every_kernel_is_registered_for_cuda_only():
+    import os
     import subprocess
     import sys
 
@@ -24,7 +25,9 @@ def test_every_kernel_is_registered_for_cuda_only():
         "    assert not torch._C._dispatch_has_kernel_for_dispatch_key(name, 'CPU'), name\n"
         "print(len(_cuda.CUDA_KERNELS))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # this checkout's gelus (the one under test), not another one installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["15"]
     assert "cuda" in OPERATOR_DEVICES_UNDER_COMPILE  # compiled CUDA graphs keep the operators
@@ -359,3 +362,58 @@ def test_compiled_generalized_gelu_on_cuda_trains_like_eager():
         results.append((xs.grad, mu.grad, sigma.grad))
     for eager, compiled in zip(*results, strict=True):
         torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)
+
+
+_REDUCTIONS = {"aten::sum", "aten::sum_to_size", "aten::mean", "aten::nansum", "aten::cumsum"}
+
+
+@pytest.mark.parametrize("member", ["bias_gelu", "swish", "generalized_gelu"])
+def test_the_cuda_route_reduces_parameter_gradients_in_its_kernels(
+    member, as_cpu_kernels, monkeypatch
+):
+    """One forward + backward of a member with per-channel parameters on the CUDA route: the
+    parameter gradients come out of the kernels (one pass over the gradient, then finish_kernel)
+    and no torch op reduces anything after them (before: a sum_to_size over the full-size
+    gradient for bias-GELU, sums of the partials for all three)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from gelus import _bias_gelu, _generalized, _swish
+    from gelus._triton import _kernels
+
+    as_cpu_kernels(
+        {
+            _bias_gelu.bias_gelu_op: _cuda.bias_gelu,
+            _bias_gelu.bias_gelu_grads_op: _cuda.bias_gelu_grads,
+            _swish.swish_tensor_op: _cuda.swish_tensor,
+            _swish.swish_tensor_backward_op: _cuda.swish_tensor_backward,
+            _generalized.generalized_gelu_op: _cuda.generalized_gelu,
+            _generalized.generalized_gelu_backward_op: _cuda.generalized_gelu_backward,
+        }
+    )
+    launches = []
+
+    class Counted:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            launches.append(self.kernel.__name__)
+            return self.kernel[grid]
+
+    for name in ("columns_kernel", "finish_kernel"):
+        monkeypatch.setattr(_kernels, name, Counted(getattr(_kernels, name)))
+    x = X.clone().requires_grad_()
+    params = [C.clone().requires_grad_()]
+    if member == "generalized_gelu":
+        params.append((0.5 + C.abs()).requires_grad_())
+    f = getattr(gelus.functional, member)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        f(x, *params).backward(G)
+    reductions = [(e.name, e.input_shapes) for e in prof.events() if e.name in _REDUCTIONS]
+    assert reductions == []
+    assert launches == ["columns_kernel", "columns_kernel", "finish_kernel"]
+    # the gradients of the composition, in float64
+    x64, *p64 = (t.detach().double().requires_grad_() for t in (x, *params))
+    f(x64, *p64).backward(G.double())
+    for got, want in zip((x, *params), (x64, *p64), strict=True):
+        torch.testing.assert_close(got.grad.double(), want.grad, rtol=1e-5, atol=1e-5)
