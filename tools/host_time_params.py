@@ -7,7 +7,8 @@ functions of ``gelus._triton.ops`` (layout checks, grids, buffers, parameter vec
 
     TRITON_INTERPRET=1 python3 tools/host_time_params.py [--repeat 2000]
 
-For each member (bias-GELU with a bias, Swish with a tensor β, generalized GELU with μ and σ),
+For each member (bias-GELU with a bias, Swish with a tensor β, generalized GELU with μ and σ;
+torch's ``F.gelu(x + b)`` and ``F.gelu(x)`` beside them, for scale),
 in two layouts ([8, 256] with C = 256 on the last dim, NCHW [2, 16, 4, 4] with C = 16 on dim
 1; small, so that the CPU's own arithmetic in torch ops stays small beside their host cost), it
 prints one forward + backward (the public function with autograd, x,
@@ -25,6 +26,7 @@ import time
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
+import torch.nn.functional as TF  # noqa: E402
 
 import gelus  # noqa: E402
 from gelus import _cuda, _generalized, _triton  # noqa: E402
@@ -77,6 +79,10 @@ def _cases():
             grad,
             (x, p, s),
         )
+        # torch's own compositions on the same tensors, for scale (they compute on the CPU, a
+        # few µs at these sizes)
+        yield f"torch F.gelu(x + b), {name}", (lambda x=x, p=p: TF.gelu(x + p)), grad, (x, p)
+        yield f"torch F.gelu(x), {name}", (lambda x=x: TF.gelu(x)), grad, (x,)
 
 
 def _step(f, grad, leaves):

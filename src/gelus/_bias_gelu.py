@@ -78,7 +78,7 @@ def _grad_h(grad: Tensor, x: Tensor, bias: Tensor, approximate: str, accurate: b
     if torch.is_grad_enabled():  # autograd records the backward: a differentiable composition
         h = x + bias
         return cast(grad * _gelu.slope(h, approximate, accurate), h.dtype)
-    kernel = kernel_for(bias_gelu_backward_op, kernel_backward, x, grad, bias)
+    kernel = kernel_for(bias_gelu_backward_op, kernel_backward, x, grad, bias, direct=True)
     with below_autograd():
         return kernel(grad, x, bias, approximate, accurate)
 
@@ -145,7 +145,7 @@ class _Function(torch.autograd.Function):
 
     @staticmethod
     def forward(x: Tensor, bias: Tensor, approximate: str, accurate: bool) -> Tensor:
-        kernel = kernel_for(bias_gelu_op, kernel_forward, x, bias)
+        kernel = kernel_for(bias_gelu_op, kernel_forward, x, bias, direct=True)
         with below_autograd():  # this Function is the autograd
             return kernel(x, bias, approximate, accurate)
 

@@ -54,6 +54,9 @@ __all__ = [
     "swish_forward",
 ]
 
+_GENERALIZED, _SWISH_BETA, _BIAS = (
+    int(kernels.GENERALIZED), int(kernels.SWISH_BETA), int(kernels.BIAS)
+)  # fmt: skip
 _FORMS = {"none": int(_math.EXACT), "tanh": int(_math.TANH), "sigmoid": int(_math.SIGMOID)}
 _PRECISION = {
     torch.float16: int(_math.HALF),
@@ -257,10 +260,12 @@ class _Plan(NamedTuple):
 
 
 @functools.lru_cache(maxsize=512)
-def _plan(shape, strides, dtype, wide, member, form, backward, parameters, wants) -> _Plan:
+def _plan(key) -> _Plan:
     """The launch of the rows or columns kernel and of finish_kernel for x of this shape and
-    strides. ``parameters``: (shape, strides) of each tensor parameter, None for a float;
-    ``wants``: which parameter gradients the backward returns."""
+    strides: key = (shape, strides, dtype, wide, member, form, backward, parameters, wants),
+    ``parameters`` the (shape, strides) of each tensor parameter (None for a float), ``wants``
+    which parameter gradients the backward returns."""
+    shape, strides, dtype, wide, member, form, backward, parameters, wants = key
     dim = _channel_dim(shape, tuple(p[0] for p in parameters if p is not None))
     n = math.prod(shape)
     channels = 1 if dim is None else shape[dim]
@@ -343,33 +348,33 @@ def _run_parametric(member, form, x, grad, p, q, wants=(False, False), wide=Fals
     """Launch the rows or columns kernel on x (and grad, for a backward) with the parameters p, q
     (floats or tensors); for a backward, finish_kernel writes the wanted parameter gradients in
     the parameters' shapes and dtypes. Returns (out, (dp or None, dq or None))."""
-    backward = grad is not None
     _precision(x)
-    key = (member, form, backward, (_layout(p), _layout(q)), wants)
-    plan = _plan(x.shape, x.stride(), x.dtype, wide, *key)
+    layout = _layout(p)
+    options = (member, form, grad is not None, (layout, layout if q is p else _layout(q)), wants)
+    plan = _plan((x.shape, x.stride(), x.dtype, wide, *options))
     if not plan.dense:
         x = x.contiguous()
-        plan = _plan(x.shape, x.stride(), x.dtype, wide, *key)
+        plan = _plan((x.shape, x.stride(), x.dtype, wide, *options))
+    device = x.device
     out = torch.empty_like(x)
-    dtype = torch.float64 if wide else torch.float32
-    grads = tuple(
-        torch.empty(shape, dtype=t.dtype, device=x.device) if want else None
-        for t, shape, want in zip((p, q), plan.shapes, wants, strict=True)
-    )
+    dp = torch.empty(plan.shapes[0], dtype=p.dtype, device=device) if wants[0] else None
+    dq = torch.empty(plan.shapes[1], dtype=q.dtype, device=device) if wants[1] else None
     if plan.n == 0:
-        return out, tuple(g if g is None else g.zero_() for g in grads)
-    p, q = (_on_device(t, x, dtype) for t in (p, q))
-    grad_arg = x if grad is None else _as_layout_of(grad, x)
-    partial = torch.empty(plan.partial, dtype=dtype, device=x.device) if plan.sums else out
+        return out, tuple(g if g is None else g.zero_() for g in (dp, dq))
+    dtype = torch.float64 if wide else torch.float32
+    p = _on_device(p, x, dtype)
+    q = p if q is p else _on_device(q, x, dtype)
+    partial = torch.empty(plan.partial, dtype=dtype, device=device) if plan.sums else out
     getattr(kernels, plan.kernel)[plan.grid](
-        x, grad_arg, out, p, q, partial, *plan.sizes, *plan.strides, **plan.options
-    )
+        x, x if grad is None else _as_layout_of(grad, x), out, p, q, partial, *plan.sizes,
+        *plan.strides, **plan.options,
+    )  # fmt: skip
     if plan.sums:
-        outs = tuple(partial if g is None else g for g in grads)
         kernels.finish_kernel[plan.finish_grid](
-            partial, *outs, *plan.finish_sizes, **plan.finish_options
-        )
-    return out, grads
+            partial, partial if dp is None else dp, partial if dq is None else dq,
+            *plan.finish_sizes, **plan.finish_options,
+        )  # fmt: skip
+    return out, (dp, dq)
 
 
 def _on_device(p: Tensor | float, x: Tensor, dtype: torch.dtype) -> Tensor:
@@ -383,7 +388,7 @@ def _on_device(p: Tensor | float, x: Tensor, dtype: torch.dtype) -> Tensor:
 def generalized_gelu_forward(x: Tensor, mu: Tensor | float, sigma: Tensor | float) -> Tensor:
     """x·Φ((x − μ)/σ), μ and σ floats or scalar / per-channel tensors; nan where σ ≤ 0."""
     wide = _wide(x, True)
-    return _run_parametric(int(kernels.GENERALIZED), 0, x, None, mu, sigma, wide=wide)[0]
+    return _run_parametric(_GENERALIZED, 0, x, None, mu, sigma, wide=wide)[0]
 
 
 def generalized_gelu_backward(
@@ -392,9 +397,7 @@ def generalized_gelu_backward(
     """(dx, dμ, dσ); dμ and dσ are summed to μ's and σ's shapes (None for a float parameter)."""
     wants = (isinstance(mu, Tensor), isinstance(sigma, Tensor))
     wide = _wide(x, True)
-    dx, (dmu, dsigma) = _run_parametric(
-        int(kernels.GENERALIZED), 0, x, grad, mu, sigma, wants, wide
-    )
+    dx, (dmu, dsigma) = _run_parametric(_GENERALIZED, 0, x, grad, mu, sigma, wants, wide)
     return dx, dmu, dsigma
 
 
@@ -406,7 +409,7 @@ def swish_forward(x: Tensor, beta: Tensor | float = 1.0) -> Tensor:
         return _launch_pointwise(x, None, int(kernels.SWISH), beta=beta)
     # A tensor β, or a float β for float64 input (a float kernel argument is fp32).
     wide = _wide(x, False)
-    return _run_parametric(int(kernels.SWISH_BETA), 0, x, None, beta, beta, wide=wide)[0]
+    return _run_parametric(_SWISH_BETA, 0, x, None, beta, beta, wide=wide)[0]
 
 
 def swish_backward(
@@ -419,7 +422,7 @@ def swish_backward(
         return _launch_pointwise(x, _as_layout_of(grad, x), int(kernels.SWISH), beta=beta), None
     wants = (isinstance(beta, Tensor), False)
     wide = _wide(x, False)
-    dx, (dbeta, _) = _run_parametric(int(kernels.SWISH_BETA), 0, x, grad, beta, beta, wants, wide)
+    dx, (dbeta, _) = _run_parametric(_SWISH_BETA, 0, x, grad, beta, beta, wants, wide)
     return dx, dbeta
 
 
@@ -427,7 +430,7 @@ def bias_gelu_forward(x: Tensor, bias: Tensor, approximate: str = "none") -> Ten
     """gelu(x + bias), the bias read once per program (a scalar or per-channel tensor)."""
     form = _form(approximate)
     wide = _wide(x, form == _FORMS["none"])
-    return _run_parametric(int(kernels.BIAS), form, x, None, bias, bias, wide=wide)[0]
+    return _run_parametric(_BIAS, form, x, None, bias, bias, wide=wide)[0]
 
 
 def bias_gelu_backward(
@@ -438,7 +441,7 @@ def bias_gelu_backward(
     form = _form(approximate)
     wide = _wide(x, form == _FORMS["none"])
     wants = (bias_grad, False)
-    dx, (dbias, _) = _run_parametric(int(kernels.BIAS), form, x, grad, bias, bias, wants, wide)
+    dx, (dbias, _) = _run_parametric(_BIAS, form, x, grad, bias, bias, wants, wide)
     return dx, dbias
 
 
