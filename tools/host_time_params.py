@@ -25,13 +25,13 @@ import time
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import torch  # noqa: E402
-import torch.nn.functional as TF  # noqa: E402
+import torch
+import torch.nn.functional as TF
 
-import gelus  # noqa: E402
-from gelus import _cuda, _generalized, _triton  # noqa: E402
-from gelus import functional as F  # noqa: E402
-from gelus._triton import _kernels  # noqa: E402
+import gelus
+from gelus import _cuda, _generalized, _triton
+from gelus import functional as F
+from gelus._triton import _kernels
 
 LAUNCHES = []
 

@@ -11,9 +11,9 @@ A call the kernels do not take (an integer dtype, parameters that are neither sc
 channel, mixed dtypes that promote) runs the operator's default kernel, as on any device. The
 parameter gradients of bias-GELU, tensor-β Swish and generalized GELU (``bias_gelu_grads``,
 ``swish_tensor_backward``, ``generalized_gelu_backward``: dx and the parameters' gradients from
-one pass over the gradient, summed on the device) and stochastic GELU's seeded mask (``stochastic_gelu``,
-``stochastic_gelu_backward``) are operators too, which the members call on a device that
-registers a kernel for them (docs/CUDA.md).
+one pass over the gradient, summed on the device) and stochastic GELU's seeded mask
+(``stochastic_gelu``, ``stochastic_gelu_backward``) are operators too, which the members call
+on a device that registers a kernel for them (docs/CUDA.md).
 """
 
 from collections.abc import Callable

@@ -1,15 +1,16 @@
 """The Triton kernels: one load of each input, one store of each output, math in registers.
 
-Three layouts cover every member:
+Three layouts cover every member, and one kernel finishes the parameter gradients:
 
 - :func:`pointwise_kernel`: a flat pass over a dense tensor (GELU in its three forms, Swish with a
   float β, stochastic GELU); forward ``y = f(x)``, backward ``dx = grad·f'(x)``.
 - :func:`geglu_kernel`: x viewed as [outer, 2, half] (the split dimension in the middle); both
   halves are read once and the backward writes both halves of dx.
 - :func:`rows_kernel` / :func:`columns_kernel`: members with per-channel parameters (generalized
-  GELU's μ and 1/σ, Swish's tensor β, bias-GELU's bias). Rows: the storage is [R, L] with one
-  channel per row (scalar parameters, or NCHW with the channel dim outside the fastest one); the
-  parameters are loaded once per program and the gradient contributions are summed per program.
+  GELU's μ and σ, Swish's tensor β, bias-GELU's bias). Rows: the storage is [R, L] with one
+  channel per row (scalar parameters, or NCHW with the channel dim outside the fastest one); a
+  program takes BLOCK_ROWS rows (several when L is short), loads their parameters once and sums
+  the gradient contributions of its part of each row.
   Columns: the storage is [R, C] with the channel fastest (``[..., C]`` and channels_last); each
   program loads its block of C parameters once and sums its rows. Either way the backward
   writes one partial sum per program and channel, in one layout [sums, groups, C].

@@ -22,9 +22,10 @@ bias-GELU             gelu(x + b)                              dx = grad·gelu'(
 GEGLU                 a·gelu(b), [a, b] = halves of x on dim   [grad·gelu(b), grad·a·gelu'(b)]
 ====================  =======================================  ==========================================
 
-Σ sums over the dimensions a parameter was broadcast along. Parameters (μ, σ, tensor β, bias) must
-be scalars or vary along one dimension of x (per channel); :func:`supports_parameters` says
-whether a call qualifies.
+Σ sums over the dimensions a parameter was broadcast along, on the device (per-program partial
+sums, then ``finish_kernel``; deterministic). Parameters (μ, σ, tensor β, bias) must be scalars
+or vary along one dimension of x (per channel); :func:`supports_parameters` says whether a call
+qualifies. The launch of a parameter kernel is planned once per shape (``_plan``, cached).
 """
 
 import functools
@@ -272,8 +273,8 @@ def _plan(key) -> _Plan:
     stride = n if dim is None else strides[dim]
     sums = (2 if wants[1] else 1 if wants[0] else 0) if backward else 0
     options = dict(
-        MEMBER=member, FORM=form, BACKWARD=backward, SUMS=sums, PREC=_PRECISION[dtype], WIDE=wide,
-        num_warps=_WARPS,
+        MEMBER=member, FORM=form, BACKWARD=backward, SUMS=sums, PREC=_PRECISION[dtype],
+        WIDE=wide, num_warps=_WARPS,
     )  # fmt: skip
     if channels > 1 and stride == 1:  # the channel is the fastest dimension in storage
         rows = n // channels
