@@ -51,12 +51,22 @@ def variants():
                   "p_ptr": acc, "q_ptr": acc, "partial_ptr": acc}  # fmt: skip
         const = {"MEMBER": member, "FORM": 0, "BACKWARD": backward, "PREC": PRECISION[dtype],
                  "WIDE": wide}  # fmt: skip
-        sig = common | {"row_length": "i32", "channels": "i32", "chunks": "i32"}
+        common |= {"p_stride": "i32", "q_stride": "i32"}
+        const["SUMS"] = (2 if member == 0 else 1) if backward else 0
+        sig = {**common, "rows": "i32", "row_length": "i32", "channels": "i32", "chunks": "i32"}
         yield (f"rows {dtype} member={member} bwd={backward}", k.rows_kernel, sig,
-               const | {"BLOCK": BLOCK[dtype], "STEPS": 8})  # fmt: skip
-        sig = common | {"rows": "i32", "channels": "i32"}
+               const | {"BLOCK_ROWS": 1, "BLOCK": BLOCK[dtype], "STEPS": 8})  # fmt: skip
+        yield (f"rows (short) {dtype} member={member} bwd={backward}", k.rows_kernel, dict(sig),
+               const | {"BLOCK_ROWS": 64, "BLOCK": 8, "STEPS": 1})  # fmt: skip
+        sig = {**common, "rows": "i32", "channels": "i32"}
         yield (f"columns {dtype} member={member} bwd={backward}", k.columns_kernel, sig,
-               const | {"BLOCK_R": 8, "BLOCK_C": 64, "STEPS": 32})  # fmt: skip
+               const | {"BLOCK_R": 8, "BLOCK_C": 64, "STEPS": 8})  # fmt: skip
+    for wide, out1, out2 in ((False, 1, 0), (False, 1, 2), (True, 1, 1)):
+        acc = "*fp64" if wide else "*fp32"
+        sig = {"partial_ptr": acc, "out1_ptr": "*fp32", "out2_ptr": "*fp32", "groups": "i32",
+               "channels": "i32", "second": "i32"}  # fmt: skip
+        const = {"OUT1": out1, "OUT2": out2, "WIDE": wide, "BLOCK_G": 16, "BLOCK_C": 128}
+        yield f"finish wide={wide} out={out1},{out2}", k.finish_kernel, sig, const
 
 
 def cuobjdump(cubin: bytes, option: str) -> str:

@@ -288,9 +288,8 @@ def rows_kernel(
         group = (row // channels).to(tl.int64) * chunks + chunk
         slot = group * channels + channel
         tl.store(partial_ptr + slot, tl.sum(sum1, axis=1), mask=in_rows)
-        if SUMS > 1:
-            total = rows.to(tl.int64) * chunks  # rows·chunks slots per sum
-            tl.store(partial_ptr + total + slot, tl.sum(sum2, axis=1), mask=in_rows)
+        if SUMS > 1:  # the second sum after rows·chunks slots of the first
+            tl.store(partial_ptr + rows * chunks + slot, tl.sum(sum2, axis=1), mask=in_rows)
 
 
 @triton.jit
