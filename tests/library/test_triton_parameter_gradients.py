@@ -154,3 +154,13 @@ def test_two_runs_are_bit_equal(member, layout):
     for a, b in zip(first, second, strict=True):
         assert torch.equal(a, b)
         assert a.abs().sum() > 0  # (not an all-zero result, equal by accident)
+
+
+def test_an_expanded_parameter_gets_a_gradient_per_channel():
+    # One value read with stride 0 along the channels, but the gradient is per channel.
+    x = _tensor((5, 64), torch.float32, 13, 2.0)
+    grad = _tensor((5, 64), torch.float32, 14)
+    bias = torch.full((1,), 0.3, device=DEVICE).expand(64)
+    dbias = ops.bias_gelu_backward(grad, x, bias)[1]
+    terms = _terms("bias_gelu", _np(x), _np(grad), _np(bias), None)
+    _check_sums(dbias, terms[0], (64,), torch.float32)

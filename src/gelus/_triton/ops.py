@@ -305,16 +305,19 @@ def _plan(key) -> _Plan:
         sizes = (rows, stride, channels, chunks)
         options.update(BLOCK_ROWS=block_rows, BLOCK=block, STEPS=steps)
     ndim = len(shape)
-    param_strides = tuple(
-        0 if p is None or dim is None or dim < ndim - len(p[0]) or p[0][dim - ndim] == 1
-        else p[1][dim - ndim]
+    # whether each parameter varies along the channels (else one value, read with stride 0)
+    varies = tuple(
+        p is not None and dim is not None and dim >= ndim - len(p[0]) and p[0][dim - ndim] > 1
         for p in parameters
-    )  # fmt: skip
+    )
+    param_strides = tuple(
+        p[1][dim - ndim] if vary else 0 for p, vary in zip(parameters, varies, strict=True)
+    )
     # a gradient per channel (1), or summed over the channels too (2: a scalar parameter beside
     # a per-channel one), or none (0)
     outputs = tuple(
-        0 if not want else 1 if stride_ or channels == 1 else 2
-        for want, stride_ in zip(wants, param_strides, strict=True)
+        0 if not want else 1 if vary or channels == 1 else 2
+        for want, vary in zip(wants, varies, strict=True)
     )
     block_c = min(128, triton.next_power_of_2(channels))
     block_g = min(_FINISH_TILE // block_c, triton.next_power_of_2(max(groups, 1)))
