@@ -288,7 +288,8 @@ def _plan(key) -> _Plan:
         sizes = (rows, channels)
         options.update(BLOCK_R=block_r, BLOCK_C=block_c, STEPS=steps)
     else:  # one channel per row of `stride` elements
-        rows = n // max(stride, 1)
+        stride = max(stride, 1)  # (an empty x: nothing is launched)
+        rows = n // stride
         # short rows (NCHW with a small H·W) share a block, several rows to a program, rather
         # than each masking most of one; 4 per thread even in float64 (two block-sized float64
         # partial sums already cost registers)
