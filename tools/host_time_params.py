@@ -5,7 +5,8 @@ Triton launch is replaced by a no-op that only counts, so what is timed is the P
 work around the launches: the member's autograd Function, the operator dispatch, the host
 functions of ``gelus._triton.ops`` (layout checks, grids, buffers, parameter vectors, reductions).
 
-    TRITON_INTERPRET=1 python3 tools/host_time_params.py [--repeat 2000]
+    python3 tools/host_time_params.py [--repeat 2000] [--ops]
+    python3 tools/host_time_params.py --device cuda     # on a GPU: real launches, CUDA tensors
 
 For each member (bias-GELU with a bias, Swish with a tensor β, generalized GELU with μ and σ;
 torch's ``F.gelu(x + b)`` and ``F.gelu(x)`` beside them, for scale),
@@ -14,8 +15,9 @@ in two layouts ([8, 256] with C = 256 on the last dim, NCHW [2, 16, 4, 4] with C
 prints one forward + backward (the public function with autograd, x,
 the parameters requiring grad): the median host time in µs over ``--repeat`` calls, the torch
 operators the profiler sees at top level (CPU events without an aten parent), how many of them
-reduce (``sum``), and the kernel launches. The host time on a GPU adds Triton's launcher per
-launch (not measured here) and is otherwise of the same work.
+reduce (``sum``), and the kernel launches. With ``--device cuda`` the same on CUDA tensors,
+launches included (Triton's launcher is part of the host time there; the GPU is synchronized
+between calls, outside the timing).
 """
 
 import argparse
@@ -23,36 +25,33 @@ import os
 import statistics
 import time
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
-
 import torch
 import torch.nn.functional as TF
 
 import gelus
 from gelus import _cuda, _generalized, _triton
 from gelus import functional as F
-from gelus._triton import _kernels
 
 LAUNCHES = []
 
 
-class _NoLaunch:
-    """A kernel whose ``kernel[grid](...)`` only records the launch."""
+class _Counted:
+    """A kernel whose ``kernel[grid](...)`` records the launch, and launches it unless stubbed."""
 
-    def __init__(self, name):
-        self.name = name
+    def __init__(self, name, kernel, stub):
+        self.name, self.kernel, self.stub = name, kernel, stub
 
     def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            LAUNCHES.append(self.name)
-
-        return launch
+        LAUNCHES.append(self.name)
+        return (lambda *args, **kwargs: None) if self.stub else self.kernel[grid]
 
 
-def _stub_launches() -> None:
+def _count_launches(stub: bool) -> None:
+    from gelus._triton import _kernels  # imports triton (after TRITON_INTERPRET is decided)
+
     for name in dir(_kernels):
         if name.endswith("_kernel"):
-            setattr(_kernels, name, _NoLaunch(name))
+            setattr(_kernels, name, _Counted(name, getattr(_kernels, name), stub))
 
 
 def _route_cpu_to_the_cuda_kernels() -> None:
@@ -61,16 +60,16 @@ def _route_cpu_to_the_cuda_kernels() -> None:
         torch.library.register_kernel(op, "cpu", kernel)
 
 
-def _cases():
+def _cases(device):
     g = torch.Generator().manual_seed(0)
     for name, shape, pshape in (
         ("last dim, C=256", (8, 256), (256,)),
         ("NCHW, C=16", (2, 16, 4, 4), (16, 1, 1)),
     ):
-        x = torch.randn(shape, generator=g).requires_grad_()
-        grad = torch.randn(shape, generator=g)
-        p = torch.randn(pshape, generator=g).requires_grad_()
-        s = (torch.rand(pshape, generator=g) + 0.5).requires_grad_()
+        x = torch.randn(shape, generator=g).to(device).requires_grad_()
+        grad = torch.randn(shape, generator=g).to(device)
+        p = torch.randn(pshape, generator=g).to(device).requires_grad_()
+        s = (torch.rand(pshape, generator=g) + 0.5).to(device).requires_grad_()
         yield f"bias_gelu, {name}", (lambda x=x, p=p: F.bias_gelu(x, p)), grad, (x, p)
         yield f"swish β, {name}", (lambda x=x, p=p: F.swish(x, p)), grad, (x, p)
         yield (
@@ -95,19 +94,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=2000)
     parser.add_argument("--ops", action="store_true", help="list the top-level torch ops")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
+    cuda = args.device == "cuda"
+    if not cuda:
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # (nothing is launched: only counted)
+        _route_cpu_to_the_cuda_kernels()
+        # σ > 0 is checked (a sync) only for CPU tensors; a CUDA σ skips it
+        _generalized.check_sigma = lambda sigma: None
     _triton.load()
-    _stub_launches()
-    _route_cpu_to_the_cuda_kernels()
-    # σ > 0 is checked (a sync) only for CPU tensors; a CUDA σ skips it
-    _generalized.check_sigma = lambda sigma: None
-    print(f"torch {torch.__version__}, gelus {gelus.__version__}; fwd + bwd, launches stubbed")
+    _count_launches(stub=not cuda)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    launches = "launches timed" if cuda else "launches stubbed"
+    print(f"torch {torch.__version__}, gelus {gelus.__version__}; fwd + bwd, {launches}")
     print(f"{'case':36} {'host µs':>8} {'torch ops':>9} {'sums':>5} {'launches':>8}")
-    for name, f, grad, leaves in _cases():
-        for _ in range(50):  # warm the caches
+    for name, f, grad, leaves in _cases(args.device):
+        for _ in range(50):  # warm the caches (and compile the kernels)
             _step(f, grad, leaves)
         times = []
         for _ in range(args.repeat):
+            sync()
             start = time.perf_counter()
             _step(f, grad, leaves)
             times.append(time.perf_counter() - start)
