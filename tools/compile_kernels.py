@@ -77,7 +77,10 @@ def allowed(record: dict) -> float:
 
 def budget(kernel: str, backward: bool, dtype: str, gpu: str = GATE_GPU) -> float:
     """Instructions per element that ``gpu`` issues while HBM moves the pass's bytes:
-    SMs × issue per SM per clock × clock × bytes per element / bandwidth."""
+    SMs × issue per SM per clock × clock × bytes per element / bandwidth. finish_kernel reads
+    the partial sums (1/2048 of the input or less): gated for fp64 only, not per element."""
+    if kernel == "finish":
+        return math.inf
     moved = TRAFFIC[kernel][backward] * ITEMSIZE[dtype]
     return GPUS[gpu].instructions_per_byte() * moved
 
@@ -121,15 +124,36 @@ def variants():
             for name, (member, form) in members.items():
                 if kernel == "pointwise" and name == "swish" and dtype == "fp64":
                     continue  # float64 Swish takes the rows kernel (its β is not an fp32 argument)
-                config = ops.launch_config(
-                    kernel, dtypes[dtype], member, form, backward, interpreted=False
-                )
-                yield (
-                    f"{kernel} {dtype} {name} {'bwd' if backward else 'fwd'}",
-                    kernel,
-                    dtype,
-                    config,
-                )
+                parameters = backward and kernel in ("rows", "columns")
+                for sums in _sums(name, dtype, kernel) if parameters else (0,):
+                    config = ops.launch_config(
+                        kernel, dtypes[dtype], member, form, backward, sums=sums, interpreted=False
+                    )
+                    usual = not parameters or sums == _SUMS[name][-1]
+                    suffix = "" if usual else f" sums={sums}"
+                    label = f"{kernel} {dtype} {name} {'bwd' if backward else 'fwd'}{suffix}"
+                    yield label, kernel, dtype, config
+    # finish_kernel, once per dtype and number of parameter gradients (its constants do not
+    # depend on the member or the layout of a long tensor)
+    for dtype, sums in itertools.product(dtypes, (1, 2)):
+        config = ops.launch_config(
+            "finish", dtypes[dtype], int(k.GENERALIZED), 0, True, sums=sums, interpreted=False
+        )
+        yield f"finish {dtype} sums={sums}", "finish", dtype, config
+
+
+# The partial sums each parameter member's backward writes (the last is its usual one): bias-GELU
+# without a bias gradient (0) or with it (1); Swish's dβ (1; 0 for a float β, which only float64
+# sends to this kernel); generalized GELU's dμ (1) or dμ and dσ (2).
+_SUMS = {"generalized": (1, 2), "swish_beta": (0, 1)} | {
+    f"bias_{name}": (0, 1) for name in ("exact", "tanh", "sigmoid")
+}
+
+
+def _sums(name: str, dtype: str, kernel: str) -> tuple[int, ...]:
+    if name == "swish_beta" and (dtype != "fp64" or kernel != "rows"):
+        return (1,)  # a float β: the rows kernel (one row) in float64, the flat kernel otherwise
+    return _SUMS[name]
 
 
 # The kernels' runtime arguments (constexprs come from the config): "x" the input's type, "acc"
@@ -138,16 +162,25 @@ ARGUMENTS = {
     "pointwise": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "n": "i32", "beta": "fp32",
                   "seed": "i64", "offset": "i64"},
     "geglu": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "half": "i32"},
-    "rows": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "p_ptr": "acc", "q_ptr": "acc",
-             "partial_ptr": "acc", "row_length": "i32", "channels": "i32", "chunks": "i32"},
-    "columns": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "p_ptr": "acc", "q_ptr": "acc",
-                "partial_ptr": "acc", "rows": "i32", "channels": "i32"},
+    "rows": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "p_ptr": "x", "q_ptr": "x",
+             "partial_ptr": "acc", "rows": "i32", "row_length": "i32", "channels": "i32",
+             "chunks": "i32", "p_stride": "i32", "q_stride": "i32"},
+    "columns": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "p_ptr": "x", "q_ptr": "x",
+                "partial_ptr": "acc", "rows": "i32", "channels": "i32", "p_stride": "i32",
+                "q_stride": "i32"},
+    "finish": {"partial_ptr": "acc", "out1_ptr": "x", "out2_ptr": "x", "groups": "i32",
+               "channels": "i32", "second": "i32"},
 }  # fmt: skip
 
 
 def elements_per_thread(kernel: str, config: dict) -> int:
     """Elements each thread holds per block (per loop step in the parameter kernels)."""
-    block = config["BLOCK_R"] * config["BLOCK_C"] if kernel == "columns" else config["BLOCK"]
+    if kernel == "finish":
+        block = config["BLOCK_G"] * config["BLOCK_C"]
+    elif kernel == "columns":
+        block = config["BLOCK_R"] * config["BLOCK_C"]
+    else:
+        block = config.get("BLOCK_ROWS", 1) * config["BLOCK"]
     return max(1, block // (32 * config["num_warps"]))
 
 

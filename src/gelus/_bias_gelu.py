@@ -4,7 +4,9 @@ Operators ``gelus::bias_gelu(x, bias, approximate, accurate)`` and
 ``gelus::bias_gelu_backward(grad, x, bias, approximate, accurate)``; the backward operator
 returns the gradient with respect to h = x + bias (the broadcast shape), which the caller sums
 down to x's and the bias's shapes. The default kernels recompute h into a temporary and run the
-form's kernel over it in place.
+form's kernel over it in place. ``gelus::bias_gelu_grads(grad, x, bias, approximate, accurate)``
+returns (dx, dbias) already summed, for a device kernel that reduces the bias gradient itself
+(CUDA: one pass); its default kernel is the composition.
 """
 
 import torch
@@ -17,6 +19,7 @@ from gelus._operator import (
     broadcast_fake,
     broadcast_vmap,
     cast,
+    device_kernel,
     fast_apply,
     kernel_for,
     route,
@@ -24,7 +27,7 @@ from gelus._operator import (
 )
 from gelus._torch_compat import below_autograd
 
-__all__ = ["bias_gelu", "bias_gelu_backward_op", "bias_gelu_op"]
+__all__ = ["bias_gelu", "bias_gelu_backward_op", "bias_gelu_grads_op", "bias_gelu_op"]
 
 
 def kernel_forward(x: Tensor, bias: Tensor, approximate="none", accurate=False) -> Tensor:
@@ -75,19 +78,50 @@ def _grad_h(grad: Tensor, x: Tensor, bias: Tensor, approximate: str, accurate: b
     if torch.is_grad_enabled():  # autograd records the backward: a differentiable composition
         h = x + bias
         return cast(grad * _gelu.slope(h, approximate, accurate), h.dtype)
-    kernel = kernel_for(bias_gelu_backward_op, kernel_backward, x, grad, bias)
+    kernel = kernel_for(bias_gelu_backward_op, kernel_backward, x, grad, bias, direct=True)
     with below_autograd():
         return kernel(grad, x, bias, approximate, accurate)
 
 
-def _grads(ctx, grad: Tensor, x: Tensor, bias: Tensor, approximate: str, accurate: bool):
+def composed_grads(grad, x, bias, approximate="none", accurate=False, needs=(True, True)):
+    """(dx, dbias): the gradient with respect to h = x + bias summed over the dimensions x and
+    the bias were broadcast along, in their dtypes (the default kernel of
+    ``gelus::bias_gelu_grads``; differentiable when autograd records it)."""
     grad_h = _grad_h(grad, x, bias, approximate, accurate)
-    # x and the bias receive the sum over the dimensions they were broadcast along.
-    grad_x = cast(grad_h.sum_to_size(x.shape), x.dtype) if ctx.needs_input_grad[0] else None
-    grad_bias = (
-        cast(grad_h.sum_to_size(bias.shape), bias.dtype) if ctx.needs_input_grad[1] else None
-    )
+    grad_x = cast(grad_h.sum_to_size(x.shape), x.dtype) if needs[0] else None
+    grad_bias = cast(grad_h.sum_to_size(bias.shape), bias.dtype) if needs[1] else None
     return grad_x, grad_bias
+
+
+@torch.library.custom_op(f"{NAMESPACE}::bias_gelu_grads", mutates_args=())
+def bias_gelu_grads_op(
+    grad: Tensor, x: Tensor, bias: Tensor, approximate: str = "none", accurate: bool = False
+) -> tuple[Tensor, Tensor]:
+    """(dx, dbias) of gelu(x + bias), each summed to its tensor's shape, in its dtype: for a
+    device kernel that reduces the bias gradient in the pass that computes dx."""
+    return composed_grads(grad, x, bias, approximate, accurate)
+
+
+@bias_gelu_grads_op.register_fake
+def _(grad, x, bias, approximate="none", accurate=False):
+    # dx keeps x's layout where x has the broadcast shape (x + bias follows x's strides)
+    shape = torch.broadcast_shapes(x.shape, bias.shape)
+    grad_x = torch.empty_like(x) if shape == x.shape else x.new_empty(x.shape)
+    return grad_x, bias.new_empty(bias.shape)
+
+
+def _grads(ctx, grad: Tensor, x: Tensor, bias: Tensor, approximate: str, accurate: bool):
+    needs = tuple(ctx.needs_input_grad[:2])
+    # A backward autograd does not record, with the bias's gradient wanted, takes
+    # gelus::bias_gelu_grads where a device registers a kernel for it (on CUDA the Triton kernel:
+    # dbias summed in the pass that computes dx, no second pass over the gradient).
+    fused = None
+    if needs[1] and not torch.is_grad_enabled():
+        fused = device_kernel(bias_gelu_grads_op, x, grad, bias)
+    if fused is not None:
+        grad_x, grad_bias = fused(grad, x, bias, approximate, accurate)
+        return grad_x if needs[0] else None, grad_bias
+    return composed_grads(grad, x, bias, approximate, accurate, needs)
 
 
 def _setup(ctx, inputs, output):
@@ -111,7 +145,7 @@ class _Function(torch.autograd.Function):
 
     @staticmethod
     def forward(x: Tensor, bias: Tensor, approximate: str, accurate: bool) -> Tensor:
-        kernel = kernel_for(bias_gelu_op, kernel_forward, x, bias)
+        kernel = kernel_for(bias_gelu_op, kernel_forward, x, bias, direct=True)
         with below_autograd():  # this Function is the autograd
             return kernel(x, bias, approximate, accurate)
 

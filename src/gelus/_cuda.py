@@ -10,10 +10,11 @@ member.
 
 A call the kernels do not take (an integer dtype, parameters that are neither scalars nor per
 channel, mixed dtypes that promote) runs the operator's default kernel, as on any device. The
-parameter gradients of tensor-β Swish and generalized GELU (``swish_tensor_backward``,
-``generalized_gelu_backward``) and stochastic GELU's seeded mask (``stochastic_gelu``,
-``stochastic_gelu_backward``) are operators too, which the members call on a device that
-registers a kernel for them (docs/CUDA.md).
+parameter gradients of bias-GELU, tensor-β Swish and generalized GELU (``bias_gelu_grads``,
+``swish_tensor_backward``, ``generalized_gelu_backward``: dx and the parameters' gradients from
+one pass over the gradient, summed on the device) and stochastic GELU's seeded mask
+(``stochastic_gelu``, ``stochastic_gelu_backward``) are operators too, which the members call
+on a device that registers a kernel for them (docs/CUDA.md).
 """
 
 from collections.abc import Callable
@@ -39,9 +40,8 @@ def _kernels(x: Tensor, *parameters: Tensor):
         return None
     if any(p.dtype != x.dtype or p.device != x.device for p in tensors):
         return None  # promotion or a parameter elsewhere: the default kernel's rules
-    if tensors and torch.broadcast_shapes(x.shape, *(p.shape for p in tensors)) != x.shape:
-        return None
     ops = _triton.load()
+    # (cached by shape) each parameter broadcasts to x's shape and varies along one dim at most
     if tensors and not ops.supports_parameters(x, *tensors):
         return None
     return ops
@@ -86,8 +86,8 @@ def generalized_gelu(x, mu, sigma):
     ops = _kernels(x, mu, sigma)
     if ops is None:
         return _generalized.forward(x, mu, sigma)
-    # σ ≤ 0 gives nan, as on every route that cannot refuse it (no sync to check it here)
-    return ops.generalized_gelu_forward(x, mu, _generalized.positive_sigma(sigma))
+    # σ ≤ 0 gives nan (in the kernel), as on every route that cannot refuse it (no sync here)
+    return ops.generalized_gelu_forward(x, mu, sigma)
 
 
 def bias_gelu(x, bias, approximate="none", accurate=False):
@@ -101,7 +101,7 @@ def bias_gelu_backward(grad, x, bias, approximate="none", accurate=False):
     ops = _kernels(x, bias)
     if ops is None or grad.dtype != x.dtype:
         return _bias_gelu.kernel_backward(grad, x, bias, approximate, accurate)
-    return ops.bias_gelu_backward(grad, x, bias, approximate)[0]
+    return ops.bias_gelu_backward(grad, x, bias, approximate, bias_grad=False)[0]
 
 
 def geglu(x, dim=-1, approximate="none", accurate=False):
@@ -121,7 +121,8 @@ def geglu_backward(grad, x, dim=-1, approximate="none", accurate=False):
 
 
 # ---------------------------------------------------------------- parameter gradients
-# One kernel pass gives dx and the per-channel partial sums of dμ, dσ (or dβ).
+# One kernel pass gives dx and per-program partial sums of dμ, dσ (dβ, dbias), which a second,
+# tiny kernel adds up: no torch op reduces anything after the kernels.
 
 
 def _same(grad: Tensor, x: Tensor) -> bool:
@@ -132,7 +133,7 @@ def generalized_gelu_backward(grad, x, mu, sigma):
     ops = _kernels(x, mu, sigma)
     if ops is None or not _same(grad, x) or not is_plain(grad):
         return _generalized.composed_backward(grad, x, mu, sigma)
-    return ops.generalized_gelu_backward(grad, x, mu, _generalized.positive_sigma(sigma))
+    return ops.generalized_gelu_backward(grad, x, mu, sigma)  # σ ≤ 0: nan, in the kernel
 
 
 def swish_tensor_backward(grad, x, beta):
@@ -140,6 +141,13 @@ def swish_tensor_backward(grad, x, beta):
     if ops is None or not _same(grad, x) or not is_plain(grad):
         return _swish.tensor_composed_backward(grad, x, beta)
     return ops.swish_backward(grad, x, beta)
+
+
+def bias_gelu_grads(grad, x, bias, approximate="none", accurate=False):
+    ops = _kernels(x, bias)
+    if ops is None or not _same(grad, x) or not is_plain(grad):
+        return _bias_gelu.composed_grads(grad, x, bias, approximate, accurate)
+    return ops.bias_gelu_backward(grad, x, bias, approximate)
 
 
 # ---------------------------------------------------------------- stochastic GELU
@@ -175,6 +183,7 @@ CUDA_KERNELS: dict[object, Callable] = {
     _stochastic.stochastic_gelu_backward_op: stochastic_gelu_backward,
     _bias_gelu.bias_gelu_op: bias_gelu,
     _bias_gelu.bias_gelu_backward_op: bias_gelu_backward,
+    _bias_gelu.bias_gelu_grads_op: bias_gelu_grads,
     _geglu.geglu_op: geglu,
     _geglu.geglu_backward_op: geglu_backward,
 }

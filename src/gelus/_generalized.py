@@ -191,7 +191,7 @@ class _Function(torch.autograd.Function):
 
     @staticmethod
     def forward(x: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:
-        kernel = kernel_for(generalized_gelu_op, forward, x, mu, sigma)
+        kernel = kernel_for(generalized_gelu_op, forward, x, mu, sigma, direct=True)
         with below_autograd():  # this Function is the autograd
             return kernel(x, mu, sigma)
 

@@ -47,6 +47,7 @@ from gelus._torch_compat import (
     functorch_active,
     has_device_kernel,
     is_plain,
+    registered_kernel,
 )
 
 __all__ = [
@@ -208,29 +209,37 @@ def fast_apply(function: type[torch.autograd.Function], *args):
     return function_apply(function, args)
 
 
-def kernel_for(op: Callable, default: Callable, x: Tensor, *others: Tensor) -> Callable:
+def kernel_for(
+    op: Callable, default: Callable, x: Tensor, *others: Tensor, direct: bool = False
+) -> Callable:
     """What the eager route calls for ``op`` on x's device: the operator itself when a kernel
     is registered for that device (``torch.library.register_kernel``), or under vmap (a torch.func
     transform, or the batched gradients of ``autograd.grad(is_grads_batched=True)``), whose rules
     live on the operator; otherwise its default kernel, called directly, which saves the
     dispatcher's Python layers (~20 µs a call) and the lazy import of dynamo that a custom
     operator's first call triggers (~2 s). Tracers (fake or functional tensors, a dispatch
-    mode) get the operator too. ``others``: the call's other tensor arguments."""
+    mode) get the operator too. ``others``: the call's other tensor arguments. ``direct``: the
+    registered device kernel itself rather than the operator, for the same saving (callers
+    that pass the operator's arguments only, no ``tame`` hint)."""
     if functorch_active() or dispatch_mode_active() or not all(map(is_plain, (x, *others))):
         return op
-    return op if has_device_kernel(op, x.device.type) else default
+    if not has_device_kernel(op, x.device.type):
+        return default
+    return (registered_kernel(op, x.device.type) or op) if direct else op
 
 
 def device_kernel(op: Callable, x: Tensor, *others: Tensor) -> Callable | None:
-    """``op`` when a kernel is registered for x's device and this is a plain eager call (real
-    tensors, no torch.func transform, no tracer), else None. For the operators that only a
-    device's kernels need (one-pass parameter gradients, the stochastic mask drawn in the kernel):
-    the default route composes torch ops instead, which autograd and tracers can follow."""
+    """The kernel registered for x's device on ``op`` (called directly, as :func:`kernel_for`
+    with ``direct``; ``op`` itself where it cannot be had directly) when this is a plain eager
+    call (real tensors, no torch.func transform, no tracer), else None. For the operators that
+    only a device's kernels need (one-pass parameter gradients, the stochastic mask drawn in the
+    kernel): the default route composes torch ops instead, which autograd and tracers can
+    follow."""
     if torch.compiler.is_compiling() or not has_device_kernel(op, x.device.type):
         return None  # has_device_kernel: a dict lookup, the common CPU case stops here
-    if functorch_active() or dispatch_mode_active():
+    if functorch_active() or dispatch_mode_active() or not all(map(is_plain, (x, *others))):
         return None
-    return op if all(map(is_plain, (x, *others))) else None
+    return registered_kernel(op, x.device.type) or op
 
 
 def call_kernel(kernel: Callable, op: Callable, args: Sequence, tame: bool | None):

@@ -327,7 +327,7 @@ class _TensorFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(x: Tensor, beta: Tensor) -> Tensor:
-        kernel = kernel_for(swish_tensor_op, tensor_kernel, x, beta)
+        kernel = kernel_for(swish_tensor_op, tensor_kernel, x, beta, direct=True)
         with below_autograd():  # this Function is the autograd
             return kernel(x, beta)
 

@@ -13,6 +13,7 @@ from gelus._operator import OPERATORS_UNDER_COMPILE
 
 
 def test_every_kernel_is_registered_for_cuda_only():
+    import os
     import subprocess
     import sys
 
@@ -26,9 +27,11 @@ def test_every_kernel_is_registered_for_cuda_only():
         "    assert not torch._C._dispatch_has_kernel_for_dispatch_key(name, 'CPU'), name\n"
         "print(len(_cuda.CUDA_KERNELS))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # this checkout's gelus (the one under test), not another one installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["14"]
+    assert result.stdout.split() == ["15"]
     # compiled CUDA graphs keep stochastic GELU's operator alone; the rest compile to aten ops
     assert dict(OPERATORS_UNDER_COMPILE) == {"stochastic_gelu": {"cuda"}}
 
@@ -377,3 +380,84 @@ def test_compiled_generalized_gelu_on_cuda_trains_like_eager():
         results.append((xs.grad, mu.grad, sigma.grad))
     for eager, compiled in zip(*results, strict=True):
         torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)
+
+
+_REDUCTIONS = {"aten::sum", "aten::sum_to_size", "aten::mean", "aten::nansum", "aten::cumsum"}
+
+
+@pytest.mark.parametrize("member", ["bias_gelu", "swish", "generalized_gelu"])
+def test_the_cuda_route_reduces_parameter_gradients_in_its_kernels(
+    member, as_cpu_kernels, monkeypatch
+):
+    """One forward + backward of a member with per-channel parameters on the CUDA route: the
+    parameter gradients come out of the kernels (one pass over the gradient, then finish_kernel)
+    and no torch op reduces anything after them (before: a sum_to_size over the full-size
+    gradient for bias-GELU, sums of the partials for all three)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from gelus import _bias_gelu, _generalized, _swish
+    from gelus._triton import _kernels
+
+    as_cpu_kernels(
+        {
+            _bias_gelu.bias_gelu_op: _cuda.bias_gelu,
+            _bias_gelu.bias_gelu_grads_op: _cuda.bias_gelu_grads,
+            _swish.swish_tensor_op: _cuda.swish_tensor,
+            _swish.swish_tensor_backward_op: _cuda.swish_tensor_backward,
+            _generalized.generalized_gelu_op: _cuda.generalized_gelu,
+            _generalized.generalized_gelu_backward_op: _cuda.generalized_gelu_backward,
+        }
+    )
+    launches = []
+
+    class Counted:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            launches.append(self.kernel.__name__)
+            return self.kernel[grid]
+
+    for name in ("columns_kernel", "finish_kernel"):
+        monkeypatch.setattr(_kernels, name, Counted(getattr(_kernels, name)))
+    x = X.clone().requires_grad_()
+    params = [C.clone().requires_grad_()]
+    if member == "generalized_gelu":
+        params.append((0.5 + C.abs()).requires_grad_())
+    f = getattr(gelus.functional, member)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        f(x, *params).backward(G)
+    reductions = [(e.name, e.input_shapes) for e in prof.events() if e.name in _REDUCTIONS]
+    assert reductions == []
+    assert launches == ["columns_kernel", "columns_kernel", "finish_kernel"]
+    # the gradients of the composition, in float64
+    x64, *p64 = (t.detach().double().requires_grad_() for t in (x, *params))
+    f(x64, *p64).backward(G.double())
+    for got, want in zip((x, *params), (x64, *p64), strict=True):
+        torch.testing.assert_close(got.grad.double(), want.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_a_registered_kernel_is_called_without_the_dispatcher(kernels_on_cpu, monkeypatch):
+    """The parameter members call the kernel registered for x's device directly (the
+    dispatcher's Python layers cost ~20 µs a call): seen here through a kernel that only the
+    operator's table holds, which a dispatched call would not reach."""
+    from gelus import _bias_gelu
+
+    calls = []
+    for op, kernel in (
+        (_bias_gelu.bias_gelu_op, _cuda.bias_gelu),
+        (_bias_gelu.bias_gelu_grads_op, _cuda.bias_gelu_grads),
+    ):
+
+        def spy(*args, _kernel=kernel):
+            calls.append(_kernel.__name__)
+            return _kernel(*args)
+
+        monkeypatch.setitem(op._backend_fns, "cpu", spy)
+    x, bias = X.clone().requires_grad_(), C.clone().requires_grad_()
+    gelus.functional.bias_gelu(x, bias).backward(G)
+    assert calls == ["bias_gelu", "bias_gelu_grads"]
+    x64, bias64 = (t.detach().double().requires_grad_() for t in (x, bias))
+    torch.nn.functional.gelu(x64 + bias64).backward(G.double())  # torch's, in float64
+    for got, want in ((x.grad, x64.grad), (bias.grad, bias64.grad)):
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)

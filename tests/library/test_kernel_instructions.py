@@ -103,21 +103,25 @@ def test_host_functions_launch_exactly_the_variants_the_gate_compiles(monkeypatc
 
     def recorder(kernel):
         def launch(*args, **config):
-            launched.add((kernel, args[0].dtype, tuple(sorted(config.items()))))
+            # the variant's dtype: x's; finish_kernel's first argument is the partial sums, its
+            # second the first parameter gradient (the parameters' dtype, x's here)
+            dtype = args[1 if kernel == "finish" else 0].dtype
+            launched.add((kernel, dtype, tuple(sorted(config.items()))))
 
         return _Grid(launch)
 
     fake = types.SimpleNamespace(**vars(ops.kernels))
-    for kernel in ("pointwise", "geglu", "rows", "columns"):
+    for kernel in ("pointwise", "geglu", "rows", "columns", "finish"):
         setattr(fake, f"{kernel}_kernel", recorder(kernel))
     monkeypatch.setattr(ops, "kernels", fake)
     monkeypatch.setattr(ops, "_INTERPRETER_SCALE", 1)  # the blocks of a GPU launch
 
     for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
         flat = torch.zeros(64, 4096, dtype=dtype)
-        nchw = torch.zeros(2, 3, 8192, dtype=dtype)  # rows: a channel's row is 8192 long
-        last = torch.zeros(128, 64, dtype=dtype)  # columns: 64 channels fastest, 128 rows
-        per_row = torch.rand(3, 1, dtype=dtype) + 0.5
+        # the long tensors launch_config describes the parameter kernels for (ops._LONG_LAYOUTS)
+        nchw = torch.zeros(16, 64, 1 << 15, dtype=dtype)  # rows: 64 channels of 2^15
+        last = torch.zeros(1 << 18, 64, dtype=dtype)  # columns: 64 channels fastest
+        per_row = torch.rand(64, 1, dtype=dtype) + 0.5
         per_column = torch.rand(64, dtype=dtype) + 0.5
         for form in ("none", "tanh", "sigmoid"):
             ops.gelu_forward(flat, form)
@@ -127,8 +131,9 @@ def test_host_functions_launch_exactly_the_variants_the_gate_compiles(monkeypatc
             for x, b in ((nchw, per_row), (last, per_column)):
                 ops.bias_gelu_forward(x, b, form)
                 ops.bias_gelu_backward(x, x, b, form)
-        ops.swish_forward(flat, 1.5)
-        ops.swish_backward(flat, flat, 1.5)
+                ops.bias_gelu_backward(x, x, b, form, bias_grad=False)
+        ops.swish_forward(nchw, 1.5)  # float64: the rows kernel with a scalar β
+        ops.swish_backward(nchw, nchw, 1.5)
         ops.stochastic_gelu_forward(flat, 1, 0)
         ops.stochastic_gelu_backward(flat, flat, 1, 0)
         for x, p in ((nchw, per_row), (last, per_column)):
@@ -136,6 +141,7 @@ def test_host_functions_launch_exactly_the_variants_the_gate_compiles(monkeypatc
             ops.swish_backward(x, x, p)
             ops.generalized_gelu_forward(x, p, p)
             ops.generalized_gelu_backward(x, x, p, p)
+            ops.generalized_gelu_backward(x, x, p, 1.5)
 
     dtypes = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32",
               torch.float64: "fp64"}  # fmt: skip

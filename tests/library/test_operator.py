@@ -256,6 +256,14 @@ def _opcheck_samples():
             ops.bias_gelu_backward,
             (r(3, 4, grad=False), r(3, 4, grad=False), r(4, grad=False), "none", True),
         ),
+        (
+            ops.bias_gelu_grads,
+            (r(3, 4, grad=False), r(3, 4, grad=False), r(4, grad=False), "tanh", False),
+        ),
+        (
+            ops.bias_gelu_grads,
+            (r(2, 3, 4, grad=False), r(3, 4, grad=False), r(2, 1, 4, grad=False), "none", True),
+        ),
         (ops.geglu, (r(3, 4), -1, "none", False)),
         (ops.geglu, (r(4, 3), 0, "tanh", False)),
         (ops.geglu_backward, (r(3, 2, grad=False), r(3, 4, grad=False), -1, "sigmoid", False)),

@@ -104,10 +104,14 @@ def test_has_device_kernel():
 
     assert not compat.has_device_kernel(plain, "cpu")
     assert not compat.has_device_kernel(plain, "cuda")
-    torch.library.register_kernel(plain, "cuda", lambda x: x.clone())
+    torch.library.register_kernel(plain, "cuda", lambda x: x.clone() + 1)
     assert compat.has_device_kernel(plain, "cuda") and not compat.has_device_kernel(plain, "cpu")
     # an OpOverload answers through the dispatcher's table
     assert compat.has_device_kernel(torch.ops.aten.gelu.default, "cpu")
+    # the registered kernel itself, callable without the dispatcher
+    assert compat.registered_kernel(plain, "cpu") is None
+    assert torch.equal(compat.registered_kernel(plain, "cuda")(torch.zeros(2)), torch.ones(2))
+    assert compat.registered_kernel(torch.ops.aten.gelu.default, "cpu") is None
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])

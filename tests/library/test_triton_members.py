@@ -192,6 +192,10 @@ def test_empty_tensors():
     assert ops.gelu_forward(x).shape == (0, 3)
     dx, dbias = ops.bias_gelu_backward(x, x, torch.zeros(3, device=DEVICE))
     assert dx.shape == (0, 3) and dbias.tolist() == [0.0, 0.0, 0.0]
+    empty = torch.empty(0, device=DEVICE)
+    assert ops.generalized_gelu_forward(empty, 0.0, torch.ones(())).shape == (0,)
+    dx, dmu, dsigma = ops.generalized_gelu_backward(empty, empty, torch.ones(()), torch.ones(()))
+    assert dx.shape == (0,) and dmu.item() == 0.0 and dsigma.item() == 0.0
 
 
 def test_bad_input_raises_one_clear_error():

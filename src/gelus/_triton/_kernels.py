@@ -1,18 +1,21 @@
 """The Triton kernels: one load of each input, one store of each output, math in registers.
 
-Three layouts cover every member:
+Three layouts cover every member, and one kernel finishes the parameter gradients:
 
 - :func:`pointwise_kernel`: a flat pass over a dense tensor (GELU in its three forms, Swish with a
   float β, stochastic GELU); forward ``y = f(x)``, backward ``dx = grad·f'(x)``.
 - :func:`geglu_kernel`: x viewed as [outer, 2, half] (the split dimension in the middle); both
   halves are read once and the backward writes both halves of dx.
 - :func:`rows_kernel` / :func:`columns_kernel`: members with per-channel parameters (generalized
-  GELU's μ and 1/σ, Swish's tensor β, bias-GELU's bias). Rows: the storage is [R, L] with one
-  channel per row (scalar parameters, or NCHW with the channel dim outside the fastest one); the
-  parameters are loaded once per program and the gradient contributions are summed per program.
+  GELU's μ and σ, Swish's tensor β, bias-GELU's bias). Rows: the storage is [R, L] with one
+  channel per row (scalar parameters, or NCHW with the channel dim outside the fastest one); a
+  program takes BLOCK_ROWS rows (several when L is short), loads their parameters once and sums
+  the gradient contributions of its part of each row.
   Columns: the storage is [R, C] with the channel fastest (``[..., C]`` and channels_last); each
   program loads its block of C parameters once and sums its rows. Either way the backward
-  writes one partial sum per program and channel, and the host adds those few partials up.
+  writes one partial sum per program and channel, in one layout [sums, groups, C].
+- :func:`finish_kernel`: adds those partial sums up per channel, in a fixed order (deterministic,
+  no atomics), and writes the parameter gradients in the parameters' dtype.
 """
 
 import triton
@@ -38,6 +41,7 @@ __all__ = [
     "SWISH",
     "SWISH_BETA",
     "columns_kernel",
+    "finish_kernel",
     "geglu_kernel",
     "pointwise_kernel",
     "rows_kernel",
@@ -211,6 +215,22 @@ def _parametric(grad, x, p, q, MEMBER: tl.constexpr, FORM: tl.constexpr, PREC: t
 
 
 @triton.jit
+def _parameters(p_ptrs, q_ptrs, mask, MEMBER: tl.constexpr, dtype: tl.constexpr):
+    """(p, q) loaded from p_ptrs, q_ptrs in the compute dtype; for generalized GELU, q_ptrs point
+    at σ and q is 1/σ (correctly rounded), nan where σ is not > 0: a nan result, never another
+    function (x·Φ(−x) for σ = −1)."""
+    p = tl.load(p_ptrs, mask=mask, other=0.0).to(dtype)
+    q = tl.load(q_ptrs, mask=mask, other=1.0).to(dtype)
+    if MEMBER == GENERALIZED:
+        q = tl.where(q > 0, q, float("nan"))
+        if dtype == tl.float32:
+            q = tl.math.div_rn(1.0, q)  # fp32 `/` is approximate on the GPU (≤ 2 ulp)
+        else:
+            q = 1.0 / q
+    return p, q
+
+
+@triton.jit
 def rows_kernel(
     x_ptr,
     grad_ptr,
@@ -218,45 +238,60 @@ def rows_kernel(
     p_ptr,
     q_ptr,
     partial_ptr,
+    rows,
     row_length,
     channels,
     chunks,
+    p_stride,
+    q_stride,
     MEMBER: tl.constexpr,
     FORM: tl.constexpr,
     BACKWARD: tl.constexpr,
+    SUMS: tl.constexpr,
     PREC: tl.constexpr,
     WIDE: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
     BLOCK: tl.constexpr,
     STEPS: tl.constexpr,
 ):
-    # Program (row, chunk) covers elements [chunk·BLOCK·STEPS, ...) of one row; partial sums go to
-    # partial[2, rows, chunks].
-    row = tl.program_id(0)
+    # Program (row block, chunk) covers elements [chunk·BLOCK·STEPS, ...) of BLOCK_ROWS rows, row r
+    # of channel r % channels (short rows, as NCHW with a small H·W, share a program instead of
+    # each masking most of a block). Its SUMS partial sums (the parameter gradients' terms) go to
+    # partial[SUMS, groups, channels], group (r // channels)·chunks + chunk: the layout of the
+    # columns kernel, which finish_kernel reduces over groups.
+    row = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     chunk = tl.program_id(1)
+    in_rows = row < rows
     channel = row % channels
     dtype = tl.float64 if WIDE else tl.float32
-    p = tl.load(p_ptr + channel).to(dtype)
-    q = tl.load(q_ptr + channel).to(dtype)
-    base = row.to(tl.int64) * row_length
-    sum1 = tl.zeros([BLOCK], dtype)
-    sum2 = tl.zeros([BLOCK], dtype)
+    p, q = _parameters(
+        p_ptr + channel * p_stride, q_ptr + channel * q_stride, in_rows, MEMBER, dtype
+    )
+    p = p[:, None]
+    q = q[:, None]
+    base = row.to(tl.int64)[:, None] * row_length
+    sum1 = tl.zeros([BLOCK_ROWS, BLOCK], dtype)
+    sum2 = tl.zeros([BLOCK_ROWS, BLOCK], dtype)
     for step in range(STEPS):  # a loop, not unrolled: registers for one step only
         column = (chunk * STEPS + step).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        inside = column < row_length
-        x = tl.load(x_ptr + base + column, mask=inside, other=0.0).to(dtype)
+        inside = in_rows[:, None] & (column < row_length)[None, :]
+        offsets = base + column[None, :]
+        x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(dtype)
         grad = x
         if BACKWARD:
-            grad = tl.load(grad_ptr + base + column, mask=inside, other=0.0).to(dtype)
+            grad = tl.load(grad_ptr + offsets, mask=inside, other=0.0).to(dtype)
         out, r1, r2 = _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
-        tl.store(out_ptr + base + column, _rounded(out, out_ptr), mask=inside)
-        if BACKWARD:
+        tl.store(out_ptr + offsets, _rounded(out, out_ptr), mask=inside)
+        if SUMS > 0:
             sum1 += tl.where(inside, r1, 0.0).to(dtype)
+        if SUMS > 1:
             sum2 += tl.where(inside, r2, 0.0).to(dtype)
-    if BACKWARD:
-        slot = row.to(tl.int64) * chunks + chunk
-        total = tl.num_programs(0).to(tl.int64) * chunks
-        tl.store(partial_ptr + slot, tl.sum(sum1, axis=0))
-        tl.store(partial_ptr + total + slot, tl.sum(sum2, axis=0))
+    if SUMS > 0:
+        group = (row // channels).to(tl.int64) * chunks + chunk
+        slot = group * channels + channel
+        tl.store(partial_ptr + slot, tl.sum(sum1, axis=1), mask=in_rows)
+        if SUMS > 1:  # the second sum after rows·chunks slots of the first
+            tl.store(partial_ptr + rows * chunks + slot, tl.sum(sum2, axis=1), mask=in_rows)
 
 
 @triton.jit
@@ -269,23 +304,30 @@ def columns_kernel(
     partial_ptr,
     rows,
     channels,
+    p_stride,
+    q_stride,
     MEMBER: tl.constexpr,
     FORM: tl.constexpr,
     BACKWARD: tl.constexpr,
+    SUMS: tl.constexpr,
     PREC: tl.constexpr,
     WIDE: tl.constexpr,
     BLOCK_R: tl.constexpr,
     BLOCK_C: tl.constexpr,
     STEPS: tl.constexpr,
 ):
-    # Program (column block, row block) covers BLOCK_R·STEPS rows of BLOCK_C channels; partial
-    # sums go to partial[2, row blocks, channels].
-    column = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
-    row_block = tl.program_id(1)
+    # Program (row block, column block) covers BLOCK_R·STEPS rows of BLOCK_C channels (row blocks
+    # on the grid's first axis, which allows 2^31 − 1 programs); its SUMS partial sums go to
+    # partial[SUMS, row blocks, channels].
+    row_block = tl.program_id(0)
+    column = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     in_columns = column < channels
     dtype = tl.float64 if WIDE else tl.float32
-    p = tl.load(p_ptr + column, mask=in_columns, other=0.0).to(dtype)[None, :]
-    q = tl.load(q_ptr + column, mask=in_columns, other=1.0).to(dtype)[None, :]
+    p, q = _parameters(
+        p_ptr + column * p_stride, q_ptr + column * q_stride, in_columns, MEMBER, dtype
+    )
+    p = p[None, :]
+    q = q[None, :]
     sum1 = tl.zeros([BLOCK_R, BLOCK_C], dtype)
     sum2 = tl.zeros([BLOCK_R, BLOCK_C], dtype)
     for step in range(STEPS):  # a loop, not unrolled: registers for one step only
@@ -298,11 +340,63 @@ def columns_kernel(
             grad = tl.load(grad_ptr + offsets, mask=inside, other=0.0).to(dtype)
         out, r1, r2 = _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
         tl.store(out_ptr + offsets, _rounded(out, out_ptr), mask=inside)
-        if BACKWARD:
+        if SUMS > 0:
             sum1 += tl.where(inside, r1, 0.0).to(dtype)
+        if SUMS > 1:
             sum2 += tl.where(inside, r2, 0.0).to(dtype)
-    if BACKWARD:
+    if SUMS > 0:
         slot = row_block.to(tl.int64) * channels + column
-        total = tl.num_programs(1).to(tl.int64) * channels
         tl.store(partial_ptr + slot, tl.sum(sum1, axis=0), mask=in_columns)
-        tl.store(partial_ptr + total + slot, tl.sum(sum2, axis=0), mask=in_columns)
+        if SUMS > 1:
+            total = tl.num_programs(0).to(tl.int64) * channels
+            tl.store(partial_ptr + total + slot, tl.sum(sum2, axis=0), mask=in_columns)
+
+
+@triton.jit
+def finish_kernel(
+    partial_ptr,
+    out1_ptr,
+    out2_ptr,
+    groups,
+    channels,
+    second,
+    OUT1: tl.constexpr,
+    OUT2: tl.constexpr,
+    WIDE: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    """The parameter gradients from the partial sums partial[2, groups, channels] (the second
+    starting at element ``second``): out_k[c] =
+    Σ_g partial[k − 1, g, c] for OUT_k = 1 (per channel), out_k[0] = Σ_g Σ_c for OUT_k = 2 (a
+    scalar parameter beside a per-channel one), nothing for OUT_k = 0. A fixed order (blocks of
+    BLOCK_G groups added in turn, then a tree within the block), no atomics: the same sums bit
+    for bit on every run. A scalar output takes one program, which walks every channel block."""
+    dtype = tl.float64 if WIDE else tl.float32
+    all1 = tl.zeros([BLOCK_C], dtype)
+    all2 = tl.zeros([BLOCK_C], dtype)
+    for first in range(tl.program_id(0) * BLOCK_C, channels, tl.num_programs(0) * BLOCK_C):
+        column = first + tl.arange(0, BLOCK_C)
+        in_columns = column < channels
+        sum1 = tl.zeros([BLOCK_G, BLOCK_C], dtype)
+        sum2 = tl.zeros([BLOCK_G, BLOCK_C], dtype)
+        for first_group in range(0, groups, BLOCK_G):
+            group = first_group + tl.arange(0, BLOCK_G)
+            inside = (group < groups)[:, None] & in_columns[None, :]
+            slot = partial_ptr + group.to(tl.int64)[:, None] * channels + column[None, :]
+            if OUT1 > 0:
+                sum1 += tl.load(slot, mask=inside, other=0.0).to(dtype)
+            if OUT2 > 0:
+                sum2 += tl.load(slot + second, mask=inside, other=0.0).to(dtype)
+        if OUT1 == 1:
+            tl.store(out1_ptr + column, _rounded(tl.sum(sum1, axis=0), out1_ptr), mask=in_columns)
+        if OUT1 == 2:
+            all1 += tl.sum(sum1, axis=0)
+        if OUT2 == 1:
+            tl.store(out2_ptr + column, _rounded(tl.sum(sum2, axis=0), out2_ptr), mask=in_columns)
+        if OUT2 == 2:
+            all2 += tl.sum(sum2, axis=0)
+    if OUT1 == 2:
+        tl.store(out1_ptr, _rounded(tl.sum(all1, axis=0), out1_ptr))
+    if OUT2 == 2:
+        tl.store(out2_ptr, _rounded(tl.sum(all2, axis=0), out2_ptr))

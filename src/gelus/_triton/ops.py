@@ -22,12 +22,15 @@ bias-GELU             gelu(x + b)                              dx = grad·gelu'(
 GEGLU                 a·gelu(b), [a, b] = halves of x on dim   [grad·gelu(b), grad·a·gelu'(b)]
 ====================  =======================================  ==========================================
 
-Σ sums over the dimensions a parameter was broadcast along. Parameters (μ, σ, tensor β, bias) must
-be scalars or vary along one dimension of x (per channel); :func:`supports_parameters` says
-whether a call qualifies.
+Σ sums over the dimensions a parameter was broadcast along, on the device (per-program partial
+sums, then ``finish_kernel``; deterministic). Parameters (μ, σ, tensor β, bias) must be scalars
+or vary along one dimension of x (per channel); :func:`supports_parameters` says whether a call
+qualifies. The launch of a parameter kernel is planned once per shape (``_plan``, cached).
 """
 
+import functools
 import math
+from typing import NamedTuple
 
 import torch
 import triton
@@ -53,6 +56,9 @@ __all__ = [
     "swish_forward",
 ]
 
+_GENERALIZED, _SWISH_BETA, _BIAS = (
+    int(kernels.GENERALIZED), int(kernels.SWISH_BETA), int(kernels.BIAS)
+)  # fmt: skip
 _FORMS = {"none": int(_math.EXACT), "tanh": int(_math.TANH), "sigmoid": int(_math.SIGMOID)}
 _PRECISION = {
     torch.float16: int(_math.HALF),
@@ -91,7 +97,7 @@ def launch_config(
     backward: bool = False,
     *,
     length: int | None = None,
-    channels: int | None = None,
+    sums: int = 0,
     interpreted: bool | None = None,
 ) -> dict:
     """The compile-time arguments (constexprs and ``num_warps``) of one launch of ``kernel``.
@@ -101,38 +107,45 @@ def launch_config(
     the instructions of the code that runs.
 
     kernel: ``"pointwise"`` (member: a GELU form, ``SWISH`` or ``STOCHASTIC``), ``"geglu"``
-    (form), ``"rows"`` or ``"columns"`` (member: ``GENERALIZED``, ``SWISH_BETA`` or ``BIAS``,
-    the last with its form). length: GEGLU's half, the rows kernel's row length, the columns
-    kernel's row count; channels: the columns kernel's channel count. None: a long tensor (full
-    blocks, ``_STEPS`` steps per program). interpreted: None for this process's mode; the
-    interpreter takes 16x larger blocks, False gives what a GPU launch takes.
+    (form), ``"rows"``, ``"columns"`` or ``"finish"`` (member: ``GENERALIZED``, ``SWISH_BETA``
+    or ``BIAS``, the last with its form; their backward writes ``sums`` partial sums per
+    program and channel, 0, 1 or 2). length: GEGLU's half (None: a long one). The parameter
+    kernels are described for a long tensor (NCHW with 64 channels, or 64 channels fastest):
+    their host functions plan every launch with ``_plan``, which this calls. interpreted: None
+    for this process's mode; the interpreter takes 16x larger blocks, False what a GPU takes.
     """
     scale = _INTERPRETER_SCALE if interpreted is None else (16 if interpreted else 1)
-    length = _LONG if length is None else length
-    # A short length (GEGLU's half, a row of NCHW with a small H·W) takes a smaller block, not a
-    # mostly masked one.
-    fitted = max(_WARPS * 32, triton.next_power_of_2(length))
+    if kernel in ("rows", "columns", "finish"):
+        plan = _long_plan(kernel, dtype, member, form, backward, sums, scale)
+        return dict(plan.finish_options if kernel == "finish" else plan.options)
     if kernel == "pointwise":
         wide = member != int(kernels.STOCHASTIC) and _wide(dtype)
         config = dict(MEMBER=member, WIDE=wide, BLOCK=_block(dtype, scale))
     elif kernel == "geglu":
+        # a short half (GEGLU's rows) takes a smaller block, not a mostly masked one
+        fitted = max(_WARPS * 32, triton.next_power_of_2(_LONG if length is None else length))
         config = dict(FORM=form, WIDE=_wide(dtype), BLOCK=min(_block(dtype, scale), fitted))
-    elif kernel in ("rows", "columns"):
-        config = dict(MEMBER=member, FORM=form, WIDE=_wide(dtype))
-        if kernel == "columns":
-            block_c = min(64, triton.next_power_of_2(_LONG if channels is None else channels))
-            block_r = _TILE // block_c
-            config |= dict(BLOCK_R=block_r, BLOCK_C=block_c, STEPS=_steps(length, block_r))
-        else:
-            # 4 per thread even in float64: two block-sized float64 partial sums cost registers
-            block = min(_block(dtype, scale=scale), fitted)
-            steps = _steps(length, block)
-            while triton.cdiv(length, block * steps) > 65535:  # the grid's second axis limit
-                steps *= 2
-            config |= dict(BLOCK=block, STEPS=steps)
     else:
-        raise ValueError(f"unknown kernel {kernel!r}; use pointwise, geglu, rows or columns")
+        raise ValueError(
+            f"unknown kernel {kernel!r}; use pointwise, geglu, rows, columns or finish"
+        )
     return config | dict(BACKWARD=backward, PREC=_PRECISION[dtype], num_warps=_WARPS)
+
+
+# The long tensors launch_config describes the parameter kernels for: NCHW with 64 channels of
+# 2^15 elements (the rows kernel), 2^18 rows of 64 channels (the columns kernel); per-channel
+# parameters.
+_LONG_LAYOUTS = {
+    "rows": ((16, 64, 1 << 15), (1 << 21, 1 << 15, 1), ((64, 1), (1, 1))),
+    "columns": ((1 << 18, 64), (64, 1), ((64,), (1,))),
+}
+
+
+def _long_plan(kernel, dtype, member, form, backward, sums, scale):
+    shape, strides, parameter = _LONG_LAYOUTS["rows" if kernel == "rows" else "columns"]
+    wants = ((False, False), (True, False), (True, True))[sums if backward else 0]
+    key = (shape, strides, dtype, _wide(dtype), member, form, backward, (parameter,) * 2, wants)
+    return _plan(key, scale)
 
 
 def _precision(x: Tensor) -> int:
@@ -159,8 +172,13 @@ def _form(approximate: str) -> int:
 
 def _is_dense(t: Tensor) -> bool:
     """Whether t covers its storage span without gaps or overlaps (contiguous in some dim order)."""
+    return _dense_layout(t.shape, t.stride())
+
+
+@functools.lru_cache(maxsize=512)
+def _dense_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     expected = 1
-    for size, stride in sorted(zip(t.shape, t.stride(), strict=True), key=lambda p: p[1]):
+    for size, stride in sorted(zip(shape, strides, strict=True), key=lambda p: p[1]):
         if size == 1:
             continue
         if stride != expected:
@@ -241,6 +259,12 @@ def stochastic_gelu_backward(grad: Tensor, x: Tensor, seed: int, offset: int = 0
 
 
 # ---------------------------------------------------------------- members with parameters
+# Per call: look the plan up by shape (lru_cache), allocate the outputs and the partial sums, and
+# launch the kernel (and, for parameter gradients, finish_kernel): no torch op touches the input
+# or reduces anything on the host side.
+
+_PROGRAMS = 1024  # fewer blocks per program (down to 1) while the grid has fewer programs
+_FINISH_TILE = 2048  # partial sums per step of a finish_kernel program (groups × channels)
 
 
 def supports_parameters(x: Tensor, *parameters: Tensor | float) -> bool:
@@ -254,17 +278,22 @@ def supports_parameters(x: Tensor, *parameters: Tensor | float) -> bool:
 
 
 def _parameter_dim(x: Tensor, parameters) -> int | None:
+    shapes = tuple(tuple(p.shape) for p in parameters if isinstance(p, Tensor))
+    return _channel_dim(tuple(x.shape), shapes)
+
+
+@functools.lru_cache(maxsize=512)
+def _channel_dim(shape: tuple[int, ...], parameter_shapes: tuple[tuple[int, ...], ...]):
+    """The one dimension of x along which the parameters vary (None: all are scalars)."""
     dims = set()
-    for p in parameters:
-        if not isinstance(p, Tensor):
-            continue
-        if torch.broadcast_shapes(x.shape, p.shape) != x.shape:
+    for p in parameter_shapes:
+        offset = len(shape) - len(p)
+        if offset < 0 or any(s not in (1, shape[offset + i]) for i, s in enumerate(p)):
             raise ValueError(
-                f"a parameter of shape {tuple(p.shape)} does not broadcast to x's shape "
-                f"{tuple(x.shape)} without enlarging it"
+                f"a parameter of shape {p} does not broadcast to x's shape {shape} without "
+                "enlarging it"
             )
-        offset = x.dim() - p.dim()
-        dims |= {offset + i for i, size in enumerate(p.shape) if size > 1}
+        dims |= {offset + i for i, size in enumerate(p) if size > 1}
     if len(dims) > 1:
         raise ValueError(
             f"parameters vary along dimensions {sorted(dims)} of x; the Triton kernels take "
@@ -273,148 +302,212 @@ def _parameter_dim(x: Tensor, parameters) -> int | None:
     return dims.pop() if dims else None
 
 
-def _channel_vector(p: Tensor | float, x: Tensor, dim: int | None, dtype) -> Tensor:
-    """p as a contiguous [C] vector along dim (C = 1 when dim is None)."""
-    if not isinstance(p, Tensor):
-        p = torch.tensor(float(p))
-    p = p.to(device=x.device, dtype=dtype)
-    shape = [1] * x.dim()
-    if dim is not None:
-        shape[dim] = x.shape[dim]
-    return p.reshape((1,) * (x.dim() - p.dim()) + tuple(p.shape)).expand(shape).reshape(-1)
+class _Plan(NamedTuple):
+    """Everything of a parameter kernel's launch that depends on shapes alone."""
+
+    dense: bool  # x covers its storage span (otherwise the caller makes it contiguous)
+    n: int
+    kernel: str  # "rows_kernel" or "columns_kernel"
+    grid: tuple[int, int]
+    sizes: tuple[int, ...]  # the kernel's integer arguments before the parameters' strides
+    strides: tuple[int, int]  # each parameter's stride along the channels (0: one value)
+    options: dict  # constexprs and num_warps (never mutated: the plan is shared)
+    sums: int  # partial sums per program and channel: 0 (no parameter gradient), 1 or 2
+    partial: int  # elements of the partial-sum buffer, sums × groups × channels
+    shapes: tuple[tuple[int, ...], tuple[int, ...]]  # the parameter gradients' shapes
+    finish_grid: tuple[int]
+    finish_sizes: tuple[int, int, int]  # groups, channels, offset of the second sum
+    finish_options: dict
 
 
-def _run_parametric(member, form, x, grad, p, q, dim):
-    """Launch the rows or columns kernel; returns (out, partial sums [2, C] or None)."""
-    dtype = p.dtype  # the compute dtype (float64 where launch_config says WIDE)
-    out = torch.empty_like(x)
-    n = x.numel()
-    channels = 1 if dim is None else x.shape[dim]
-    backward = grad is not None
-    sums = None
-    if n == 0:
-        return out, torch.zeros(2, channels, dtype=dtype, device=x.device) if backward else None
-    grad_arg = x if grad is None else grad
-    stride = n if dim is None else x.stride(dim)
+@functools.lru_cache(maxsize=512)
+def _plan(key, scale: int) -> _Plan:
+    """The launch of the rows or columns kernel and of finish_kernel for x of this shape and
+    strides: key = (shape, strides, dtype, wide, member, form, backward, parameters, wants),
+    ``parameters`` the (shape, strides) of each tensor parameter (None for a float), ``wants``
+    which parameter gradients the backward returns; ``scale`` the interpreter's block factor."""
+    shape, strides, dtype, wide, member, form, backward, parameters, wants = key
+    dim = _channel_dim(shape, tuple(p[0] for p in parameters if p is not None))
+    n = math.prod(shape)
+    channels = 1 if dim is None else shape[dim]
+    stride = n if dim is None else strides[dim]
+    sums = (2 if wants[1] else 1 if wants[0] else 0) if backward else 0
+    options = dict(
+        MEMBER=member, FORM=form, BACKWARD=backward, SUMS=sums, PREC=_PRECISION[dtype],
+        WIDE=wide, num_warps=_WARPS,
+    )  # fmt: skip
     if channels > 1 and stride == 1:  # the channel is the fastest dimension in storage
         rows = n // channels
-        config = launch_config(
-            "columns", x.dtype, member, form, backward, length=rows, channels=channels
-        )
-        block_r = config["BLOCK_R"] * config["STEPS"]
-        grid = (triton.cdiv(channels, config["BLOCK_C"]), triton.cdiv(rows, block_r))
-        partial = torch.empty(2, grid[1], channels, dtype=dtype, device=x.device)
-        kernels.columns_kernel[grid](x, grad_arg, out, p, q, partial, rows, channels, **config)
-        if backward:
-            sums = partial.sum(1)
+        block_c = min(64, triton.next_power_of_2(channels))
+        block_r = _TILE // block_c
+        steps = _steps(rows, block_r)
+        while steps > 1 and triton.cdiv(rows, block_r * steps) * channels < _PROGRAMS * block_c:
+            steps //= 2  # a small tensor: more programs, not more steps per program
+        groups = triton.cdiv(rows, block_r * steps)
+        kernel, grid = "columns_kernel", (groups, triton.cdiv(channels, block_c))
+        sizes = (rows, channels)
+        options.update(BLOCK_R=block_r, BLOCK_C=block_c, STEPS=steps)
     else:  # one channel per row of `stride` elements
+        stride = max(stride, 1)  # (an empty x: nothing is launched)
         rows = n // stride
-        config = launch_config("rows", x.dtype, member, form, backward, length=stride)
-        chunks = triton.cdiv(stride, config["BLOCK"] * config["STEPS"])
-        partial = torch.empty(2, rows, chunks, dtype=dtype, device=x.device)
-        kernels.rows_kernel[(rows, chunks)](
-            x, grad_arg, out, p, q, partial, stride, channels, chunks, **config
-        )
-        if backward:
-            sums = partial.sum(2).view(2, rows // channels, channels).sum(1)
-    return out, sums
+        # short rows (NCHW with a small H·W) share a block, several rows to a program, rather
+        # than each masking most of one; 4 per thread even in float64 (two block-sized float64
+        # partial sums already cost registers)
+        block = min(_block(dtype, scale), triton.next_power_of_2(stride))
+        block_rows = _block(dtype, scale) // block
+        steps = _steps(stride, block)
+        while steps > 1 and rows * triton.cdiv(stride, block * steps) < _PROGRAMS:
+            steps //= 2  # a small tensor: more programs, not more steps per program
+        while triton.cdiv(stride, block * steps) > 65535:  # the grid's second axis limit
+            steps *= 2
+        chunks = triton.cdiv(stride, block * steps)
+        groups = rows // channels * chunks
+        kernel, grid = "rows_kernel", (triton.cdiv(rows, block_rows), chunks)
+        sizes = (rows, stride, channels, chunks)
+        options.update(BLOCK_ROWS=block_rows, BLOCK=block, STEPS=steps)
+    ndim = len(shape)
+    # whether each parameter varies along the channels (else one value, read with stride 0)
+    varies = tuple(
+        p is not None and dim is not None and dim >= ndim - len(p[0]) and p[0][dim - ndim] > 1
+        for p in parameters
+    )
+    param_strides = tuple(
+        p[1][dim - ndim] if vary else 0 for p, vary in zip(parameters, varies, strict=True)
+    )
+    # a gradient per channel (1), or summed over the channels too (2: a scalar parameter beside
+    # a per-channel one), or none (0)
+    outputs = tuple(
+        0 if not want else 1 if vary or channels == 1 else 2
+        for want, vary in zip(wants, varies, strict=True)
+    )
+    block_c = min(128, triton.next_power_of_2(channels))
+    block_g = min(_FINISH_TILE // block_c, triton.next_power_of_2(max(groups, 1)))
+    finish = dict(OUT1=outputs[0], OUT2=outputs[1], WIDE=wide, BLOCK_G=block_g, BLOCK_C=block_c)
+    return _Plan(
+        dense=_dense_layout(shape, strides),
+        n=n,
+        kernel=kernel,
+        grid=grid,
+        sizes=sizes,
+        strides=param_strides,
+        options=options,
+        sums=sums,
+        partial=sums * groups * channels,
+        shapes=tuple(() if p is None else p[0] for p in parameters),
+        finish_grid=(1 if 2 in outputs else triton.cdiv(channels, block_c),),
+        finish_sizes=(groups, channels, groups * channels),
+        finish_options=dict(finish, num_warps=_WARPS),
+    )
 
 
 def _steps(length: int, block: int) -> int:
     """Blocks per program: _STEPS, or fewer (a power of two) when the length is shorter."""
-    return min(_STEPS, triton.next_power_of_2(triton.cdiv(length, block)))
+    return min(_STEPS, triton.next_power_of_2(max(1, triton.cdiv(length, block))))
 
 
-def _reduce_to(vector: Tensor, p: Tensor, x: Tensor, dim: int | None) -> Tensor:
-    """A per-channel gradient [C] summed down to the parameter's shape and dtype."""
-    shape = [1] * x.dim()
-    if dim is not None:
-        shape[dim] = vector.numel()
-    return vector.view(shape).sum_to_size(p.shape).to(p.dtype)
+def _layout(p: Tensor | float):
+    return (p.shape, p.stride()) if isinstance(p, Tensor) else None
 
 
-def _generalized_setup(x: Tensor, mu: Tensor | float, sigma: Tensor | float):
-    """(dense x, μ per channel, 1/σ per channel, channel dim) for both generalized kernels."""
-    x = _dense(x)
+def _run_parametric(member, form, x, grad, p, q, wants=(False, False), wide=False):
+    """Launch the rows or columns kernel on x (and grad, for a backward) with the parameters p, q
+    (floats or tensors); for a backward, finish_kernel writes the wanted parameter gradients in
+    the parameters' shapes and dtypes. Returns (out, (dp or None, dq or None))."""
     _precision(x)
-    dim = _parameter_dim(x, (mu, sigma))
-    wide = _wide(x.dtype)
+    layout = _layout(p)
+    options = (member, form, grad is not None, (layout, layout if q is p else _layout(q)), wants)
+    plan = _plan((x.shape, x.stride(), x.dtype, wide, *options), _INTERPRETER_SCALE)
+    if not plan.dense:
+        x = x.contiguous()
+        plan = _plan((x.shape, x.stride(), x.dtype, wide, *options), _INTERPRETER_SCALE)
+    device = x.device
+    out = torch.empty_like(x)
+    dp = torch.empty(plan.shapes[0], dtype=p.dtype, device=device) if wants[0] else None
+    dq = torch.empty(plan.shapes[1], dtype=q.dtype, device=device) if wants[1] else None
+    if plan.n == 0:
+        return out, tuple(g if g is None else g.zero_() for g in (dp, dq))
     dtype = torch.float64 if wide else torch.float32
-    p = _channel_vector(mu, x, dim, dtype)
-    q = 1.0 / _channel_vector(sigma, x, dim, dtype)
-    return x, p, q, dim
+    p = _on_device(p, x, dtype)
+    q = p if q is p else _on_device(q, x, dtype)
+    partial = torch.empty(plan.partial, dtype=dtype, device=device) if plan.sums else out
+    getattr(kernels, plan.kernel)[plan.grid](
+        x, x if grad is None else _as_layout_of(grad, x), out, p, q, partial, *plan.sizes,
+        *plan.strides, **plan.options,
+    )  # fmt: skip
+    if plan.sums:
+        kernels.finish_kernel[plan.finish_grid](
+            partial, partial if dp is None else dp, partial if dq is None else dq,
+            *plan.finish_sizes, **plan.finish_options,
+        )  # fmt: skip
+    return out, (dp, dq)
+
+
+def _on_device(p: Tensor | float, x: Tensor, dtype: torch.dtype) -> Tensor:
+    """A tensor parameter as it is (the kernels read it by its stride, in any float dtype), a
+    float as a one-element tensor of the compute dtype."""
+    if not isinstance(p, Tensor):
+        return torch.full((1,), float(p), dtype=dtype, device=x.device)
+    return p if p.device == x.device else p.to(x.device)
 
 
 def generalized_gelu_forward(x: Tensor, mu: Tensor | float, sigma: Tensor | float) -> Tensor:
-    """x·Φ((x − μ)/σ), μ and σ floats or scalar / per-channel tensors."""
-    x, p, q, dim = _generalized_setup(x, mu, sigma)
-    return _run_parametric(int(kernels.GENERALIZED), 0, x, None, p, q, dim)[0]
+    """x·Φ((x − μ)/σ), μ and σ floats or scalar / per-channel tensors; nan where σ ≤ 0."""
+    wide = _wide(x.dtype)
+    return _run_parametric(_GENERALIZED, 0, x, None, mu, sigma, wide=wide)[0]
 
 
 def generalized_gelu_backward(
     grad: Tensor, x: Tensor, mu: Tensor | float, sigma: Tensor | float
 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """(dx, dμ, dσ); dμ and dσ are summed to μ's and σ's shapes (None for a float parameter)."""
-    x, p, q, dim = _generalized_setup(x, mu, sigma)
-    dx, sums = _run_parametric(int(kernels.GENERALIZED), 0, x, _as_layout_of(grad, x), p, q, dim)
-    dmu = _reduce_to(sums[0], mu, x, dim) if isinstance(mu, Tensor) else None
-    dsigma = _reduce_to(sums[1], sigma, x, dim) if isinstance(sigma, Tensor) else None
+    wants = (isinstance(mu, Tensor), isinstance(sigma, Tensor))
+    wide = _wide(x.dtype)
+    dx, (dmu, dsigma) = _run_parametric(_GENERALIZED, 0, x, grad, mu, sigma, wants, wide)
     return dx, dmu, dsigma
 
 
 def swish_forward(x: Tensor, beta: Tensor | float = 1.0) -> Tensor:
     """x·σ(β·x); β a float or a scalar / per-channel tensor (β = 0: x/2, also at ±inf)."""
-    x = _dense(x)
-    _precision(x)
     if not isinstance(beta, Tensor) and x.dtype != torch.float64:
+        x = _dense(x)
+        _precision(x)
         return _launch_pointwise(x, None, int(kernels.SWISH), beta=beta)
     # A tensor β, or a float β for float64 input (a float kernel argument is fp32).
-    dim = _parameter_dim(x, (beta,))
     wide = _wide(x.dtype)
-    b = _channel_vector(beta, x, dim, torch.float64 if wide else torch.float32)
-    return _run_parametric(int(kernels.SWISH_BETA), 0, x, None, b, b, dim)[0]
+    return _run_parametric(_SWISH_BETA, 0, x, None, beta, beta, wide=wide)[0]
 
 
 def swish_backward(
     grad: Tensor, x: Tensor, beta: Tensor | float = 1.0
 ) -> tuple[Tensor, Tensor | None]:
     """(dx, dβ): dx = grad·(σ(z) + z·σ'(z)), z = βx; dβ = Σ grad·x²·σ'(z) (None for a float β)."""
-    x = _dense(x)
-    _precision(x)
-    grad = _as_layout_of(grad, x)
     if not isinstance(beta, Tensor) and x.dtype != torch.float64:
-        return _launch_pointwise(x, grad, int(kernels.SWISH), beta=beta), None
-    dim = _parameter_dim(x, (beta,))
+        x = _dense(x)
+        _precision(x)
+        return _launch_pointwise(x, _as_layout_of(grad, x), int(kernels.SWISH), beta=beta), None
+    wants = (isinstance(beta, Tensor), False)
     wide = _wide(x.dtype)
-    b = _channel_vector(beta, x, dim, torch.float64 if wide else torch.float32)
-    dx, sums = _run_parametric(int(kernels.SWISH_BETA), 0, x, grad, b, b, dim)
-    return dx, _reduce_to(sums[0], beta, x, dim) if isinstance(beta, Tensor) else None
-
-
-def _bias_setup(x: Tensor, bias: Tensor, approximate: str):
-    """(form, dense x, bias as a channel vector, channel dim) for the bias-GELU kernels."""
-    form = _form(approximate)
-    x = _dense(x)
-    _precision(x)
-    dim = _parameter_dim(x, (bias,))
-    wide = _wide(x.dtype)
-    b = _channel_vector(bias, x, dim, torch.float64 if wide else torch.float32)
-    return form, x, b, dim
+    dx, (dbeta, _) = _run_parametric(_SWISH_BETA, 0, x, grad, beta, beta, wants, wide)
+    return dx, dbeta
 
 
 def bias_gelu_forward(x: Tensor, bias: Tensor, approximate: str = "none") -> Tensor:
     """gelu(x + bias), the bias read once per program (a scalar or per-channel tensor)."""
-    form, x, b, dim = _bias_setup(x, bias, approximate)
-    return _run_parametric(int(kernels.BIAS), form, x, None, b, b, dim)[0]
+    form = _form(approximate)
+    wide = _wide(x.dtype)
+    return _run_parametric(_BIAS, form, x, None, bias, bias, wide=wide)[0]
 
 
 def bias_gelu_backward(
-    grad: Tensor, x: Tensor, bias: Tensor, approximate: str = "none"
-) -> tuple[Tensor, Tensor]:
-    """(dx, dbias): dx = grad·gelu'(x + bias), dbias = dx summed to the bias's shape."""
-    form, x, b, dim = _bias_setup(x, bias, approximate)
-    dx, sums = _run_parametric(int(kernels.BIAS), form, x, _as_layout_of(grad, x), b, b, dim)
-    return dx, _reduce_to(sums[0], bias, x, dim)
+    grad: Tensor, x: Tensor, bias: Tensor, approximate: str = "none", *, bias_grad: bool = True
+) -> tuple[Tensor, Tensor | None]:
+    """(dx, dbias): dx = grad·gelu'(x + bias), dbias = dx summed to the bias's shape and dtype
+    (``bias_grad=False``: None, and no partial sums written)."""
+    form = _form(approximate)
+    wide = _wide(x.dtype)
+    wants = (bias_grad, False)
+    dx, (dbias, _) = _run_parametric(_BIAS, form, x, grad, bias, bias, wants, wide)
+    return dx, dbias
 
 
 # ---------------------------------------------------------------- GEGLU
