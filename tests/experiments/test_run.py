@@ -55,7 +55,7 @@ def _run(out_dir, data_dir, name="mnist-classification", **kwargs):
     kwargs.setdefault("overrides", [])
     kwargs["overrides"] = TINY + list(kwargs["overrides"])
     return run_experiment(
-        name, out_dir=out_dir, data_dir=data_dir, workers=0, verify=False, progress=False, **kwargs
+        name, out_dir=out_dir, data_dir=data_dir, workers=0, verify=False, **kwargs
     )
 
 
@@ -315,7 +315,6 @@ def test_kill_9_then_resume_equals_uninterrupted_run(data_dir, tmp_path):
         data_dir=data_dir,
         workers=0,
         verify=False,
-        progress=False,
         activations=["gelu", "relu"],
         seeds=2,
         epochs=epochs,
@@ -359,7 +358,7 @@ def test_a_batch_larger_than_the_training_set_is_refused_before_any_worker(
 
 def test_two_configs_in_one_folder_stay_apart_and_a_diverged_run_is_reported(data_dir, tmp_path):
     from gelus.experiments import PRESETS
-    from gelus.experiments.runner import summary_table
+    from gelus.experiments.cli import summary_table
     from gelus.report.render import write_report
 
     common = dict(activations=["gelu", "relu"], seeds=1, epochs=1)
@@ -391,3 +390,37 @@ def test_two_configs_in_one_folder_stay_apart_and_a_diverged_run_is_reported(dat
         in md
     )
     assert f"| gelu | model.approximate=tanh | keep=1.0 | 0.001 | test loss | 1 | {own:.4g} |" in md
+
+
+def test_the_run_is_resolved_once_its_data_loaded_once_and_its_records_opened_once_a_phase(
+    data_dir, tmp_path, monkeypatch, capsys
+):
+    import dataclasses
+
+    import gelus.data
+    from gelus.experiments import datasets, records
+    from gelus.experiments.cli import run_with_progress
+    from gelus.experiments.run import Run, RunOptions, resolve_run
+
+    loads, opens = [], []
+    load, connect, read_only = gelus.data.load, records._connect, records._open_read_only
+    monkeypatch.setattr(gelus.data, "load", lambda *a, **k: loads.append(a) or load(*a, **k))
+    monkeypatch.setattr(records, "_connect", lambda p: opens.append("write") or connect(p))
+    monkeypatch.setattr(records, "_open_read_only", lambda p: opens.append("read") or read_only(p))
+    datasets.load_dataset.cache_clear()
+    options = RunOptions(
+        "mnist-classification", tmp_path, ("gelu",), seeds=1, epochs=1, workers=0,
+        data_dir=data_dir, verify=False,
+        overrides=[*TINY, "train.keep=1", "optim.lr=1e-3", "train.train_subset=200"],
+    )  # fmt: skip
+    run = resolve_run(options)
+    assert isinstance(run, Run) and run.done == frozenset() and run.train_size == 200
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.device = "cuda"
+    assert opens == ["write"]  # the resolution reads what is recorded through one connection
+    opens.clear()
+    run_with_progress(options)
+    # resolve; the one job (in this process); the summary's one read
+    assert opens == ["write", "write", "read"]
+    assert len(loads) == 1  # resolved twice, the job run once: the files read once
+    assert "mnist-classification: test loss" in capsys.readouterr().out

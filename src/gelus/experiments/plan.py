@@ -4,23 +4,24 @@ A run is one (activation, setting, lr, seed). A ``Job`` is one unit of work with
 worker needs to run it anywhere: a stacked ensemble of the MLP engine (one activation and
 setting; members = seeds × learning rates), one run of the CNN or a transformer engine, or a
 transformer's runs of one activation stacked when ``train.stack`` says so on the device. Runs
-already ``done`` are never planned. ``budget`` prices what this module plans; ``runner``
-executes it.
+already ``done`` are never planned; the step-time pass's jobs are planned here too
+(``step_time_jobs``). ``plan_run`` plans a resolved :class:`~gelus.experiments.run.Run`;
+``budget`` prices what this module plans; ``runner`` executes it.
 """
 
+import dataclasses
 import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gelus.experiments.activation_spec import ActivationSpec
 from gelus.experiments.config import (
-    LIMITS,
     ONE_RUN_PER_JOB,
     CNNExperimentConfig,
-    ConfigError,
     ExperimentConfig,
     TransformerExperimentConfig,
     ViTExperimentConfig,
@@ -33,10 +34,14 @@ from gelus.experiments.transformer_config import stacks_runs
 __all__ = [
     "Job",
     "holds_out_validation",
+    "job_engine",
     "makespan",
     "plan_jobs",
+    "plan_run",
     "run_id",
     "settings",
+    "step_time_jobs",
+    "timing_jobs",
     "train_size",
 ]
 
@@ -115,12 +120,64 @@ def holds_out_validation(config: ExperimentConfig) -> bool:
     return config.train_on == "train"
 
 
+def job_engine(config: ExperimentConfig, device: str) -> str:
+    """The engine of ``config``'s jobs on ``device``: its own, or its stacked variant
+    (``"transformer-stacked"``) where a transformer's runs train stacked (``stacks_runs``)."""
+    transformer = isinstance(config, TransformerExperimentConfig | ViTExperimentConfig)
+    return (
+        f"{config.engine}-stacked" if transformer and stacks_runs(config, device) else config.engine
+    )
+
+
 def makespan(loads: Iterable[float], workers: int) -> float:
     """Longest worker load when jobs go largest first to the least loaded of ``workers``."""
     totals = [0.0] * max(1, workers)
     for load in sorted(loads, reverse=True):
         totals[totals.index(min(totals))] += load
     return max(totals)
+
+
+def plan_run(run: Any) -> list[Job]:
+    """The jobs of ``run`` (a resolved :class:`~gelus.experiments.run.Run`) whose runs are not all
+    done (``run.done``)."""
+    common = _Common(
+        run.name, run.config, run.config_hash, run.train_size, run.out_dir, run.data_dir,
+        run.verify, dict(run.metadata), run.device, run.engine,
+    )  # fmt: skip
+    return _plan(common, run.activations, run.done, run.workers)
+
+
+def step_time_jobs(run: Any, steps: int) -> list[Job]:
+    """The step-time pass's jobs of ``run`` (:mod:`gelus.experiments.step_times`): see
+    :func:`timing_jobs`."""
+    return timing_jobs(
+        run.name, run.config, run.config_hash, run.activations, run.engine, run.device, steps
+    )
+
+
+def timing_jobs(
+    experiment: str, config: ExperimentConfig, chash: str, activations: Sequence[ActivationSpec],
+    engine: str, device: str, steps: int,
+) -> list[Job]:  # fmt: skip
+    """One job per activation for timing its step, each ``steps`` steps an epoch: where the
+    sweep's runs train stacked (``engine`` is ``job_engine``'s), the sweep's whole job of its
+    seeds × lrs (a step's time is then per run-step), else seed 0 at the first lr (a step's
+    arithmetic depends on neither; both are sweep axes, so ``chash`` is the sweep's)."""
+    common = _Common(
+        experiment, _timed_config(config, engine), chash, steps * config.train.batch_size,
+        "step-times", None, True, None, device, engine,
+    )  # fmt: skip
+    return [job for spec in activations for job in _plan(common, [spec], (), 1)]
+
+
+def _timed_config(config: ExperimentConfig, engine: str) -> ExperimentConfig:
+    if engine != config.engine:
+        return config  # stacked: the sweep's whole job
+    return dataclasses.replace(
+        config,
+        optim=dataclasses.replace(config.optim, lr=config.optim.lr[:1]),
+        train=dataclasses.replace(config.train, seeds=1),
+    )
 
 
 def plan_jobs(
@@ -142,28 +199,24 @@ def plan_jobs(
     The MLP engine trains one ensemble per activation and setting, split into one per learning
     rate when that balances ``workers`` (a member's arithmetic does not depend on its ensemble);
     the CNN and transformer engines one job per run, but a transformer's runs go the MLP's way
-    where ``stacks_runs`` (``train.stack``, the device) says they train stacked. Raises
-    ConfigError beyond ``LIMITS["runs"]`` runs.
+    where ``stacks_runs`` (``train.stack``, the device) says they train stacked. The count of
+    runs is checked where the run is resolved (``run.resolve_run``).
     """
-    runs = sum(len(settings(config, a)) for a in activations)
-    runs *= len(config.optim.lr) * config.train.seeds
-    if runs > LIMITS["runs"]:
-        raise ConfigError(
-            f"{runs:,} runs planned, more than {LIMITS['runs']:,}; use fewer seeds, learning "
-            "rates or activations"
-        )
-    done = set(done)
+    common = _Common(
+        experiment, config, config_hash(config), train_size, out_dir, data_dir, verify, metadata,
+        device, job_engine(config, device),
+    )  # fmt: skip
+    return _plan(common, activations, done, workers)
+
+
+def _plan(common: "_Common", activations, done: Iterable[str], workers: int) -> list[Job]:
+    done, config = set(done), common.config
     members = {
-        (spec, setting, keep): _members(experiment, config, spec, setting, done)
+        (spec, setting, keep): _members(common, spec, setting, done)
         for spec in activations
         for setting, keep in settings(config, spec)
     }
-    transformer = isinstance(config, TransformerExperimentConfig | ViTExperimentConfig)
-    stacked = transformer and stacks_runs(config, device)
-    engine = f"{config.engine}-stacked" if stacked else config.engine
-    common = _Common(
-        experiment, config, train_size, out_dir, data_dir, verify, metadata, device, engine
-    )
+    stacked = common.engine != config.engine
     if isinstance(config, ONE_RUN_PER_JOB) and not stacked:
         return [common.job(*k, (m,)) for k, group in members.items() for m in group]
     whole = [common.job(*k, group) for k, group in members.items() if group]
@@ -177,8 +230,8 @@ def plan_jobs(
     return by_lr if work(by_lr) < 0.9 * work(whole) else whole
 
 
-def _members(experiment, config, spec, setting, done) -> tuple[RunKey, ...]:
-    chash = config_hash(config)
+def _members(common: "_Common", spec, setting, done) -> tuple[RunKey, ...]:
+    experiment, config, chash = common.experiment, common.config, common.chash
     keys = (
         RunKey(run_id(experiment, chash, spec.label, setting, lr, seed),
                experiment, chash, spec.label, seed, lr, setting)
@@ -194,6 +247,7 @@ class _Common:
 
     experiment: str
     config: ExperimentConfig
+    chash: str
     train_size: int
     out_dir: str | Path
     data_dir: str | None
