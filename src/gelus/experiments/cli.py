@@ -174,10 +174,21 @@ def _run(args: argparse.Namespace) -> int:
     from gelus.experiments.run import RunOptions
 
     options = RunOptions(
-        args.experiment, args.out or f"runs/{args.experiment}", args.activations, args.seeds,
-        args.epochs, _overrides(args), args.workers, args.data_dir, args.quick, args.dataset,
-        not args.no_verify, args.device, args.threads, not args.no_step_times,
-    )  # fmt: skip
+        args.experiment,
+        args.out or f"runs/{args.experiment}",
+        args.activations,
+        args.seeds,
+        args.epochs,
+        _overrides(args),
+        args.workers,
+        args.data_dir,
+        args.quick,
+        args.dataset,
+        not args.no_verify,
+        args.device,
+        args.threads,
+        not args.no_step_times,
+    )
     executor = make_executor(args)
     try:
         run_with_progress(options, executor)

@@ -41,7 +41,7 @@ __all__ = [
     "run_id",
     "settings",
     "step_time_jobs",
-    "timing_jobs",
+    "timed_config",
     "train_size",
 ]
 
@@ -140,39 +140,28 @@ def makespan(loads: Iterable[float], workers: int) -> float:
 def plan_run(run: Any) -> list[Job]:
     """The jobs of ``run`` (a resolved :class:`~gelus.experiments.run.Run`) whose runs are not all
     done (``run.done``)."""
-    common = _Common(
-        run.name, run.config, run.config_hash, run.train_size, run.out_dir, run.data_dir,
-        run.verify, dict(run.metadata), run.device, run.engine,
-    )  # fmt: skip
-    return _plan(common, run.activations, run.done, run.workers)
+    return _plan(_Common.of(run), run.activations, run.done, run.workers)
 
 
 def step_time_jobs(run: Any, steps: int) -> list[Job]:
-    """The step-time pass's jobs of ``run`` (:mod:`gelus.experiments.step_times`): see
-    :func:`timing_jobs`."""
-    return timing_jobs(
-        run.name, run.config, run.config_hash, run.activations, run.engine, run.device, steps
+    """The step-time pass's jobs of ``run`` (:mod:`gelus.experiments.step_times`): one per
+    activation, each ``steps`` steps an epoch, of :func:`timed_config` (seeds and lrs are sweep
+    axes, so the config hash is the run's; their runs are never recorded, so their
+    ``config_json`` stays the sweep's)."""
+    common = dataclasses.replace(
+        _Common.of(run),
+        config=timed_config(run.config, run.engine),
+        train_size=steps * run.config.train.batch_size,
     )
+    return [job for spec in run.activations for job in _plan(common, [spec], (), 1)]
 
 
-def timing_jobs(
-    experiment: str, config: ExperimentConfig, chash: str, activations: Sequence[ActivationSpec],
-    engine: str, device: str, steps: int,
-) -> list[Job]:  # fmt: skip
-    """One job per activation for timing its step, each ``steps`` steps an epoch: where the
-    sweep's runs train stacked (``engine`` is ``job_engine``'s), the sweep's whole job of its
-    seeds × lrs (a step's time is then per run-step), else seed 0 at the first lr (a step's
-    arithmetic depends on neither; both are sweep axes, so ``chash`` is the sweep's)."""
-    common = _Common(
-        experiment, _timed_config(config, engine), chash, steps * config.train.batch_size,
-        "step-times", None, True, None, device, engine,
-    )  # fmt: skip
-    return [job for spec in activations for job in _plan(common, [spec], (), 1)]
-
-
-def _timed_config(config: ExperimentConfig, engine: str) -> ExperimentConfig:
+def timed_config(config: ExperimentConfig, engine: str) -> ExperimentConfig:
+    """The config whose step is timed: where the sweep's runs train stacked (``engine`` is
+    ``job_engine``'s), the sweep's own (its whole job of seeds × lrs: a step's time is then per
+    run-step); else seed 0 at the first lr, as a step's arithmetic depends on neither."""
     if engine != config.engine:
-        return config  # stacked: the sweep's whole job
+        return config
     return dataclasses.replace(
         config,
         optim=dataclasses.replace(config.optim, lr=config.optim.lr[:1]),
@@ -202,9 +191,11 @@ def plan_jobs(
     where ``stacks_runs`` (``train.stack``, the device) says they train stacked. The count of
     runs is checked where the run is resolved (``run.resolve_run``).
     """
-    common = _Common(
-        experiment, config, config_hash(config), train_size, out_dir, data_dir, verify, metadata,
-        device, job_engine(config, device),
+    config_json = json.dumps(config_to_dict(config), sort_keys=True)
+    common = _Common(experiment, config, config_hash(config), config_json, train_size, out_dir)
+    common = dataclasses.replace(
+        common, data_dir=data_dir, verify=verify, metadata=metadata, device=device,
+        engine=job_engine(config, device),
     )  # fmt: skip
     return _plan(common, activations, done, workers)
 
@@ -248,13 +239,25 @@ class _Common:
     experiment: str
     config: ExperimentConfig
     chash: str
+    config_json: str  # the config as its runs record it
     train_size: int
     out_dir: str | Path
-    data_dir: str | None
-    verify: bool
-    metadata: dict | None
-    device: str
-    engine: str
+    data_dir: str | None = None
+    verify: bool = True
+    metadata: dict | None = None
+    device: str = "cpu"
+    engine: str = ""
+
+    @classmethod
+    def of(cls, run: Any) -> "_Common":
+        """What the jobs of a resolved Run share."""
+        common = cls(
+            run.name, run.config, run.config_hash, run.config_json, run.train_size, run.out_dir
+        )
+        return dataclasses.replace(
+            common, data_dir=run.data_dir, verify=run.verify, metadata=dict(run.metadata),
+            device=run.device, engine=run.engine,
+        )  # fmt: skip
 
     def job(self, spec: ActivationSpec, setting: str, keep: float, group) -> Job:
         run_ids = "\n".join(k.run_id for k in group)
@@ -275,7 +278,7 @@ class _Common:
             verify=self.verify,
             out_dir=str(out_dir),
             checkpoint_path=str(out_dir / "checkpoints" / f"{stem}-{digest}.pt"),
-            config_json=json.dumps(config_to_dict(self.config), sort_keys=True),
+            config_json=self.config_json,
             metadata_json=json.dumps(self.metadata or {}, sort_keys=True),
             device=self.device,
         )

@@ -10,6 +10,7 @@ and the command line's summary then take the ``Run`` as it is.
 """
 
 import dataclasses
+import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from gelus.experiments.config import (
     ExperimentConfig,
     apply_overrides,
     config_hash,
+    config_to_dict,
     validate,
 )
 from gelus.experiments.datasets import load_data
@@ -80,6 +82,7 @@ class Run:
     preset: Preset
     config: ExperimentConfig
     config_hash: str
+    config_json: str  # the config as every run records it
     activations: tuple[ActivationSpec, ...]
     engine: str
     data: Any = field(repr=False, compare=False)
@@ -122,7 +125,7 @@ def resolve_run(options: RunOptions, executor: Executor | None = None) -> Run:
     device = resolve_device(options.device, config, executor)
     metadata = environment_metadata(device, options.threads) | metadata
     engine = job_engine(config, device)
-    chash = config_hash(config)
+    chash, config_json = config_hash(config), json.dumps(config_to_dict(config), sort_keys=True)
     out_dir = Path(options.out_dir)
     recorded = read_state(out_dir, preset.name, chash, device)  # the database, opened once
     if (edited := recorded.edited(preset.name, sources)) is not None:  # the report would pool
@@ -139,7 +142,7 @@ def resolve_run(options: RunOptions, executor: Executor | None = None) -> Run:
     metadata |= {"activation_sources": sources} if sources else {}
     workers = getattr(executor, "workers", None) if workers is None else workers
     return Run(
-        preset, config, chash, specs, engine, data, data_dir, options.verify, device,
+        preset, config, chash, config_json, specs, engine, data, data_dir, options.verify, device,
         default_workers(device) if workers is None else workers, options.threads, out_dir,
         n_train, metadata, recorded.done, recorded.timed, options.step_times,
     )  # fmt: skip
@@ -314,9 +317,13 @@ def resolve_device(device: str, config: ExperimentConfig, executor: Executor | N
 
 
 def _check_sizes(
-    preset: Preset, config: ExperimentConfig, data: Any, n_train: int, workers: int | None,
+    preset: Preset,
+    config: ExperimentConfig,
+    data: Any,
+    n_train: int,
+    workers: int | None,
     runs: int,
-) -> int | None:  # fmt: skip
+) -> int | None:
     """``workers`` after checking it against the ``runs`` planned (at most their count, or the
     cores), the runs against ``LIMITS["runs"]``, the batch against the ``n_train`` samples a run
     trains on, and the data against the engine's own needs."""

@@ -73,17 +73,20 @@ def measure_step_times(
 ) -> dict[str, list[float]]:
     """``{activation label: seconds per step in each round}``: ``steps`` optimizer steps of each
     activation's engine per round, ``rounds`` rounds, interleaved (one warm-up epoch first), on
-    the jobs ``plan.step_time_jobs`` plans for them (:func:`measure_jobs`).
+    the planner's jobs of ``plan.timed_config`` (:func:`measure_jobs`).
 
     Where the sweep stacks its runs (``train.stack``), the stacked job of all its seeds × lrs is
     timed and the time divided by its runs: seconds per run-step.
     """
-    from gelus.experiments.config import config_hash
-    from gelus.experiments.plan import job_engine, timing_jobs
+    from gelus.experiments.plan import job_engine, plan_jobs, timed_config
 
     device = str(torch.device(device))
-    engine, chash = job_engine(config, device), config_hash(config)
-    jobs = timing_jobs(experiment, config, chash, activations, engine, device, steps)
+    timed, n = timed_config(config, job_engine(config, device)), steps * config.train.batch_size
+    jobs = [
+        job
+        for spec in activations
+        for job in plan_jobs(experiment, timed, [spec], train_size=n, out_dir=".", device=device)
+    ]
     return measure_jobs(jobs, data, device, rounds=rounds, steps=steps)
 
 
