@@ -424,3 +424,36 @@ def test_the_run_is_resolved_once_its_data_loaded_once_and_its_records_opened_on
     assert opens == ["write", "write", "read"]
     assert len(loads) == 1  # resolved twice, the job run once: the files read once
     assert "mnist-classification: test loss" in capsys.readouterr().out
+
+
+# An MLP run of 2 epochs stopped after the first, its records and checkpoint written by the harness
+# before the Run value (commit 4044ebc) on write_tiny_mnist's data with these settings.
+INTERRUPTED = Path(__file__).parent / "data" / "interrupted-run"
+INTERRUPTED_SETTINGS = dict(
+    activations=["gelu"], seeds=1, epochs=2,
+    overrides=["model.hidden=4", "train.train_subset=200", "train.eval_train_subset=100",
+               "train.keep=1", "optim.lr=1e-3"],
+)  # fmt: skip
+
+
+def test_a_checkpoint_written_by_the_previous_layout_resumes(data_dir, tmp_path, monkeypatch):
+    import shutil
+
+    from gelus.experiments.train_mlp import MLPEngine
+
+    shutil.copytree(INTERRUPTED, tmp_path / "resumed")
+    (checkpoint,) = (tmp_path / "resumed" / "checkpoints").glob("*.pt")
+    trained = []
+    train_epoch = MLPEngine.train_epoch
+    monkeypatch.setattr(
+        MLPEngine,
+        "train_epoch",
+        lambda self, epoch: trained.append(epoch) or train_epoch(self, epoch),
+    )
+    _run(tmp_path / "resumed", data_dir, **INTERRUPTED_SETTINGS)
+    assert trained == [2] and not checkpoint.exists()  # resumed after epoch 1, then finished
+    assert not list((tmp_path / "resumed" / "checkpoints").glob("*corrupt*"))  # none set aside
+    _run(tmp_path / "fresh", data_dir, **INTERRUPTED_SETTINGS)
+    resumed = _without_seconds(read_records(tmp_path / "resumed"))
+    assert resumed == _without_seconds(read_records(tmp_path / "fresh"))
+    assert {r.status for r in read_runs(tmp_path / "resumed")} == {"done"}
