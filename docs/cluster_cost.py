@@ -29,7 +29,7 @@ import torch
 from gelus.data import TensorSplit
 from gelus.experiments import PRESETS, cnn
 from gelus.experiments.plan import plan_jobs
-from gelus.experiments.runner import resolve_config
+from gelus.experiments.run import resolve_config
 from gelus.experiments.train_mlp import build_ensemble, evaluate, train_epoch
 
 # (train, val, test) sizes, inputs per sample, classes. POS: Gimpel et al.'s Twitter set (1,000 /
@@ -63,7 +63,7 @@ def _synthetic_split(n: int, sample_shape: tuple[int, ...], classes: int) -> Ten
 
 
 def mlp_cost(name: str, seeds: int, repeats: int) -> dict:
-    _, config = resolve_config(name, seeds=seeds)
+    _, config, _ = resolve_config(name, seeds=seeds)
     jobs = plan_jobs(
         name,
         config,
@@ -131,7 +131,7 @@ def mlp_cost(name: str, seeds: int, repeats: int) -> dict:
 def cnn_cost(name: str, seeds: int, repeats: int) -> dict:
     from torch.utils.flop_counter import FlopCounterMode
 
-    _, config = resolve_config(name, seeds=seeds)
+    _, config, _ = resolve_config(name, seeds=seeds)
     cfg = config.cnn
     classes = CIFAR[name]
     runs = len(config.activations) * len(config.optim.lr) * seeds

@@ -3,10 +3,10 @@
 import torch
 
 from gelus.data import Dataset, TensorSplit
-from gelus.experiments import plan, read_records, read_runs, sweep
+from gelus.experiments import datasets, plan, read_records, read_runs, sweep
 from gelus.experiments.activation_spec import resolve_activations
 from gelus.experiments.records import RecordStore
-from gelus.experiments.runner import resolve_config
+from gelus.experiments.run import resolve_config
 
 TINY_WRN = [
     "cnn.blocks_per_stage=1",
@@ -33,8 +33,8 @@ def _fake_cifar100(*args, **kwargs) -> Dataset:
 
 
 def test_cnn_jobs_record_every_epoch_and_finish(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep, "load_dataset", _fake_cifar100)
-    _, config = resolve_config(
+    monkeypatch.setattr(datasets, "load_dataset", _fake_cifar100)
+    _, config, _ = resolve_config(
         "cifar100-wrn", activations=["gelu"], seeds=1, epochs=2, overrides=TINY_WRN
     )
     assert config.train.epochs == 2 and config.model.approximate == "tanh"

@@ -17,14 +17,12 @@ from gelus.experiments.config import (
     validate,
 )
 from gelus.experiments.errors import SettingError
-from gelus.experiments.runner import resolve_config as resolve_preset
-from gelus.experiments.runner import run_activations
+from gelus.experiments.run import resolve_config as resolve_preset
 
 
 def resolve_config(name, **kwargs):
-    """The preset's config with its activations resolved, as ``run_experiment`` does first."""
-    preset, config = resolve_preset(name, **kwargs)
-    run_activations(name, config)
+    """The preset's config with its activations resolved, as ``resolve_run`` does first."""
+    preset, config, _ = resolve_preset(name, **kwargs)
     return preset, config
 
 

@@ -47,7 +47,6 @@ def _run(root, activations, **kwargs):
         data_dir=root / "data",
         workers=kwargs.pop("workers", 0),
         verify=False,
-        progress=False,
         activations=activations,
         seeds=2,
         epochs=1,

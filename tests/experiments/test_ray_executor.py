@@ -31,7 +31,7 @@ from gelus.experiments.ray_executor import (
     task_resources,
 )
 from gelus.experiments.records import RunKey
-from gelus.experiments.runner import resolve_config, resolve_device
+from gelus.experiments.run import resolve_config, resolve_device
 
 ray = pytest.importorskip(
     "ray", reason="the Ray executor's tests need Ray: pip install 'gelus[ray]'"
@@ -116,7 +116,6 @@ def test_killed_worker_is_retried_and_records_equal_an_uninterrupted_run(
             out_dir=out,
             data_dir=data_dir,
             verify=False,
-            progress=False,
             executor=executor,
             **SWEEP,
         )
@@ -147,7 +146,6 @@ def test_killed_worker_is_retried_and_records_equal_an_uninterrupted_run(
         data_dir=data_dir,
         workers=0,
         verify=False,
-        progress=False,
         **SWEEP,
     )
     resumed, reference = read_records(out), read_records(tmp_path / "reference")
@@ -196,7 +194,7 @@ def test_cnn_through_ray_with_bf16_autocast_matches_a_local_run(
 
 
 def test_job_exception_is_raised_on_the_driver_with_its_type(ray_runtime, tmp_path):
-    _, config = resolve_config(
+    _, config, _ = resolve_config(
         "mnist-classification", seeds=1, epochs=1, overrides=["optim.lr=1e-3", "train.keep=1"]
     )
     jobs = plan.plan_jobs(
@@ -276,9 +274,9 @@ def test_cli_executor_and_amp_errors(argv, message, tmp_path, capsys):
 
 
 def test_device_resolution(monkeypatch):
-    _, mlp = resolve_config("mnist-classification")
-    _, cnn = resolve_config("cifar100-wrn")
-    _, fp16 = resolve_config("cifar100-wrn", overrides=["cnn.amp_dtype=fp16"])
+    _, mlp, _ = resolve_config("mnist-classification")
+    _, cnn, _ = resolve_config("cifar100-wrn")
+    _, fp16, _ = resolve_config("cifar100-wrn", overrides=["cnn.amp_dtype=fp16"])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto", cnn) == "cpu"
     assert resolve_device("auto", mlp) == "cpu"
@@ -297,7 +295,7 @@ def test_device_resolution(monkeypatch):
 
 @pytest.mark.parametrize("experiment", ["mnist-classification", "cifar100-wrn"])
 def test_tasks_on_cuda_share_a_gpu_and_tasks_on_cpu_take_their_threads(experiment, tmp_path):
-    _, config = resolve_config(experiment, quick=True)
+    _, config, _ = resolve_config(experiment, quick=True)
     jobs = plan.plan_jobs(
         experiment,
         config,

@@ -55,7 +55,7 @@ def _run(out_dir, data_dir, name="mnist-classification", **kwargs):
     kwargs.setdefault("overrides", [])
     kwargs["overrides"] = TINY + list(kwargs["overrides"])
     return run_experiment(
-        name, out_dir=out_dir, data_dir=data_dir, workers=0, verify=False, progress=False, **kwargs
+        name, out_dir=out_dir, data_dir=data_dir, workers=0, verify=False, **kwargs
     )
 
 
@@ -315,7 +315,6 @@ def test_kill_9_then_resume_equals_uninterrupted_run(data_dir, tmp_path):
         data_dir=data_dir,
         workers=0,
         verify=False,
-        progress=False,
         activations=["gelu", "relu"],
         seeds=2,
         epochs=epochs,
@@ -359,7 +358,7 @@ def test_a_batch_larger_than_the_training_set_is_refused_before_any_worker(
 
 def test_two_configs_in_one_folder_stay_apart_and_a_diverged_run_is_reported(data_dir, tmp_path):
     from gelus.experiments import PRESETS
-    from gelus.experiments.runner import summary_table
+    from gelus.experiments.cli import summary_table
     from gelus.report.render import write_report
 
     common = dict(activations=["gelu", "relu"], seeds=1, epochs=1)
@@ -391,3 +390,70 @@ def test_two_configs_in_one_folder_stay_apart_and_a_diverged_run_is_reported(dat
         in md
     )
     assert f"| gelu | model.approximate=tanh | keep=1.0 | 0.001 | test loss | 1 | {own:.4g} |" in md
+
+
+def test_the_run_is_resolved_once_its_data_loaded_once_and_its_records_opened_once_a_phase(
+    data_dir, tmp_path, monkeypatch, capsys
+):
+    import dataclasses
+
+    import gelus.data
+    from gelus.experiments import datasets, records
+    from gelus.experiments.cli import run_with_progress
+    from gelus.experiments.run import Run, RunOptions, resolve_run
+
+    loads, opens = [], []
+    load, connect, read_only = gelus.data.load, records._connect, records._open_read_only
+    monkeypatch.setattr(gelus.data, "load", lambda *a, **k: loads.append(a) or load(*a, **k))
+    monkeypatch.setattr(records, "_connect", lambda p: opens.append("write") or connect(p))
+    monkeypatch.setattr(records, "_open_read_only", lambda p: opens.append("read") or read_only(p))
+    datasets.load_dataset.cache_clear()
+    options = RunOptions(
+        "mnist-classification", tmp_path, ("gelu",), seeds=1, epochs=1, workers=0,
+        data_dir=data_dir, verify=False,
+        overrides=[*TINY, "train.keep=1", "optim.lr=1e-3", "train.train_subset=200"],
+    )  # fmt: skip
+    run = resolve_run(options)
+    assert isinstance(run, Run) and run.done == frozenset() and run.train_size == 200
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.device = "cuda"
+    assert opens == ["write"]  # the resolution reads what is recorded through one connection
+    opens.clear()
+    run_with_progress(options)
+    # resolve; the one job (in this process); the summary's one read
+    assert opens == ["write", "write", "read"]
+    assert len(loads) == 1  # resolved twice, the job run once: the files read once
+    assert "mnist-classification: test loss" in capsys.readouterr().out
+
+
+# An MLP run of 2 epochs stopped after the first, its records and checkpoint written by the harness
+# before the Run value (commit 4044ebc) on write_tiny_mnist's data with these settings.
+INTERRUPTED = Path(__file__).parent / "data" / "interrupted-run"
+INTERRUPTED_SETTINGS = dict(
+    activations=["gelu"], seeds=1, epochs=2,
+    overrides=["model.hidden=4", "train.train_subset=200", "train.eval_train_subset=100",
+               "train.keep=1", "optim.lr=1e-3"],
+)  # fmt: skip
+
+
+def test_a_checkpoint_written_by_the_previous_layout_resumes(data_dir, tmp_path, monkeypatch):
+    import shutil
+
+    from gelus.experiments.train_mlp import MLPEngine
+
+    shutil.copytree(INTERRUPTED, tmp_path / "resumed")
+    (checkpoint,) = (tmp_path / "resumed" / "checkpoints").glob("*.pt")
+    trained = []
+    train_epoch = MLPEngine.train_epoch
+    monkeypatch.setattr(
+        MLPEngine,
+        "train_epoch",
+        lambda self, epoch: trained.append(epoch) or train_epoch(self, epoch),
+    )
+    _run(tmp_path / "resumed", data_dir, **INTERRUPTED_SETTINGS)
+    assert trained == [2] and not checkpoint.exists()  # resumed after epoch 1, then finished
+    assert not list((tmp_path / "resumed" / "checkpoints").glob("*corrupt*"))  # none set aside
+    _run(tmp_path / "fresh", data_dir, **INTERRUPTED_SETTINGS)
+    resumed = _without_seconds(read_records(tmp_path / "resumed"))
+    assert resumed == _without_seconds(read_records(tmp_path / "fresh"))
+    assert {r.status for r in read_runs(tmp_path / "resumed")} == {"done"}

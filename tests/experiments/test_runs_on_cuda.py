@@ -104,7 +104,7 @@ def test_mnist_classification_on_cuda_end_to_end(tmp_path):
     write_tiny_mnist(tmp_path / "data" / "mnist")
     run_experiment(
         "mnist-classification", out_dir=tmp_path / "out", data_dir=tmp_path / "data", workers=0,
-        verify=False, progress=False, device="cuda", activations=["gelu", "relu"], seeds=2,
+        verify=False, device="cuda", activations=["gelu", "relu"], seeds=2,
         epochs=1, overrides=[*TINY, "train.train_subset=300", "train.keep=1,0.5"],
     )  # fmt: skip
     runs = read_runs(tmp_path / "out")

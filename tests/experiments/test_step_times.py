@@ -108,7 +108,7 @@ def test_a_sweep_stores_its_step_times_once_and_the_report_prices_its_curves(cor
 
     kwargs = dict(
         out_dir=tmp_path / "out", activations=["gelu", "relu"], seeds=1, overrides=TINY,
-        quick=True, workers=0, data_dir=corpus, dataset="text", progress=False, verify=False,
+        quick=True, workers=0, data_dir=corpus, dataset="text", verify=False,
     )  # fmt: skip
     out = run_experiment("transformer-lm", **kwargs)
     times = read_step_times(out)
@@ -154,7 +154,7 @@ def test_without_step_times_the_report_draws_the_sweeps_own_clock(corpus, tmp_pa
 
     out = run_experiment(
         "transformer-lm", out_dir=tmp_path / "out", activations=["gelu"], seeds=2,
-        overrides=TINY, quick=True, workers=0, data_dir=corpus, dataset="text", progress=False,
+        overrides=TINY, quick=True, workers=0, data_dir=corpus, dataset="text",
         verify=False, step_times=False,
     )  # fmt: skip
     assert read_step_times(out) == []

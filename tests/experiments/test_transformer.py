@@ -232,7 +232,7 @@ def test_a_tiny_run_records_bits_per_byte_and_the_report_builds(corpus, tmp_path
     out = run_experiment(
         "transformer-lm", out_dir=tmp_path / "out", activations=["gelu", "swiglu"], seeds=2,
         overrides=TINY[:-3], quick=True, workers=0, data_dir=corpus, dataset="text",
-        progress=False, verify=False,
+        verify=False,
     )  # fmt: skip
     records = read_records(out)
     bpb = {
@@ -279,7 +279,7 @@ def test_a_tiny_run_records_bits_per_byte_and_the_report_builds(corpus, tmp_path
 )
 def test_out_of_range_transformer_settings_name_their_key(preset, override, key):
     from gelus.experiments.errors import SettingError
-    from gelus.experiments.runner import resolve_config
+    from gelus.experiments.run import resolve_config
 
     with pytest.raises(SettingError, match=key):
         resolve_config(preset, overrides=[override])
@@ -321,7 +321,7 @@ def test_a_corpus_too_short_for_the_context_is_refused_before_any_job(corpus, tm
         run_experiment(
             "transformer-lm", out_dir=tmp_path / "out", activations=["gelu"], seeds=1,
             overrides=["model.context=1024"], quick=True, workers=0, data_dir=corpus,
-            dataset="text", progress=False, verify=False,
+            dataset="text", verify=False,
         )  # fmt: skip
     assert not (tmp_path / "out" / "records.sqlite").exists()
 

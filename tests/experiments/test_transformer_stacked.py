@@ -172,7 +172,7 @@ def test_a_stacked_sweep_writes_the_records_of_an_unstacked_one(corpus, tmp_path
         out = run_experiment(
             "transformer-lm", out_dir=tmp_path / stack, activations=["gelu", "swiglu"], seeds=2,
             overrides=[*TINY[:-3], f"train.stack={stack}"], quick=True, workers=0,
-            data_dir=corpus, dataset="text", progress=False, verify=False, device="cpu",
+            data_dir=corpus, dataset="text", verify=False, device="cpu",
         )  # fmt: skip
         assert {run.status for run in read_runs(out)} == {"done"}
         assert not list((out / "checkpoints").glob("*.pt"))
@@ -313,7 +313,7 @@ VIT = (
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):
-    from gelus.experiments.sweep import load_dataset
+    from gelus.experiments.datasets import load_dataset
     from test_run import write_tiny_mnist
 
     root = tmp_path_factory.mktemp("images")
@@ -420,7 +420,7 @@ def test_a_stacked_vit_sweep_writes_the_records_of_an_unstacked_one(images, tmp_
         out = run_experiment(
             "transformer-vit", out_dir=tmp_path / stack, activations=["gelu", "geglu"],
             overrides=[*VIT, f"train.stack={stack}"], workers=0, data_dir=root,
-            progress=False, verify=False, device="cpu",
+            verify=False, device="cpu",
         )  # fmt: skip
         assert {run.status for run in read_runs(out)} == {"done"}
         return _values(out)

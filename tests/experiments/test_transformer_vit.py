@@ -12,9 +12,9 @@ from gelus.experiments import PRESETS, read_records, read_runs
 from gelus.experiments.activation_spec import resolve_activation, resolve_activations
 from gelus.experiments.budget import price, workload
 from gelus.experiments.config import ViTExperimentConfig, apply_overrides, validate
+from gelus.experiments.datasets import load_dataset
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import plan_jobs, train_size
-from gelus.experiments.sweep import load_dataset
 from gelus.experiments.vit import ViTEngine, build_vit
 from test_run import write_tiny_mnist
 
@@ -139,7 +139,7 @@ def test_a_tiny_run_records_error_and_the_report_compares_with_gelu(data_dir, tm
 
     out = run_experiment(
         "transformer-vit", out_dir=tmp_path / "out", activations=["gelu", "geglu"], seeds=2,
-        overrides=TINY, workers=0, data_dir=data_dir, progress=False, verify=False,
+        overrides=TINY, workers=0, data_dir=data_dir, verify=False,
     )  # fmt: skip
     records = read_records(out)
     error = {

@@ -6,8 +6,8 @@ matplotlib.use("Agg")
 
 import pytest
 
-import gelus.experiments
 from gelus.cli import main
+from gelus.experiments import cli as experiments_cli
 from gelus.experiments.presets import PRESETS
 from gelus.report import sources
 from test_synthetic import make_records, write_database
@@ -38,31 +38,22 @@ def fake_engine(monkeypatch):
     presets = {name: PRESETS[name] for name in ("mnist-classification", "cifar10-allconv")}
     calls = []
 
-    def run_experiment(
-        name,
-        *,
-        out_dir,
-        workers=None,
-        data_dir=None,
-        quick=False,
-        progress=True,
-        executor=None,
-        device="cpu",
-    ):
-        assert device == "auto"
-        calls.append((name, quick, workers) if executor is None else (name, executor))
+    def run_with_progress(options, executor=None):
+        name, quick = options.experiment, options.quick
+        assert options.device == "auto"
+        calls.append((name, quick, options.workers) if executor is None else (name, executor))
         records, runs = make_records(
             name, epochs=2, settings=("keep=1.0",), lrs=(1e-3,), quick=quick
         )
-        write_database(out_dir, records, runs)
-        return out_dir
+        write_database(options.out_dir, records, runs)
+        return options.out_dir
 
     def dataset_status(name, data_dir=None):
         present = name == "fashion-mnist"
         return sources.DatasetStatus(name, present, f"how to get {name}: fetch it")
 
     monkeypatch.setattr(sources, "presets", lambda: presets)
-    monkeypatch.setattr(gelus.experiments, "run_experiment", run_experiment, raising=False)
+    monkeypatch.setattr(experiments_cli, "run_with_progress", run_with_progress)
     monkeypatch.setattr(sources, "dataset_status", dataset_status)
     return calls
 

@@ -4,7 +4,7 @@
 ``label=module:attribute``) or hands the Python API (an ``nn.Module`` class, a factory, a tensor
 function), and returns an :class:`ActivationSpec`: its label, a factory of fresh modules, whether
 it is stochastic (draws its own mask) or gated (``[..., 2n] -> [..., n]``), and for user code the
-source file and its hash. It is called once, where a run is resolved (``runner.resolve_run``);
+source file and its hash. It is called once, where a run is resolved (``run.resolve_run``);
 config, plan, engines and report take the spec from there::
 
     gelu                         the registry's GELU (its form from model.approximate)

@@ -1,8 +1,24 @@
 """``gelus list`` and ``gelus run``: the experiments from the command line."""
 
 import argparse
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["add_executor_arguments", "make_executor", "register"]
+if TYPE_CHECKING:
+    from gelus.experiments.plan import Job
+    from gelus.experiments.presets import Preset
+    from gelus.experiments.records import Record, RunInfo
+
+__all__ = [
+    "ProgressBars",
+    "add_executor_arguments",
+    "make_executor",
+    "register",
+    "run_with_progress",
+    "summary_table",
+]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -155,40 +171,63 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gelus.experiments.errors import CommandError
-    from gelus.experiments.presets import PRESETS
-    from gelus.experiments.runner import run_experiment
+    from gelus.experiments.run import RunOptions
 
-    overrides = list(args.overrides)
-    if args.amp is not None:
-        preset = PRESETS.get(args.experiment)
-        if preset is not None and preset.config.task != "cnn":
-            cnns = ", ".join(name for name, p in PRESETS.items() if p.config.task == "cnn")
-            raise CommandError(f"--amp applies to the CNN experiments ({cnns}) only")
-        overrides.append(f"cnn.amp_dtype={args.amp}")
+    options = RunOptions(
+        args.experiment,
+        args.out or f"runs/{args.experiment}",
+        args.activations,
+        args.seeds,
+        args.epochs,
+        _overrides(args),
+        args.workers,
+        args.data_dir,
+        args.quick,
+        args.dataset,
+        not args.no_verify,
+        args.device,
+        args.threads,
+        not args.no_step_times,
+    )
     executor = make_executor(args)
     try:
-        run_experiment(
-            args.experiment,
-            out_dir=args.out or f"runs/{args.experiment}",
-            activations=args.activations,
-            seeds=args.seeds,
-            epochs=args.epochs,
-            overrides=overrides,
-            workers=args.workers,
-            data_dir=args.data_dir,
-            quick=args.quick,
-            dataset=args.dataset,
-            verify=not args.no_verify,
-            device=args.device,
-            threads=args.threads,
-            executor=executor,
-            step_times=not args.no_step_times,
-        )
+        run_with_progress(options, executor)
     finally:
         if executor is not None:
             executor.shutdown()  # also when the run stopped before starting its jobs
     return 0
+
+
+def _overrides(args: argparse.Namespace) -> list[str]:
+    """``--set`` overrides, with ``--amp`` as the one it stands for (CNN presets only)."""
+    from gelus.experiments.errors import CommandError
+    from gelus.experiments.presets import PRESETS
+
+    if args.amp is None:
+        return list(args.overrides)
+    preset = PRESETS.get(args.experiment)
+    if preset is not None and preset.config.task != "cnn":
+        cnns = ", ".join(name for name, p in PRESETS.items() if p.config.task == "cnn")
+        raise CommandError(f"--amp applies to the CNN experiments ({cnns}) only")
+    return [*args.overrides, f"cnn.amp_dtype={args.amp}"]
+
+
+def run_with_progress(options, executor=None) -> Path:
+    """Resolve, run and summarise one preset as ``gelus run`` does, with a progress bar per
+    worker and the summary table at the end; returns the output folder.
+
+    ``options`` is a :class:`~gelus.experiments.run.RunOptions`; ``executor`` as for
+    :func:`~gelus.experiments.runner.run_experiment` (None: local worker processes).
+    """
+    from gelus.experiments.records import read_results
+    from gelus.experiments.run import resolve_run
+    from gelus.experiments.runner import execute
+
+    run = resolve_run(options, executor)
+    execute(run, executor, ProgressBars.over, print)
+    records, runs = read_results(run.out_dir)
+    print(summary_table(records, runs, run.preset))
+    return run.out_dir
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
@@ -229,3 +268,96 @@ def make_executor(args: argparse.Namespace):
     return RayExecutor(
         args.address, num_cpus=args.workers, threads=args.threads, max_retries=args.max_retries
     )
+
+
+class ProgressBars:
+    """An overall tqdm bar plus one per worker (job label, epochs, ETA); a callable ``report``."""
+
+    def __init__(self, enabled: bool, total: int, title: str) -> None:
+        self.enabled = enabled
+        self.total = total
+        self.title = title
+        self.bars: dict[int, object] = {}
+        self.positions: dict[int, int] = {}  # worker -> terminal line below the overall bar
+        self.last: dict[tuple[int, str], int] = {}
+
+    @classmethod
+    def over(cls, jobs: Sequence["Job"], title: str) -> "ProgressBars":
+        """The bars of ``jobs``: their epochs in all, under ``title``."""
+        return cls(enabled=True, total=sum(job.epochs for job in jobs), title=title)
+
+    def __enter__(self) -> "ProgressBars":
+        if self.enabled:
+            from tqdm import tqdm
+
+            self.tqdm = tqdm
+            self.overall = tqdm(
+                total=self.total, desc=f"{self.title} (epochs)", position=0, dynamic_ncols=True
+            )
+        return self
+
+    def __call__(self, worker: int, label: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        bar = self.bars.get(worker)
+        if bar is None or bar.desc != label:
+            if bar is not None:
+                bar.close()
+            position = self.positions.setdefault(worker, len(self.positions) + 1)
+            bar = self.tqdm(
+                total=total,
+                initial=done,
+                desc=label,
+                position=position,
+                leave=False,
+                dynamic_ncols=True,
+                unit="epoch",
+            )
+            self.bars[worker] = bar
+            self.last.setdefault((worker, label), done)
+            self.overall.update(done)  # resumed epochs count as done
+            return
+        step = done - self.last.get((worker, label), done)
+        self.last[(worker, label)] = done
+        if step > 0:
+            bar.update(step)
+            self.overall.update(step)
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled:
+            for bar in self.bars.values():
+                bar.close()
+            self.overall.close()
+
+
+def summary_table(records: Sequence["Record"], runs: Sequence["RunInfo"], preset: "Preset") -> str:
+    """The preset's protocol applied to its records, as the report applies it: per config,
+    activation and setting, the reported metric's median [min, max] over seeds at the chosen lr
+    (``*``: chosen on validation), with how many runs diverged."""
+    from gelus.experiments.selection import run_configs, select
+
+    mine = [r for r in records if r.experiment == preset.name]
+    configs = run_configs(r for r in runs if r.experiment == preset.name)
+    selections = select(mine, preset.protocol, configs)
+    if not selections:
+        return f"{preset.name}: no finished epochs to summarise"
+    headline = selections[0].metric
+    lines = [
+        f"{preset.name}: test {headline}, median [min, max] over seeds (* lr chosen on validation)",
+        f"{'activation':<16} {'config':<24} {'setting':<10} {'lr':>8} {'n':>3}  {'median':>9}  spread",
+    ]
+    for s in selections:
+        if s.metric != headline or not s.values:
+            continue
+        finite = sorted(s.finite)
+        mark = "*" if s.lr_selected else " "
+        if finite:
+            median = f"{statistics.median(finite):>9.4f}  [{finite[0]:.4f}, {finite[-1]:.4f}]"
+        else:
+            median = f"{'—':>9}"
+        diverged = f", {s.diverged} diverged" if s.diverged else ""
+        lines.append(
+            f"{s.activation:<16} {s.variant or '-':<24} {s.setting or '-':<10} {s.lr:>8g}{mark}"
+            f"{len(s.values):>3}  {median} (epoch {max(s.epochs.values())}{diverged})"
+        )
+    return "\n".join(lines)

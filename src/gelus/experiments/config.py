@@ -56,7 +56,6 @@ __all__ = [
     "TransformerExperimentConfig",
     "ViTExperimentConfig",
     "apply_overrides",
-    "check_batch_fits",
     "config_hash",
     "config_keys",
     "config_to_dict",
@@ -486,12 +485,3 @@ def validate(config: ExperimentConfig) -> None:
     for ok, key, expected in _shared_checks(config) + engine_checks(config):
         if not ok:
             raise ConfigError(f"{key}: invalid value; expected {expected}")
-
-
-def check_batch_fits(config: ExperimentConfig, train_size: int) -> None:
-    """Refuse a batch larger than the ``train_size`` samples a run trains on (no step per epoch)."""
-    if config.train.batch_size > train_size:
-        raise ConfigError(
-            f"train.batch_size={config.train.batch_size} is larger than the {train_size} training "
-            f"samples: no full batch, so no step per epoch; set train.batch_size to {train_size} or less"
-        )

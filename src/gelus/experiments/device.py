@@ -1,12 +1,25 @@
-"""Where a run computes: the one place that turns "auto" / "cpu" / "cuda" into a device.
+"""Where a run computes: the one place that turns "auto" / "cpu" / "cuda" into a device, and the
+stamp of the machine and code (``environment_metadata``) every run records.
 
 The driver resolves the device once (here, or through an executor's ``resolve_device`` when the
 jobs run on a cluster) and stamps it on every job; a trainer only checks that it is there.
 """
 
 import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
 
-__all__ = ["DEVICES", "WORKERS_PER_GPU", "default_workers", "local_device", "set_tf32"]
+__all__ = [
+    "DEVICES",
+    "WORKERS_PER_GPU",
+    "code_version",
+    "default_workers",
+    "environment_metadata",
+    "local_device",
+    "set_tf32",
+]
 
 DEVICES = ("auto", "cpu", "cuda")
 # Runs sharing one GPU as worker processes when --workers is not given: one of the paper's runs
@@ -57,3 +70,42 @@ def default_workers(device: str) -> int:
     import torch
 
     return max(1, min(cores, WORKERS_PER_GPU * torch.cuda.device_count()))
+
+
+def code_version() -> str:
+    """``git describe --always --dirty`` of the source tree, else the package version."""
+    import gelus
+
+    source = Path(gelus.__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--tags"],
+            cwd=source,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        if out.returncode == 0 and out.stdout.strip():
+            return f"{gelus.__version__}+git.{out.stdout.strip()}"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return gelus.__version__
+
+
+def environment_metadata(device: str, threads: int) -> dict[str, Any]:
+    """Code version, package versions, device and threads, stamped on every run."""
+    import numpy
+    import torch
+
+    return {
+        "code_version": code_version(),
+        "packages": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "numpy": numpy.__version__,
+        },
+        "device": device,
+        "threads": threads,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+    }

@@ -10,8 +10,8 @@ the checkpoints, the Ray path and the budget use only this protocol::
 
 :func:`gelus.experiments.driver.train_job` is the loop around it. A new engine plugs in by adding
 its class to ``driver.ENGINES`` (and its config to :mod:`gelus.experiments.config`). Optionally
-it has ``check_data(config, data)``, which the runner calls on the loaded dataset before any job
-starts (the transformer checks that its corpus holds a few windows of its context).
+it has ``check_data(config, data)``, which ``run.resolve_run`` calls on the loaded dataset before
+any job starts (the transformer checks that its corpus holds a few windows of its context).
 """
 
 from collections.abc import Callable, Mapping

@@ -4,23 +4,24 @@ A run is one (activation, setting, lr, seed). A ``Job`` is one unit of work with
 worker needs to run it anywhere: a stacked ensemble of the MLP engine (one activation and
 setting; members = seeds × learning rates), one run of the CNN or a transformer engine, or a
 transformer's runs of one activation stacked when ``train.stack`` says so on the device. Runs
-already ``done`` are never planned. ``budget`` prices what this module plans; ``runner``
-executes it.
+already ``done`` are never planned; the step-time pass's jobs are planned here too
+(``step_time_jobs``). ``plan_run`` plans a resolved :class:`~gelus.experiments.run.Run`;
+``budget`` prices what this module plans; ``runner`` executes it.
 """
 
+import dataclasses
 import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gelus.experiments.activation_spec import ActivationSpec
 from gelus.experiments.config import (
-    LIMITS,
     ONE_RUN_PER_JOB,
     CNNExperimentConfig,
-    ConfigError,
     ExperimentConfig,
     TransformerExperimentConfig,
     ViTExperimentConfig,
@@ -33,10 +34,14 @@ from gelus.experiments.transformer_config import stacks_runs
 __all__ = [
     "Job",
     "holds_out_validation",
+    "job_engine",
     "makespan",
     "plan_jobs",
+    "plan_run",
     "run_id",
     "settings",
+    "step_time_jobs",
+    "timed_config",
     "train_size",
 ]
 
@@ -115,12 +120,53 @@ def holds_out_validation(config: ExperimentConfig) -> bool:
     return config.train_on == "train"
 
 
+def job_engine(config: ExperimentConfig, device: str) -> str:
+    """The engine of ``config``'s jobs on ``device``: its own, or its stacked variant
+    (``"transformer-stacked"``) where a transformer's runs train stacked (``stacks_runs``)."""
+    transformer = isinstance(config, TransformerExperimentConfig | ViTExperimentConfig)
+    return (
+        f"{config.engine}-stacked" if transformer and stacks_runs(config, device) else config.engine
+    )
+
+
 def makespan(loads: Iterable[float], workers: int) -> float:
     """Longest worker load when jobs go largest first to the least loaded of ``workers``."""
     totals = [0.0] * max(1, workers)
     for load in sorted(loads, reverse=True):
         totals[totals.index(min(totals))] += load
     return max(totals)
+
+
+def plan_run(run: Any) -> list[Job]:
+    """The jobs of ``run`` (a resolved :class:`~gelus.experiments.run.Run`) whose runs are not all
+    done (``run.done``)."""
+    return _plan(_Common.of(run), run.activations, run.done, run.workers)
+
+
+def step_time_jobs(run: Any, steps: int) -> list[Job]:
+    """The step-time pass's jobs of ``run`` (:mod:`gelus.experiments.step_times`): one per
+    activation, each ``steps`` steps an epoch, of :func:`timed_config` (seeds and lrs are sweep
+    axes, so the config hash is the run's; their runs are never recorded, so their
+    ``config_json`` stays the sweep's)."""
+    common = dataclasses.replace(
+        _Common.of(run),
+        config=timed_config(run.config, run.engine),
+        train_size=steps * run.config.train.batch_size,
+    )
+    return [job for spec in run.activations for job in _plan(common, [spec], (), 1)]
+
+
+def timed_config(config: ExperimentConfig, engine: str) -> ExperimentConfig:
+    """The config whose step is timed: where the sweep's runs train stacked (``engine`` is
+    ``job_engine``'s), the sweep's own (its whole job of seeds × lrs: a step's time is then per
+    run-step); else seed 0 at the first lr, as a step's arithmetic depends on neither."""
+    if engine != config.engine:
+        return config
+    return dataclasses.replace(
+        config,
+        optim=dataclasses.replace(config.optim, lr=config.optim.lr[:1]),
+        train=dataclasses.replace(config.train, seeds=1),
+    )
 
 
 def plan_jobs(
@@ -142,28 +188,26 @@ def plan_jobs(
     The MLP engine trains one ensemble per activation and setting, split into one per learning
     rate when that balances ``workers`` (a member's arithmetic does not depend on its ensemble);
     the CNN and transformer engines one job per run, but a transformer's runs go the MLP's way
-    where ``stacks_runs`` (``train.stack``, the device) says they train stacked. Raises
-    ConfigError beyond ``LIMITS["runs"]`` runs.
+    where ``stacks_runs`` (``train.stack``, the device) says they train stacked. The count of
+    runs is checked where the run is resolved (``run.resolve_run``).
     """
-    runs = sum(len(settings(config, a)) for a in activations)
-    runs *= len(config.optim.lr) * config.train.seeds
-    if runs > LIMITS["runs"]:
-        raise ConfigError(
-            f"{runs:,} runs planned, more than {LIMITS['runs']:,}; use fewer seeds, learning "
-            "rates or activations"
-        )
-    done = set(done)
+    config_json = json.dumps(config_to_dict(config), sort_keys=True)
+    common = _Common(experiment, config, config_hash(config), config_json, train_size, out_dir)
+    common = dataclasses.replace(
+        common, data_dir=data_dir, verify=verify, metadata=metadata, device=device,
+        engine=job_engine(config, device),
+    )  # fmt: skip
+    return _plan(common, activations, done, workers)
+
+
+def _plan(common: "_Common", activations, done: Iterable[str], workers: int) -> list[Job]:
+    done, config = set(done), common.config
     members = {
-        (spec, setting, keep): _members(experiment, config, spec, setting, done)
+        (spec, setting, keep): _members(common, spec, setting, done)
         for spec in activations
         for setting, keep in settings(config, spec)
     }
-    transformer = isinstance(config, TransformerExperimentConfig | ViTExperimentConfig)
-    stacked = transformer and stacks_runs(config, device)
-    engine = f"{config.engine}-stacked" if stacked else config.engine
-    common = _Common(
-        experiment, config, train_size, out_dir, data_dir, verify, metadata, device, engine
-    )
+    stacked = common.engine != config.engine
     if isinstance(config, ONE_RUN_PER_JOB) and not stacked:
         return [common.job(*k, (m,)) for k, group in members.items() for m in group]
     whole = [common.job(*k, group) for k, group in members.items() if group]
@@ -177,8 +221,8 @@ def plan_jobs(
     return by_lr if work(by_lr) < 0.9 * work(whole) else whole
 
 
-def _members(experiment, config, spec, setting, done) -> tuple[RunKey, ...]:
-    chash = config_hash(config)
+def _members(common: "_Common", spec, setting, done) -> tuple[RunKey, ...]:
+    experiment, config, chash = common.experiment, common.config, common.chash
     keys = (
         RunKey(run_id(experiment, chash, spec.label, setting, lr, seed),
                experiment, chash, spec.label, seed, lr, setting)
@@ -194,13 +238,26 @@ class _Common:
 
     experiment: str
     config: ExperimentConfig
+    chash: str
+    config_json: str  # the config as its runs record it
     train_size: int
     out_dir: str | Path
-    data_dir: str | None
-    verify: bool
-    metadata: dict | None
-    device: str
-    engine: str
+    data_dir: str | None = None
+    verify: bool = True
+    metadata: dict | None = None
+    device: str = "cpu"
+    engine: str = ""
+
+    @classmethod
+    def of(cls, run: Any) -> "_Common":
+        """What the jobs of a resolved Run share."""
+        common = cls(
+            run.name, run.config, run.config_hash, run.config_json, run.train_size, run.out_dir
+        )
+        return dataclasses.replace(
+            common, data_dir=run.data_dir, verify=run.verify, metadata=dict(run.metadata),
+            device=run.device, engine=run.engine,
+        )  # fmt: skip
 
     def job(self, spec: ActivationSpec, setting: str, keep: float, group) -> Job:
         run_ids = "\n".join(k.run_id for k in group)
@@ -221,7 +278,7 @@ class _Common:
             verify=self.verify,
             out_dir=str(out_dir),
             checkpoint_path=str(out_dir / "checkpoints" / f"{stem}-{digest}.pt"),
-            config_json=json.dumps(config_to_dict(self.config), sort_keys=True),
+            config_json=self.config_json,
             metadata_json=json.dumps(self.metadata or {}, sort_keys=True),
             device=self.device,
         )

@@ -17,19 +17,19 @@ a run's ``status`` from ``running`` to ``done``.
 import json
 import math
 import os
-import platform
 import sqlite3
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from gelus.experiments.device import code_version, environment_metadata  # the stamp, re-exported
 from gelus.experiments.errors import DiskFullError, MachineError, SettingError, is_disk_full
 
 __all__ = [
     "DB_NAME",
     "Record",
     "RecordStore",
+    "RecordedState",
     "RecordsError",
     "RunInfo",
     "RunKey",
@@ -37,7 +37,9 @@ __all__ = [
     "code_version",
     "environment_metadata",
     "read_records",
+    "read_results",
     "read_runs",
+    "read_state",
     "read_step_times",
 ]
 
@@ -353,9 +355,15 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
 
 def _read(out_dir: str | os.PathLike, table: str, order: str) -> list[tuple]:
     """The rows of ``table`` (checked, read-only), ordered by ``order``; [] without a database."""
+    return _read_tables(out_dir, {table: order})[table]
+
+
+def _read_tables(out_dir: str | os.PathLike, orders: Mapping[str, str]) -> dict[str, list[tuple]]:
+    """``{table: its rows ordered by orders[table]}``, read through one connection (checked,
+    read-only); [] for a table (or a database) that is not there."""
     path = Path(out_dir) / DB_NAME
     if not path.exists():
-        return []
+        return {table: [] for table in orders}
     connection = None
     try:
         connection = _open_read_only(path)
@@ -363,11 +371,13 @@ def _read(out_dir: str | os.PathLike, table: str, order: str) -> list[tuple]:
         if problems != ["ok"]:
             raise sqlite3.DatabaseError("; ".join(problems[:3]))
         _check_schema(connection, path)
-        if not connection.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-        ).fetchone():
-            return []
-        return connection.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+        present = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+        return {
+            table: connection.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+            if table in present
+            else []
+            for table, order in orders.items()
+        }
     except sqlite3.Error as error:
         raise _records_error(path, error, reading=True) from None
     finally:
@@ -375,12 +385,18 @@ def _read(out_dir: str | os.PathLike, table: str, order: str) -> list[tuple]:
             connection.close()
 
 
+_RECORD_ORDER = "run_id, epoch, split, metric"
+
+
+def _records(rows: list[tuple]) -> list[Record]:
+    # SQLite stores a NaN as NULL (and keeps ±inf): a NULL value is a diverged run's NaN
+    return [Record(*row[:-1], math.nan if row[-1] is None else row[-1]) for row in rows]
+
+
 def read_records(out_dir: str | os.PathLike) -> list[Record]:
     """Every record in ``out_dir/records.sqlite``, ordered by run, epoch, split and metric
     (read-only: the folder may be read-only)."""
-    rows = _read(out_dir, "records", "run_id, epoch, split, metric")
-    # SQLite stores a NaN as NULL (and keeps ±inf): a NULL value is a diverged run's NaN
-    return [Record(*row[:-1], math.nan if row[-1] is None else row[-1]) for row in rows]
+    return _records(_read(out_dir, "records", _RECORD_ORDER))
 
 
 def read_runs(out_dir: str | os.PathLike) -> list[RunInfo]:
@@ -388,47 +404,53 @@ def read_runs(out_dir: str | os.PathLike) -> list[RunInfo]:
     return [RunInfo(*row) for row in _read(out_dir, "runs", "run_id")]
 
 
+def read_results(out_dir: str | os.PathLike) -> tuple[list[Record], list[RunInfo]]:
+    """``(read_records(out_dir), read_runs(out_dir))`` through one connection."""
+    rows = _read_tables(out_dir, {"records": _RECORD_ORDER, "runs": "run_id"})
+    return _records(rows["records"]), [RunInfo(*row) for row in rows["runs"]]
+
+
+class RecordedState(NamedTuple):
+    """What an output folder's records hold before a run: its runs, the ids of those done, and
+    the activations whose steps are timed at one experiment's config and device."""
+
+    runs: list[RunInfo]
+    done: frozenset[str]
+    timed: frozenset[str]
+
+    def edited(self, experiment: str, sources: Mapping[str, Mapping[str, str]]) -> RunInfo | None:
+        """The first run of ``experiment`` whose activation is one of ``sources`` (user code:
+        ``{label: {"spec": ..., "sha256": ...}}``) recorded with code of another SHA-256."""
+        for run in self.runs:
+            if run.experiment != experiment or run.activation not in sources:
+                continue
+            recorded = run.metadata.get("activation_sources", {}).get(run.activation, {})
+            if recorded.get("sha256") != sources[run.activation]["sha256"]:
+                return run
+        return None
+
+
+def read_state(out_dir: str | os.PathLike, experiment: str, config_hash: str, device: str):
+    """The :class:`RecordedState` of ``out_dir/records.sqlite`` for ``experiment`` at
+    ``config_hash`` on ``device``, through one connection; the database is opened for writing
+    (created if new), so a folder that cannot hold it fails here, before any job starts."""
+    store = RecordStore(out_dir)
+    try:
+        rows = store.connection.execute("SELECT * FROM runs ORDER BY run_id").fetchall()
+        runs = [RunInfo(*row) for row in rows]
+        return RecordedState(
+            runs,
+            frozenset(run.run_id for run in runs if run.status == "done"),
+            frozenset(store.timed_activations(experiment, config_hash, device)),
+        )
+    finally:
+        store.close()
+
+
+_STEP_TIME_ORDER = "experiment, config_hash, activation, device, round"
+
+
 def read_step_times(out_dir: str | os.PathLike) -> list[StepTime]:
     """Every interleaved step timing in ``out_dir/records.sqlite`` (read-only; [] in records
     written before the table existed)."""
-    order = "experiment, config_hash, activation, device, round"
-    return [StepTime(*row) for row in _read(out_dir, "step_times", order)]
-
-
-def code_version() -> str:
-    """``git describe --always --dirty`` of the source tree, else the package version."""
-    import gelus
-
-    source = Path(gelus.__file__).resolve().parent
-    try:
-        out = subprocess.run(
-            ["git", "describe", "--always", "--dirty", "--tags"],
-            cwd=source,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        if out.returncode == 0 and out.stdout.strip():
-            return f"{gelus.__version__}+git.{out.stdout.strip()}"
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return gelus.__version__
-
-
-def environment_metadata(device: str, threads: int) -> dict[str, Any]:
-    """Code version, package versions, device and threads, stamped on every run."""
-    import numpy
-    import torch
-
-    return {
-        "code_version": code_version(),
-        "packages": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "numpy": numpy.__version__,
-        },
-        "device": device,
-        "threads": threads,
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-    }
+    return [StepTime(*row) for row in _read(out_dir, "step_times", _STEP_TIME_ORDER)]

@@ -10,23 +10,55 @@ process at one torch thread on a CPU, as a worker runs. The median over rounds i
 the records' ``step_times`` table beside the runs it prices.
 """
 
-import dataclasses
 import math
-import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from gelus.experiments.activation_spec import ActivationSpec
 
-__all__ = ["ROUNDS", "STEPS", "measure_step_times", "timed_engines"]
+__all__ = [
+    "ROUNDS",
+    "STEPS",
+    "measure_jobs",
+    "measure_step_times",
+    "time_steps",
+    "timed_engines",
+]
 
 ROUNDS = 5  # interleaved rounds; the report takes the median
 STEPS = 5  # optimizer steps per activation per round (repeated up to MIN_ROUND_SECONDS)
 MIN_ROUND_SECONDS = 0.5
 timed_engines = ("transformer", "vit")  # engines whose step is "one optimizer step of a run"
+
+
+def time_steps(run: Any, jobs: Sequence[Any], say: Callable[[str], None] | None = None) -> None:
+    """Time the step of every activation of ``run`` (a resolved :class:`~gelus.experiments.run.Run`)
+    on its ``jobs`` (``plan.step_time_jobs``) together, as interleaving needs them in one
+    measurement, and store the rounds in its records; nothing where its engine's steps are not
+    timed, or where the records held all their timings at this config and device already
+    (``run.timed``: a resumed sweep). ``say`` announces the measurement."""
+    from gelus.experiments.records import RecordStore
+
+    if run.config.engine not in timed_engines:
+        return
+    if torch.device(run.device).type == "cuda" and not torch.cuda.is_available():
+        print(f"{run.name}: no step times: this machine has no CUDA device (the runs' was cuda)")
+        return  # the runs went to a cluster's GPUs
+    if {spec.label for spec in run.activations} <= run.timed:
+        return
+    if say is not None:
+        say(f"{run.name}: timing each activation's step ({ROUNDS} interleaved rounds of {STEPS} "
+            f"steps{', one thread' if run.device == 'cpu' else ''})")  # fmt: skip
+    times = measure_jobs(jobs, run.data, run.device)
+    threads = 1 if torch.device(run.device).type == "cpu" else torch.get_num_threads()
+    store = RecordStore(run.out_dir)
+    try:
+        store.add_step_times(run.name, run.config_hash, run.device, threads, times)
+    finally:
+        store.close()
 
 
 def measure_step_times(
@@ -40,45 +72,53 @@ def measure_step_times(
     steps: int = STEPS,
 ) -> dict[str, list[float]]:
     """``{activation label: seconds per step in each round}``: ``steps`` optimizer steps of each
-    activation's engine per round, ``rounds`` rounds, interleaved (one warm-up epoch first).
+    activation's engine per round, ``rounds`` rounds, interleaved (one warm-up epoch first), on
+    the planner's jobs of ``plan.timed_config`` (:func:`measure_jobs`).
 
     Where the sweep stacks its runs (``train.stack``), the stacked job of all its seeds × lrs is
-    timed and the time divided by its runs: seconds per run-step. On a CPU the measurement runs
-    at one torch thread, as a sweep's worker does, and restores the caller's setting; on CUDA each
-    epoch ends in a ``.item()``, which waits for the device.
+    timed and the time divided by its runs: seconds per run-step.
     """
+    from gelus.experiments.plan import job_engine, plan_jobs, timed_config
+
+    device = str(torch.device(device))
+    timed, n = timed_config(config, job_engine(config, device)), steps * config.train.batch_size
+    jobs = [
+        job
+        for spec in activations
+        for job in plan_jobs(experiment, timed, [spec], train_size=n, out_dir=".", device=device)
+    ]
+    return measure_jobs(jobs, data, device, rounds=rounds, steps=steps)
+
+
+def measure_jobs(
+    jobs: Sequence[Any],
+    data: Any,
+    device: str | torch.device = "cpu",
+    *,
+    rounds: int = ROUNDS,
+    steps: int = STEPS,
+) -> dict[str, list[float]]:
+    """``{activation label: seconds per step in each round}`` of ``jobs`` (one per activation,
+    ``steps`` steps an epoch): ``rounds`` rounds, interleaved, each job's time divided by its
+    runs. On a CPU the measurement runs at one torch thread, as a sweep's worker does, and
+    restores the caller's setting; on CUDA each epoch ends in a ``.item()``, which waits for the
+    device."""
     from gelus.experiments.driver import ENGINES
-    from gelus.experiments.plan import plan_jobs
-    from gelus.experiments.transformer_config import stacks_runs
 
     if rounds < 1 or steps < 1:
         raise ValueError(f"rounds={rounds} and steps={steps} must both be at least 1")
     device = torch.device(device)
-    timing = config
-    if not stacks_runs(config, str(device)):
-        # one seed and the first lr: the step's arithmetic does not depend on either
-        timing = dataclasses.replace(
-            config,
-            optim=dataclasses.replace(config.optim, lr=config.optim.lr[:1]),
-            train=dataclasses.replace(config.train, seeds=1),
-        )
-    # stacked, the sweep's whole job (its seeds × lrs): a step's time is then per run-step
     epoch, members = {}, {}
     threads = torch.get_num_threads()
     try:
         if device.type == "cpu":
             torch.set_num_threads(1)
-        with tempfile.TemporaryDirectory(prefix="gelus-step-times-") as scratch:
-            for spec in activations:
-                (job,) = plan_jobs(
-                    experiment, timing, [spec], train_size=steps * config.train.batch_size,
-                    out_dir=scratch, device=str(device),
-                )  # fmt: skip
-                engine = ENGINES[job.engine](job, data, device)
-                epoch[spec.label] = lambda engine=engine: engine.train_epoch(1)
-                members[spec.label] = len(job.members)
-            times = _interleaved(epoch, rounds, steps)
-            return {label: [t / members[label] for t in ts] for label, ts in times.items()}
+        for job in jobs:
+            engine = ENGINES[job.engine](job, data, device)
+            epoch[job.activation.label] = lambda engine=engine: engine.train_epoch(1)
+            members[job.activation.label] = len(job.members)
+        times = _interleaved(epoch, rounds, steps)
+        return {label: [t / members[label] for t in ts] for label, ts in times.items()}
     finally:
         torch.set_num_threads(threads)
 

@@ -7,7 +7,6 @@ each (on a shared CPU, 1-thread workers beat one multi-thread process, see docs/
 """
 
 import ctypes
-import functools
 import os
 import queue
 import signal
@@ -16,7 +15,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from typing import Protocol
 
-from gelus.experiments.plan import Job, holds_out_validation
+from gelus.experiments.datasets import load_data
+from gelus.experiments.plan import Job
 from gelus.experiments.records import RecordStore
 
 __all__ = [
@@ -25,20 +25,11 @@ __all__ = [
     "Report",
     "WorkerReport",
     "claim_gpu",
-    "load_dataset",
     "run_job",
 ]
 
 Report = Callable[[str, int, int], None]  # (job label, epochs done, epochs total)
 WorkerReport = Callable[[int, str, int, int], None]  # (worker id, job label, done, total)
-
-
-@functools.lru_cache(maxsize=2)
-def load_dataset(name: str, data_dir: str | None, *, validation: bool = True, verify: bool = True):
-    """``gelus.data.load``, cached: a worker running several jobs reads the files once."""
-    from gelus.data import load
-
-    return load(name, data_dir, validation=validation, verify=verify)
 
 
 def run_job(job: Job, report: Report, store: RecordStore | None = None) -> None:
@@ -51,9 +42,7 @@ def run_job(job: Job, report: Report, store: RecordStore | None = None) -> None:
     from gelus.experiments.driver import train_job
 
     set_tf32(job.device, job.config.train.tf32)
-    data = load_dataset(
-        job.dataset, job.data_dir, validation=holds_out_validation(job.config), verify=job.verify
-    )
+    data = load_data(job.config, job.data_dir, job.verify)
     owned = store is None
     if owned:
         store = RecordStore(job.out_dir)

@@ -183,8 +183,9 @@ def reproduce(
     A preset whose data (and substitute) is missing is skipped and listed in the report with how
     to get its data. ``executor``: where the jobs run (None: local worker processes).
     """
-    from gelus.experiments import run_experiment
+    from gelus.experiments.cli import run_with_progress
     from gelus.experiments.errors import CommandError
+    from gelus.experiments.run import RunOptions
     from gelus.report.analysis import Missing
     from gelus.report.render import write_report
     from gelus.report.sources import presets
@@ -199,16 +200,11 @@ def reproduce(
             print(f"gelus reproduce: {name} skipped: no {status.name} data here")
             missing.append(Missing(name, status.name, status.how_to_get))
             continue
-        run_experiment(
-            name,
-            out_dir=out,
-            workers=workers,
-            data_dir=data_dir,
-            quick=quick,
-            progress=True,
-            executor=executor,
-            device=device,  # "auto": CUDA for both engines where there is a GPU
+        # device "auto": CUDA for every engine where there is a GPU
+        options = RunOptions(
+            name, out, workers=workers, data_dir=data_dir, quick=quick, device=device
         )
+        run_with_progress(options, executor)
     if not (out / "records.sqlite").is_file():
         names = ", ".join(m.experiment for m in missing) or "none"
         raise CommandError(

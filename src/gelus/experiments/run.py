@@ -1,0 +1,361 @@
+"""A command's run, resolved once: :func:`resolve_run` turns the options into a frozen :class:`Run`.
+
+Everything the user can get wrong (experiment, activation, dataset, config keys and values, counts,
+device, workers) is checked here, before any job starts, and raised as a
+:class:`~gelus.experiments.errors.SettingError` naming the parameter (a
+:class:`~gelus.experiments.errors.ConfigError` for a config key): this is the one place that
+raises setting errors. Planning (:func:`gelus.experiments.plan.plan_run`), execution
+(:mod:`gelus.experiments.runner`), step timing (:func:`gelus.experiments.step_times.time_steps`)
+and the command line's summary then take the ``Run`` as it is.
+"""
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gelus.experiments.activation_spec import ActivationError, ActivationSpec, resolve_activations
+from gelus.experiments.config import (
+    LIMITS,
+    ConfigError,
+    ExperimentConfig,
+    apply_overrides,
+    config_hash,
+    config_to_dict,
+    validate,
+)
+from gelus.experiments.datasets import load_data
+from gelus.experiments.device import DEVICES, default_workers, environment_metadata, local_device
+from gelus.experiments.errors import SettingError
+from gelus.experiments.plan import job_engine, settings, train_size
+from gelus.experiments.presets import PRESETS, Preset
+from gelus.experiments.records import read_state
+from gelus.experiments.sweep import Executor
+
+__all__ = [
+    "Run",
+    "RunOptions",
+    "find_preset",
+    "resolve_config",
+    "resolve_dataset",
+    "resolve_device",
+    "resolve_run",
+    "resolve_text_file",
+]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a command asks for, as given (``gelus run``'s flags; ``run_experiment``'s arguments).
+
+    ``activations`` (default: the preset's): registry names or ``[label=]module:attribute``
+    strings (``activation_texts`` turns the Python API's objects into these).
+    """
+
+    experiment: str
+    out_dir: str | os.PathLike
+    activations: Sequence[str] | None = None  # as ``activation_texts`` gives them
+    seeds: int | None = None
+    epochs: int | None = None
+    overrides: Sequence[str] = ()
+    workers: int | None = None
+    data_dir: str | os.PathLike | None = None
+    quick: bool = False
+    dataset: str | None = None
+    verify: bool = True
+    device: str = "cpu"
+    threads: int = 1
+    step_times: bool = True
+
+
+@dataclass(frozen=True)
+class Run:
+    """One command's run, resolved and checked: what planning, execution, step timing and the
+    summary read. ``config`` names the dataset used, ``data`` is that dataset (loaded once) and
+    ``engine`` the jobs' engine (``"transformer-stacked"`` where the runs train stacked);
+    ``done`` and ``timed`` are what the records held when it was resolved: the runs done, and the
+    activations whose steps are timed at this config and device."""
+
+    preset: Preset
+    config: ExperimentConfig
+    config_hash: str
+    config_json: str  # the config as every run records it
+    activations: tuple[ActivationSpec, ...]
+    engine: str
+    data: Any = field(repr=False, compare=False)
+    data_dir: str | None
+    verify: bool
+    device: str
+    workers: int
+    threads: int
+    out_dir: Path
+    train_size: int  # samples one run trains on
+    metadata: Mapping[str, Any] = field(repr=False)  # stamped on every run
+    done: frozenset[str] = field(repr=False)
+    timed: frozenset[str] = field(repr=False)
+    step_times: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.preset.name
+
+
+def resolve_run(options: RunOptions, executor: Executor | None = None) -> Run:
+    """The :class:`Run` ``options`` ask for, every setting checked (SettingError or ConfigError
+    naming it) before anything is written; ``executor`` resolves the device and the default
+    workers where the jobs run elsewhere (its ``resolve_device`` and ``workers``). The records
+    database is read once, here."""
+    preset, config, specs = resolve_config(
+        options.experiment, activations=options.activations, seeds=options.seeds,
+        epochs=options.epochs, overrides=options.overrides, quick=options.quick,
+        workers=options.workers, threads=options.threads,
+    )  # fmt: skip
+    sources = {spec.label: spec.source() for spec in specs if spec.is_custom}  # user code, hashed
+    data_dir = None if options.data_dir is None else str(options.data_dir)
+    used, source = resolve_dataset(preset, config, data_dir, options.dataset)
+    config = dataclasses.replace(config, dataset=used)
+    data = load_data(config, data_dir, options.verify)
+    n_train = train_size(config, len(data.train), len(data.val) if data.val is not None else 0)
+    runs = len(config.optim.lr) * config.train.seeds * sum(len(settings(config, a)) for a in specs)
+    workers = _check_sizes(preset, config, data, n_train, options.workers, runs)
+    metadata = _run_metadata(preset, config, n_train, options, source)
+    device = resolve_device(options.device, config, executor)
+    metadata = environment_metadata(device, options.threads) | metadata
+    engine = job_engine(config, device)
+    chash, config_json = config_hash(config), json.dumps(config_to_dict(config), sort_keys=True)
+    out_dir = Path(options.out_dir)
+    recorded = read_state(out_dir, preset.name, chash, device)  # the database, opened once
+    if (edited := recorded.edited(preset.name, sources)) is not None:  # the report would pool
+        was = edited.metadata.get("activation_sources", {}).get(edited.activation, {})
+        now = sources[edited.activation]
+        raise SettingError(
+            "activations",
+            f"{preset.name}: {out_dir} holds runs of activation {edited.activation!r} made by "
+            f"other code ({was.get('spec', 'a registry activation')}, sha256 "
+            f"{str(was.get('sha256'))[:12]}) than {now['spec']} now (sha256 {now['sha256'][:12]}); "
+            f"give the new version its own label ({edited.activation}2={now['spec']}) or another "
+            "{out_dir}",
+        )
+    metadata |= {"activation_sources": sources} if sources else {}
+    workers = getattr(executor, "workers", None) if workers is None else workers
+    return Run(
+        preset, config, chash, config_json, specs, engine, data, data_dir, options.verify, device,
+        default_workers(device) if workers is None else workers, options.threads, out_dir,
+        n_train, metadata, recorded.done, recorded.timed, options.step_times,
+    )  # fmt: skip
+
+
+def find_preset(name: str) -> Preset:
+    """The preset called ``name``; SettingError listing the valid ones otherwise."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise SettingError(
+            "experiment",
+            f"unknown experiment {name[:60]!r}; valid experiments: {', '.join(PRESETS)}",
+        ) from None
+
+
+def _check_count(parameter: str, value: int | None, low: int, high: int) -> None:
+    if value is not None and value < low:
+        raise SettingError(parameter, f"{{{parameter}}} must be at least {low}, got {value}")
+    if value is not None and value > high:
+        raise SettingError(
+            parameter, f"{{{parameter}}} must be at most {high:,}, got {str(value)[:60]}"
+        )
+
+
+def resolve_config(
+    name: str,
+    *,
+    activations: Sequence[str] | None = None,
+    seeds: int | None = None,
+    epochs: int | None = None,
+    overrides: Iterable[str] = (),
+    quick: bool = False,
+    workers: int | None = None,
+    threads: int = 1,
+) -> tuple[Preset, ExperimentConfig, tuple[ActivationSpec, ...]]:
+    """The preset; its config after quick overrides, the explicit arguments and ``--set``
+    overrides, validated; and the config's activations resolved once (imported, built and
+    probed) and checked to suit the config's engine. ``workers`` and ``threads`` are checked for
+    their lower bounds (the upper bound of ``workers`` needs the count of runs)."""
+    from gelus.experiments.driver import ENGINES
+
+    preset = find_preset(name)
+    _check_count("seeds", seeds, 1, LIMITS["seeds"])
+    _check_count("epochs", epochs, 1, LIMITS["epochs"])
+    if workers is not None and workers < 0:
+        raise SettingError(
+            "workers", f"{{workers}} must be 0 (in this process) or more, got {workers}"
+        )
+    _check_count("threads", threads, 1, os.cpu_count() or 1)
+    explicit = [f"activations={','.join(activations)}"] if activations else []
+    explicit += [f"train.seeds={seeds}"] if seeds is not None else []
+    explicit += [f"train.epochs={epochs}"] if epochs is not None else []
+    try:
+        config = apply_overrides(
+            preset.config, [*(preset.quick if quick else ()), *explicit, *overrides]
+        )
+        validate(config)
+    except ConfigError as error:
+        raise ConfigError(f"{name}: {error.template}", error.parameter) from None
+    try:
+        specs = resolve_activations(config.activations, config.model.approximate)
+        for spec in specs:
+            ENGINES[config.engine].check_activation(spec)
+    except SettingError as error:
+        raise ActivationError(f"{name}: {error.template}") from None
+    return preset, config, specs
+
+
+def resolve_dataset(
+    preset: Preset, config: ExperimentConfig, data_dir: str | None, dataset: str | None
+) -> tuple[str, str]:
+    """The dataset to use and the directory it was found in: ``dataset`` if given, else the preset's
+    dataset, else its substitute. Raises SettingError with the ways to get the files.
+
+    A text file's path (``dataset`` or ``--set dataset=``) gives the language model that file
+    (:func:`resolve_text_file`)."""
+    from gelus.data import DATASETS, find, get_spec, how_to_get
+
+    if (text_file := resolve_text_file(preset, config, dataset or config.dataset)) is not None:
+        return text_file
+    if dataset is not None and dataset not in DATASETS:
+        raise SettingError(
+            "dataset",
+            f"unknown dataset {dataset[:60]!r}; valid datasets: {', '.join(DATASETS)}, or for "
+            "the language model a UTF-8 text file's path (ending in .txt or holding a /)",
+        )
+    candidates = (
+        [dataset]
+        if dataset
+        else [config.dataset, *([preset.substitute] if preset.substitute else [])]
+    )
+    for name in candidates:
+        location = find(get_spec(name), data_dir)
+        if location is not None:
+            return name, str(location.directory)
+    spec = get_spec(candidates[0])
+    tried = " or ".join(candidates)
+    raise SettingError(
+        "dataset",
+        f"{preset.name}: no {tried} data found; to get them:\n{how_to_get(spec, data_dir)}",
+    )
+
+
+def resolve_text_file(
+    preset: Preset, config: ExperimentConfig, path: str
+) -> tuple[str, str] | None:
+    """(``text:<sha256 prefix>:<absolute path>``, the path and its SHA-256) of the text file at
+    ``path`` (or of the file a ``text:`` name names, which must still hold that text), checked
+    against the model's context; None where ``path`` is a catalog name. Raises SettingError
+    naming the file and the way out."""
+    from gelus.data import DATASETS, DataError
+    from gelus.data.text import (
+        TEXT_FILE_PREFIX,
+        is_text_path,
+        min_text_file_bytes,
+        text_file_dataset,
+    )
+
+    named = path.startswith(TEXT_FILE_PREFIX)
+    if path in DATASETS or not (named or is_text_path(path)):
+        return None
+    if config.task != "lm":
+        raise SettingError(
+            "dataset",
+            f"{preset.name}: a text file is a byte corpus, for the language model "
+            "(transformer-lm); give {dataset} a dataset name (gelus data lists them)",
+        )
+    context = config.model.context
+    file = path.removeprefix(TEXT_FILE_PREFIX).partition(":")[2] if named else path
+    if not Path(file).expanduser().is_file():
+        raise SettingError(
+            "dataset", f"{file}: no such file; give {{dataset}} the path of a UTF-8 text file"
+        )
+    try:
+        name, source = text_file_dataset(file, context)
+    except DataError as error:
+        raise SettingError(
+            "dataset",
+            f"{error}\n{{dataset}} takes the path of a UTF-8 text file of "
+            f"{min_text_file_bytes(context):,} bytes or more (model.context={context})",
+        ) from None
+    if named and name != path:
+        raise SettingError(
+            "dataset",
+            f"{file}: its text is no longer that of {path} (now {name}); give {{dataset}} the "
+            "file's path to train on the new text, or restore the old text to resume its runs",
+        )
+    return name, source
+
+
+def resolve_device(device: str, config: ExperimentConfig, executor: Executor | None = None) -> str:
+    """The device the jobs run on, "cpu" or "cuda", with "auto" meaning "cuda" when there is a GPU
+    (on this machine, or in the executor's cluster when it has a ``resolve_device`` method), for
+    both engines. Raises SettingError for a device that is not there."""
+    if device not in DEVICES:
+        raise SettingError(
+            "device", f"unknown device {device[:60]!r}; valid devices: {', '.join(DEVICES)}"
+        )
+    if hasattr(executor, "resolve_device"):
+        resolved = executor.resolve_device(device)
+    else:
+        try:
+            resolved = local_device(device)
+        except ValueError as error:
+            raise SettingError("device", str(error)) from None
+    if config.task == "cnn" and config.cnn.amp_dtype == "fp16" and resolved != "cuda":
+        raise SettingError(
+            "amp", "fp16 autocast ({amp} fp16) needs CUDA; use {amp} bf16 on the CPU"
+        )
+    return resolved
+
+
+def _check_sizes(
+    preset: Preset,
+    config: ExperimentConfig,
+    data: Any,
+    n_train: int,
+    workers: int | None,
+    runs: int,
+) -> int | None:
+    """``workers`` after checking it against the ``runs`` planned (at most their count, or the
+    cores), the runs against ``LIMITS["runs"]``, the batch against the ``n_train`` samples a run
+    trains on, and the data against the engine's own needs."""
+    _check_count("workers", workers, 0, max(os.cpu_count() or 1, runs))
+    if config.train.batch_size > n_train:
+        raise ConfigError(
+            f"{preset.name}: train.batch_size={config.train.batch_size} is larger than the "
+            f"{n_train} training samples: no full batch, so no step per epoch; set "
+            f"train.batch_size to {n_train} or less"
+        )
+    from gelus.experiments.driver import ENGINES
+
+    if (check_data := getattr(ENGINES[config.engine], "check_data", None)) is not None:
+        check_data(config, data)  # an engine's own needs (a corpus long enough for its context)
+    if runs > LIMITS["runs"]:
+        raise ConfigError(
+            f"{runs:,} runs planned, more than {LIMITS['runs']:,}; use fewer seeds, learning "
+            "rates or activations"
+        )
+    return workers
+
+
+def _run_metadata(preset, config, n_train, options: RunOptions, source) -> dict:
+    """What every run of this command records about its experiment and data."""
+    return {
+        "train_size": n_train,
+        "steps": n_train // config.train.batch_size * config.train.epochs,
+        "experiment": preset.name,
+        "citation": preset.citation,
+        "dataset": config.dataset,
+        "dataset_requested": options.dataset or preset.dataset,
+        "dataset_source": source,
+        "quick": options.quick,
+        "checksums_verified": options.verify,
+    }
