@@ -18,7 +18,8 @@ M(u) = K(u) − u/√(2π):
 - **The product.** u·K·e is m·P(t)·(1 + w)·2^k, m = u, 1, u − u₀ or −u: P = hi + lo (its last
   addition's error kept), m·P_hi split exactly, and everything but the leading part summed in a
   tail, so the result is rounded once (a few small roundings in the tail).
-- **e = exp(−u²/2)** = (1 + w)·2^k: u² = s + lo exactly; k = round(−s/2·log₂e);
+- **e = exp(−u²/2)** = (1 + w)·2^k: u² = s + lo exactly; k = round(−s/2·log₂e) (adding
+  1.5·2^23 rounds it and leaves k in the low bits: no float-to-integer conversion);
   r = −s/2 − k·ln 2 − lo/2 with ln 2 split so that k·LN2_HI is exact; w = r·E(r); 2^k as
   2^(k+64)·2^-64, so that the one rounding into the subnormal range comes last.
 - **Beyond u = 15** the value and the slope at −u are below half the least subnormal: the tail
@@ -43,6 +44,8 @@ LOG2E = 1.4426950216293335  # float32(1/ln 2)
 LN2_HI = 0.693145751953125  # ln 2 to 16 bits: k·LN2_HI is exact for |k| < 2^8
 LN2_LO = 1.428606765330187e-06  # float32(ln 2 − LN2_HI)
 SCALE_EXPONENT = 64  # e·2^64 stays normal down to u = 15; the final ·2^-64 rounds once
+ROUNDER = 12582912.0  # 1.5·2^23: v + ROUNDER rounds v to an integer, held in the low bits
+ROUNDER_BITS = 0x4B400000  # its bit pattern
 
 # Printed by tools/fit_float32_gelu.py (polynomials: lowest degree first, in t ∈ [−1, 1]).
 ROOT_HI = 0.7517915368080139  # float32(u₀)
@@ -135,14 +138,15 @@ def _gauss(u: Tensor) -> tuple[Tensor, Tensor]:
     square = u * u
     low = _product_error(u, u, square)  # u² = square + low exactly
     a = -0.5 * square
-    k = torch.floor(a * LOG2E + 0.5)
+    shifted = a * LOG2E + ROUNDER  # k = round(a·log₂e), also in the low bits of `shifted`
+    k = shifted - ROUNDER
     r = (a - k * LN2_HI) - (k * LN2_LO + 0.5 * low)  # a − k·LN2_HI is exact
     e = EXP_RATIO[-1]
     for coefficient in reversed(EXP_RATIO[:-1]):
         e = e * r + coefficient
     # 2^(k + 64) from the exponent bits: a normal number for k ≥ −163 (u ≤ 15)
-    scale = ((k.to(torch.int32) + (127 + SCALE_EXPONENT)) << 23).view(torch.float32)
-    return r * e, scale
+    bits = shifted.view(torch.int32) + (127 + SCALE_EXPONENT - ROUNDER_BITS)
+    return r * e, (bits << 23).view(torch.float32)
 
 
 def _pick(near: Tensor, near_constant: float, far_constant: float) -> Tensor:

@@ -78,6 +78,8 @@ _LOG2E = tl.constexpr(f32.LOG2E)
 _LN2_HI = tl.constexpr(f32.LN2_HI)
 _LN2_LO = tl.constexpr(f32.LN2_LO)
 _SCALE_EXPONENT = tl.constexpr(f32.SCALE_EXPONENT)
+_ROUNDER = tl.constexpr(f32.ROUNDER)
+_ROUNDER_BITS = tl.constexpr(f32.ROUNDER_BITS)
 _SCALE_DOWN = tl.constexpr(2.0**-f32.SCALE_EXPONENT)
 _EXP_RATIO = tl.constexpr(f32.EXP_RATIO)
 _NEAR_VALUE = tl.constexpr(f32.NEAR_VALUE)
@@ -163,13 +165,16 @@ def _gauss_single(u):
     square = u * u
     low = tl.fma(u, u, -square)  # u² = square + low exactly
     a = -0.5 * square
-    k = tl.floor(a * _LOG2E + 0.5)
+    # k = round(a·log₂e) by the rounding of an addition to 1.5·2^23 (its low bits are k): no
+    # float-to-integer conversion, which the GPU issues at an eighth of the fma rate
+    shifted = a * _LOG2E + _ROUNDER
+    k = shifted - _ROUNDER
     r = tl.fma(k, -_LN2_HI, a)  # exact: k·LN2_HI has at most 24 bits, and so has the difference
     r = r + tl.fma(k, -_LN2_LO, -0.5 * low)
     e = _horner(r, _EXP_RATIO, _EXP_RATIO_N)
     # 2^(k + 64) is a normal number for k ≥ −163 (u ≤ 15); the last factor, 2^-64, rounds once
-    scale = ((k.to(tl.int32) + (127 + _SCALE_EXPONENT)) << 23).to(tl.float32, bitcast=True)
-    return r * e, scale
+    bits = shifted.to(tl.int32, bitcast=True) + (127 + _SCALE_EXPONENT - _ROUNDER_BITS)
+    return r * e, (bits << 23).to(tl.float32, bitcast=True)
 
 
 @triton.jit
