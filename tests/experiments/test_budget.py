@@ -163,9 +163,24 @@ def test_a_fifo_in_place_of_the_price_cache_does_not_hang_and_is_priced_again(
         pytest.fail("a FIFO as the price cache hangs `gelus reproduce --plan`")
     assert codes == [0] and calls == ["twitter-pos"]
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "is not a regular file; priced again" in err
+    assert err.count("\n") == 1 and "is a FIFO, not a price cache; priced again" in err
     assert cache.is_file() and json.loads(cache.read_text())  # replaced by a regular cache
     assert budget.cached_price(workload(PRESETS["twitter-pos"], quick=True))[1]["cached"]
+
+
+def test_a_folder_in_place_of_the_price_cache_is_priced_again_and_left_alone(monkeypatch, tmp_path):
+    from gelus.experiments import budget
+
+    calls = _quick_price(monkeypatch)
+    cache = tmp_path / "cache" / "gelus" / "plan-prices.json"
+    (cache / "inside").mkdir(parents=True)
+    work = workload(PRESETS["twitter-pos"], quick=True)
+    for _ in range(2):
+        cost, calibration = budget.cached_price(work)
+        assert (
+            not calibration["cached"] and "is a folder, not a price cache" in calibration["warning"]
+        )
+    assert cost.step_seconds == 0.25 and len(calls) == 2 and (cache / "inside").is_dir()
 
 
 NESTED = "[" * 100_000 + "]" * 100_000

@@ -278,12 +278,15 @@ def _read_cache(path) -> tuple[dict, str | None]:
         return {}, None
     except OSError as error:
         return {}, f"{path} cannot be read ({error.strerror}); priced again"
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return {}, f"{path} is not a regular file; priced again (it is replaced by one)"
-        if info.st_size > _CACHE_BYTES:
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > _CACHE_BYTES:
+        os.close(fd)
+        if stat.S_ISREG(info.st_mode):
             return {}, f"{path} holds {info.st_size} bytes, not a price cache; priced again"
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else kind
+        return {}, f"{path} is {kind}, not a price cache; priced again"
+    with os.fdopen(fd, "rb") as handle:
         try:
             cache = json.loads(handle.read(_CACHE_BYTES + 1))
         except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
