@@ -141,3 +141,43 @@ def test_an_interrupted_report_keeps_the_previous_complete_report_and_figures(
     assert (
         len(saved) == 1 and after == before
     )  # every figure and page as it was, and no temporary left
+
+
+def test_a_real_ctrl_c_during_an_export_leaves_the_previous_tables(run_dir, tmp_path):
+    """SIGINT sent to a `gelus export` process while its first table is being written (each cell
+    slowed so that the signal lands there)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    assert main(["export", str(run_dir), "--out", str(out)]) == 0
+    before = _files(out)
+    marker = tmp_path / "midway"
+    slowed = (  # from the 20th cell on, each cell is slow and the marker says we are there
+        "import sys, time; import gelus.report.export as e; real = e._cell; n = [0]\n"
+        "def slow(v):\n"
+        "    n[0] += 1\n"
+        f"    if n[0] == 20: open({str(marker)!r}, 'w').close()\n"
+        "    if n[0] >= 20: time.sleep(0.05)\n"
+        "    return real(v)\n"
+        "e._cell = slow\n"
+        "from gelus.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", slowed, "export", str(run_dir), "--out", str(out)],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert process.poll() is None and time.monotonic() < deadline, "the export never started"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert err.count("\n") == 1 and err.startswith("gelus export: interrupted;")
+    assert _files(out) == before
