@@ -71,6 +71,9 @@ FLAGS = {
     "workers": "--workers",
 }
 _RERUN = "finished runs are kept: run the same command again to resume"
+# what an interrupted command that only writes files leaves (gelus.experiments.files)
+_KEPT = "each file is replaced only when whole, so the previous ones stand: run it again"
+_INTERRUPTED = {"export": _KEPT, "report": _KEPT, "plot": _KEPT}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if debug:
             raise
-        print(f"gelus {args.command}: interrupted; {_RERUN}", file=sys.stderr)
+        note = _INTERRUPTED.get(args.command, _RERUN)
+        print(f"gelus {args.command}: interrupted; {note}", file=sys.stderr)
         return 130
     except Exception as error:
         explained = None if debug else explain(error, args)

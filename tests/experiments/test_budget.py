@@ -126,3 +126,114 @@ def test_a_cpu_calibration_runs_one_thread_as_a_worker_does_and_restores_the_set
         assert not calibration["cached"] and seen == [1] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def _quick_price(monkeypatch, seconds=0.25):
+    """Pricing made instant, counting its calls: the cache, not the timing, is under test."""
+    from gelus.experiments import budget
+
+    calls = []
+    monkeypatch.setattr(
+        budget, "price", lambda work, device, repeats: calls.append(work.experiment)
+        or budget.Cost(work, device, seconds, 1e-4),
+    )  # fmt: skip
+    return calls
+
+
+def test_a_fifo_in_place_of_the_price_cache_does_not_hang_and_is_priced_again(
+    monkeypatch, tmp_path, capsys
+):
+    import json
+    import os
+    import threading
+
+    from gelus.experiments import budget
+
+    calls = _quick_price(monkeypatch)
+    cache = tmp_path / "cache" / "gelus" / "plan-prices.json"
+    cache.parent.mkdir(parents=True)
+    os.mkfifo(cache)
+    codes = []
+    argv = ["reproduce", "--plan", "--quick", "--experiments", "twitter-pos"]
+    thread = threading.Thread(target=lambda: codes.append(gelus_main(argv)), daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    if thread.is_alive():  # let the reader that hangs go before failing
+        os.close(os.open(cache, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("a FIFO as the price cache hangs `gelus reproduce --plan`")
+    assert codes == [0] and calls == ["twitter-pos"]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a FIFO, not a price cache; priced again" in err
+    assert cache.is_file() and json.loads(cache.read_text())  # replaced by a regular cache
+    assert budget.cached_price(workload(PRESETS["twitter-pos"], quick=True))[1]["cached"]
+
+
+def test_a_folder_in_place_of_the_price_cache_is_priced_again_and_left_alone(monkeypatch, tmp_path):
+    from gelus.experiments import budget
+
+    calls = _quick_price(monkeypatch)
+    cache = tmp_path / "cache" / "gelus" / "plan-prices.json"
+    (cache / "inside").mkdir(parents=True)
+    work = workload(PRESETS["twitter-pos"], quick=True)
+    for _ in range(2):
+        cost, calibration = budget.cached_price(work)
+        assert (
+            not calibration["cached"] and "is a folder, not a price cache" in calibration["warning"]
+        )
+    assert cost.step_seconds == 0.25 and len(calls) == 2 and (cache / "inside").is_dir()
+
+
+NESTED = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"step": "fast", "eval": 1e-4, "load": 0.5},
+        {"step": [1.0], "eval": 1e-4, "load": 0.5},
+        {"step": -830.0, "eval": 1e-4, "load": 0.5},  # printed a plan of −830 min
+        {"step": 0.25, "eval": float("nan"), "load": 0.5},
+        {"step": True, "eval": 1e-4, "load": 0.5},
+        {"step": 10**400, "eval": 1e-4, "load": 0.5},
+        {"step": 0.25, "eval": 1e-4, "load": "high"},
+        {"step": 0.25, "eval": 1e-4, "load": 0.5, "when": ["today"]},
+        {"step": 0.25, "eval": 1e-4},
+        "0.25",
+        NESTED,
+    ],
+    ids=[
+        "text",
+        "list",
+        "negative",
+        "nan",
+        "bool",
+        "huge",
+        "text-load",
+        "list-when",
+        "no-load",
+        "not-an-object",
+        "nested-too-deep",
+    ],
+)
+def test_a_cached_price_that_is_not_valid_is_priced_again_with_one_warning(
+    monkeypatch, tmp_path, capsys, stored
+):
+    import json
+
+    from gelus.experiments import budget
+
+    calls = _quick_price(monkeypatch)
+    work = workload(PRESETS["twitter-pos"], quick=True)
+    cache = tmp_path / "cache" / "gelus" / "plan-prices.json"
+    cache.parent.mkdir(parents=True)
+    text = (
+        NESTED if stored is NESTED else json.dumps({budget._calibration_key(work, "cpu"): stored})
+    )
+    cache.write_text(text)
+    argv = ["reproduce", "--plan", "--quick", "--experiments", "twitter-pos"]
+    assert gelus_main(argv) == 0 and calls == ["twitter-pos"]
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith("gelus reproduce: warning: ")
+    assert "priced again" in err and " -" not in out.splitlines()[1]  # no negative minutes
+    cost, calibration = budget.cached_price(work)  # the cache now holds a valid price
+    assert calibration["cached"] and cost.step_seconds == 0.25 and calls == ["twitter-pos"]

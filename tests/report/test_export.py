@@ -1,10 +1,12 @@
 """`gelus export`: tidy CSV tables that read back to exactly the records, with formula-like text
-neutralised for spreadsheets."""
+neutralised for spreadsheets; an interrupted export or report keeps the previous complete files."""
 
 import csv
 import importlib.util
 import json
 import math
+from contextlib import nullcontext
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +62,122 @@ def test_formula_like_text_is_neutralised():
 def test_parquet_without_pyarrow_names_the_extra(run_dir, tmp_path, capsys):
     assert main(["export", str(run_dir), "--format", "parquet", "--out", str(tmp_path)]) == 2
     assert "gelus[parquet]" in capsys.readouterr().err
+
+
+def _files(folder):
+    return {path.name: path.read_bytes() for path in folder.iterdir()}
+
+
+def test_an_interrupted_export_keeps_the_previous_complete_tables(
+    run_dir, tmp_path, monkeypatch, capsys
+):
+    from gelus.report import export as export_module
+
+    out = tmp_path / "out"
+    assert main(["export", str(run_dir), "--out", str(out)]) == 0
+    before = _files(out)
+    cells, real_cell = [], export_module._cell
+
+    def ctrl_c_midway(value):  # Ctrl-C while runs.csv is half written
+        cells.append(value)
+        if len(cells) == 40:
+            raise KeyboardInterrupt
+        return real_cell(value)
+
+    monkeypatch.setattr(export_module, "_cell", ctrl_c_midway)
+    capsys.readouterr()
+    assert main(["export", str(run_dir), "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gelus export: interrupted;")
+    assert len(cells) == 40  # it stopped inside the first table
+    assert _files(out) == before  # the complete tables as they were, and no temporary left
+
+
+def test_atomic_write_replaces_only_a_whole_file_with_the_usual_permissions(tmp_path):
+    import os
+
+    from gelus.experiments.files import atomic_write
+
+    path = tmp_path / "table.csv"
+    path.write_text("old, complete\n")
+    with pytest.raises(KeyboardInterrupt), atomic_write(path, encoding="utf-8") as handle:
+        handle.write("new, half")
+        raise KeyboardInterrupt
+    assert path.read_text() == "old, complete\n" and os.listdir(tmp_path) == ["table.csv"]
+    with atomic_write(path, encoding="utf-8") as handle:
+        handle.write("new, whole\n")
+    assert path.read_text() == "new, whole\n" and os.listdir(tmp_path) == ["table.csv"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # readable as any written file is
+
+
+def test_an_interrupted_report_keeps_the_previous_complete_report_and_figures(
+    tmp_path, monkeypatch, capsys
+):
+    from matplotlib.figure import Figure
+
+    from test_synthetic import make_records, write_database
+
+    records, runs = make_records(epochs=2, settings=("keep=1.0",), lrs=(1e-3,))
+    write_database(tmp_path / "run", records, runs)
+    argv = ["report", str(tmp_path / "run"), "--out", str(tmp_path / "rep")]
+    assert main(argv) == 0
+    before = {p: p.read_bytes() for p in (tmp_path / "rep").rglob("*") if p.is_file()}
+    saved = []
+
+    def ctrl_c_inside_a_figure(self, target, **kwargs):  # half of it written, then Ctrl-C
+        saved.append(target)
+        with open(target, "wb") if isinstance(target, str | Path) else nullcontext(target) as out:
+            out.write(b"\x89PNG half a figure")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", ctrl_c_inside_a_figure)
+    capsys.readouterr()
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gelus report: interrupted;")
+    after = {p: p.read_bytes() for p in (tmp_path / "rep").rglob("*") if p.is_file()}
+    assert (
+        len(saved) == 1 and after == before
+    )  # every figure and page as it was, and no temporary left
+
+
+def test_a_real_ctrl_c_during_an_export_leaves_the_previous_tables(run_dir, tmp_path):
+    """SIGINT sent to a `gelus export` process while its first table is being written (each cell
+    slowed so that the signal lands there)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    assert main(["export", str(run_dir), "--out", str(out)]) == 0
+    before = _files(out)
+    marker = tmp_path / "midway"
+    slowed = (  # from the 20th cell on, each cell is slow and the marker says we are there
+        "import sys, time; import gelus.report.export as e; real = e._cell; n = [0]\n"
+        "def slow(v):\n"
+        "    n[0] += 1\n"
+        f"    if n[0] == 20: open({str(marker)!r}, 'w').close()\n"
+        "    if n[0] >= 20: time.sleep(0.05)\n"
+        "    return real(v)\n"
+        "e._cell = slow\n"
+        "from gelus.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", slowed, "export", str(run_dir), "--out", str(out)],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert process.poll() is None and time.monotonic() < deadline, "the export never started"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert err.count("\n") == 1 and err.startswith("gelus export: interrupted;")
+    assert _files(out) == before

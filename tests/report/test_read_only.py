@@ -1,5 +1,6 @@
 """`gelus report` reads records without writing: a read-only run folder, an archived WAL database
-without its -shm/-wal files, another schema version, a run whose stored config is damaged."""
+without its -shm/-wal files, another schema version, a run whose stored config or values are damaged,
+a step time that is not a positive number."""
 
 import contextlib
 import hashlib
@@ -145,3 +146,64 @@ def test_a_run_whose_stored_config_is_damaged_is_left_out_with_a_warning(tmp_pat
     assert f"run {broken.run_id} left out: its stored config is not JSON" in err
     md = (tmp_path / "rep" / "report.md").read_text()
     assert f"{len(runs) - 1} runs" in md
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        ("UPDATE records SET value = 'abc' WHERE rowid = 1", "value is 'abc', not a number"),
+        ("UPDATE records SET epoch = NULL WHERE rowid = 1", "epoch is NULL, not a whole number"),
+        ("UPDATE records SET seed = 'x' WHERE rowid = 1", "seed is 'x', not a whole number"),
+        (
+            "UPDATE runs SET seed = 'x' WHERE rowid = 1",
+            "its stored seed is 'x', not a whole number",
+        ),
+    ],
+)
+def test_a_run_whose_stored_values_have_the_wrong_type_is_left_out_with_a_warning(
+    tmp_path, capsys, damage, expected
+):
+    records, runs = make_records(epochs=2, settings=("keep=1.0",), lrs=(1e-3,))
+    write_database(tmp_path, records, runs)
+    with sqlite3.connect(tmp_path / "records.sqlite") as connection:
+        connection.execute(damage)
+        (damaged,) = connection.execute(f"SELECT run_id FROM {damage.split()[1]} WHERE rowid = 1")
+    connection.close()
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "rep")]) == 0
+    err = capsys.readouterr().err
+    assert f"gelus report: warning: run {damaged[0]} left out: " in err and expected in err
+    assert err.count("\n") == 1  # one line, no traceback
+    assert f"{len(runs) - 1} runs" in (tmp_path / "rep" / "report.md").read_text()
+    assert main(["export", str(tmp_path), "--out", str(tmp_path / "tables")]) == 0  # as in export
+    assert f"run {damaged[0]} left out" in capsys.readouterr().err
+    assert damaged[0] not in (tmp_path / "tables" / "runs.csv").read_text()
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"), [(None, "NULL, not a number"), (0.0, "0.0"), (-1.0, "-1.0")]
+)
+def test_a_step_time_that_is_not_a_positive_number_is_left_out_with_a_warning(
+    tmp_path, capsys, seconds, expected
+):
+    from gelus.experiments.records import _SCHEMA
+
+    records, runs = make_records(epochs=2, settings=("keep=1.0",), lrs=(1e-3,))
+    write_database(tmp_path, records, runs)
+    timed = [
+        ("mnist-classification", "hash0", a, "cpu", 1, r, 0.01)
+        for a in ("gelu", "relu")
+        for r in range(3)
+    ]
+    with sqlite3.connect(tmp_path / "records.sqlite") as connection:
+        connection.executescript(_SCHEMA)
+        connection.executemany("INSERT INTO step_times VALUES (?,?,?,?,?,?,?)", timed)
+        connection.execute(
+            "UPDATE step_times SET seconds = ? WHERE activation = 'gelu' AND round = 1", (seconds,)
+        )
+    connection.close()
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "rep")]) == 0
+    err = capsys.readouterr().err
+    assert (
+        err.count("\n") == 1 and "step time of gelu in mnist-classification (round 1 on cpu)" in err
+    )
+    assert f"seconds is {expected}" in err

@@ -260,23 +260,93 @@ def _cache_path():
     return Path(root) / "gelus" / "plan-prices.json"
 
 
+# A price cache larger than this is not one we wrote (an entry is ~150 bytes): it is not read.
+_CACHE_BYTES = 16 << 20
+
+
+def _read_cache(path) -> tuple[dict, str | None]:
+    """The price cache at ``path`` as a dict, and a warning when it could not be used (None when
+    it is fine or absent). Only a regular file is read: it is opened without blocking and checked
+    with fstat before any byte is read, so a FIFO or a directory in its place cannot hang."""
+    import json
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return {}, None
+    except OSError as error:
+        return {}, f"{path} cannot be read ({error.strerror}); priced again"
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > _CACHE_BYTES:
+        os.close(fd)
+        if stat.S_ISREG(info.st_mode):
+            return {}, f"{path} holds {info.st_size} bytes, not a price cache; priced again"
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else kind
+        return {}, f"{path} is {kind}, not a price cache; priced again"
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            cache = json.loads(handle.read(_CACHE_BYTES + 1))
+        except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
+            return {}, f"{path} is not a price cache (not JSON, or nested too deep); priced again"
+    if not isinstance(cache, dict):
+        return {}, f"{path} is a JSON {type(cache).__name__}, not a price cache; priced again"
+    return cache, None
+
+
+def _entry_problem(entry) -> str | None:
+    """Why a cached calibration cannot be used (None when it can): ``step`` and ``eval`` must be
+    finite positive numbers, ``load`` a non-negative number or NaN (no load average here),
+    ``when`` a text."""
+    if not isinstance(entry, dict):
+        return f"a JSON {type(entry).__name__}, not an object"
+    for name in ("step", "eval", "load"):
+        value = entry.get(name)
+        if value is None:
+            return f"{name} is missing"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"{name} is {str(value)[:40]!r}, not a number"
+        try:
+            number = float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            number = math.inf
+        if name == "load" and math.isnan(number):
+            continue
+        if not math.isfinite(number) or number < 0 or (number == 0 and name != "load"):
+            return f"{name} is {str(value)[:40]}, not a finite positive number"
+    if not isinstance(entry.get("when", ""), str):
+        return "when is not a text"
+    return None
+
+
 def cached_price(work: Workload, device: str = "cpu") -> tuple[Cost, dict]:
     """``price(work, device)``, calibrated once per job shape, config, code version, torch and
     processor and kept in ``~/.cache/gelus/plan-prices.json``; returns the cost and the
-    calibration (when, and the load average it saw: prices taken under load are slower)."""
+    calibration (when, and the load average it saw: prices taken under load are slower).
+
+    What is stored is checked when read: a cache that is not a regular file, not JSON, or an entry
+    whose numbers are not finite and positive is priced again, with one line saying why under the
+    calibration's ``"warning"``; entries that are not valid are dropped when the cache is written.
+    """
     import json
     import os
 
+    from gelus.experiments.files import atomic_write
+
     path = _cache_path()
     key = _calibration_key(work, str(torch.device(device)))
-    try:
-        cache = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        cache = {}
-    entry = cache.get(key) if isinstance(cache, dict) else None
-    if isinstance(entry, dict) and {"step", "eval", "load"} <= set(entry):
-        cost = Cost(work, str(torch.device(device)), float(entry["step"]), float(entry["eval"]))
-        return cost, entry | {"cached": True}
+    cache, warning = _read_cache(path)
+    entry = cache.get(key)
+    if entry is not None:
+        problem = _entry_problem(entry)
+        if problem is None:
+            cost = Cost(work, str(torch.device(device)), float(entry["step"]), float(entry["eval"]))
+            return cost, {"when": "?"} | entry | {"cached": True}
+        warning = (
+            f"{path}: the cached price of {work.experiment} is not valid ({problem}); priced again"
+        )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     threads = torch.get_num_threads()
     try:
@@ -287,15 +357,16 @@ def cached_price(work: Workload, device: str = "cpu") -> tuple[Cost, dict]:
         torch.set_num_threads(threads)
     entry = {"step": cost.step_seconds, "eval": cost.eval_seconds_per_sample, "load": load,
              "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
-    cache = (cache if isinstance(cache, dict) else {}) | {key: entry}
+    # only valid entries are written back: nothing damaged (or nested without bound) is kept
+    cache = {k: v for k, v in cache.items() if _entry_problem(v) is None} | {key: entry}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(cache, indent=1), encoding="utf-8")
-        tmp.replace(path)
+        with atomic_write(path, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(cache, indent=1))
     except OSError:
         pass  # a read-only home: price again next time
-    return cost, entry | {"cached": False}
+    calibration = entry | {"cached": False}
+    return cost, calibration if warning is None else calibration | {"warning": warning}
 
 
 def _hours(seconds: float) -> str:

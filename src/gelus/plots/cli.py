@@ -32,6 +32,7 @@ def _plot_activations(args: argparse.Namespace) -> int:
     import torch
 
     from gelus.experiments.errors import CommandError
+    from gelus.experiments.files import atomic_write
     from gelus.plots import activations
     from gelus.plots.io import save_figure
 
@@ -50,7 +51,8 @@ def _plot_activations(args: argparse.Namespace) -> int:
         "(evenly spaced in bit pattern), and the outputs at the edge inputs (one 5-element tensor).\n\n"
     )
     markdown = out / "accuracy.md"
-    markdown.write_text(note + table)
+    with atomic_write(markdown, "w", encoding="utf-8") as handle:
+        handle.write(note + table)
     print(table)
     for path in [*written, markdown]:
         print(f"wrote {path}")

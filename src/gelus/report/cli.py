@@ -130,8 +130,9 @@ def missing_experiments(recorded: set[str], data_dir: Path | None = None) -> lis
     return missing
 
 
-def _load(run_dir: Path, command: str = "report") -> tuple[list, list]:
-    """The records and runs of ``run_dir``, saying on stderr which runs were left out and why."""
+def _load(run_dir: Path, command: str = "report") -> Any:
+    """The records, runs and step timings of ``run_dir`` (``sources.Loaded``), saying on stderr
+    which runs (or timings) were left out and why."""
     from gelus.report.sources import load
 
     loaded = load(run_dir)
@@ -139,19 +140,19 @@ def _load(run_dir: Path, command: str = "report") -> tuple[list, list]:
         print(f"gelus {command}: warning: {line}", file=sys.stderr)
     if len(loaded.skipped) > 5:
         print(
-            f"gelus {command}: warning: {len(loaded.skipped) - 5} more runs left out",
+            f"gelus {command}: warning: {len(loaded.skipped) - 5} more left out",
             file=sys.stderr,
         )
-    return loaded.records, loaded.runs
+    return loaded
 
 
 def _report(args: argparse.Namespace) -> int:
     _prepare_matplotlib()
     from gelus.experiments.errors import CommandError
     from gelus.report.render import write_report
-    from gelus.report.sources import load_step_times, presets
+    from gelus.report.sources import presets
 
-    records, runs = _load(args.run_dir)
+    records, runs, _, step_times = _load(args.run_dir)
     if not records:
         raise CommandError(
             f"{args.run_dir}/records.sqlite holds no records yet: let `gelus run` finish an epoch first"
@@ -161,7 +162,7 @@ def _report(args: argparse.Namespace) -> int:
     html_path, md_path = write_report(
         records, runs, out, presets=presets(), missing=missing, seed=args.seed,
         source=str(args.run_dir), rule=None if args.select == "protocol" else args.select,
-        step_times=load_step_times(args.run_dir),
+        step_times=step_times,
     )  # fmt: skip
     print(f"wrote {html_path}\nwrote {md_path}")
     return 0
@@ -211,12 +212,10 @@ def reproduce(
             f"no experiment could run (missing data for: {names}); "
             "see `gelus data --help` for where to put the files"
         )
-    from gelus.report.sources import load_step_times
-
-    records, runs = _load(out)
+    records, runs, _, step_times = _load(out, "reproduce")
     return write_report(
         records, runs, out / "report", presets=presets(), missing=missing, source=str(out),
-        step_times=load_step_times(out),
+        step_times=step_times,
     )  # fmt: skip
 
 
@@ -245,6 +244,8 @@ def plan(
         if experiments is None or name in experiments
     ]
     costs = [cost for cost, _ in priced]
+    for warning in dict.fromkeys(c["warning"] for _, c in priced if "warning" in c):
+        print(f"gelus reproduce: warning: {warning}", file=sys.stderr)
     loads = sorted({round(c["load"], 1) for _, c in priced if c["load"] == c["load"]})
     when = sorted({c.get("when", "?") for _, c in priced})
     cached = sum(c["cached"] for _, c in priced)
@@ -259,7 +260,8 @@ def plan(
 def _export(args: argparse.Namespace) -> int:
     from gelus.report.export import export
 
-    for path in export(args.run_dir, args.out or args.run_dir / "export", args.format):
+    loaded = _load(args.run_dir, "export")
+    for path in export(args.run_dir, args.out or args.run_dir / "export", args.format, loaded):
         print(f"wrote {path}")
     return 0
 

@@ -9,7 +9,9 @@ Three tables, one row per observation:
 
 ``--format parquet`` writes the same tables as Parquet (``pip install 'gelus[parquet]'`` brings
 pyarrow). A text cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is
-prefixed with ``'`` so that a spreadsheet shows it instead of running it as a formula.
+prefixed with ``'`` so that a spreadsheet shows it instead of running it as a formula. Each table
+is written under a temporary name and renamed when complete: an interrupted export leaves the
+previous complete table (or none), never a truncated one.
 """
 
 import csv
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gelus.experiments.config import flat_config
+from gelus.experiments.files import atomic_write
 
 __all__ = ["export", "neutralise", "tables"]
 
@@ -72,7 +75,7 @@ def tables(records: Sequence[Any], runs: Sequence[Any], results: Sequence[Any]) 
 def _write_csv(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     rows = list(rows)
     columns = list(dict.fromkeys(key for row in rows for key in row))
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with atomic_write(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, columns)
         writer.writeheader()
         for row in rows:
@@ -85,14 +88,17 @@ def _cell(value: Any) -> Any:
     return "" if value is None else neutralise(value)
 
 
-def export(run_dir: str | Path, out: str | Path, fmt: str = "csv") -> list[Path]:
+def export(
+    run_dir: str | Path, out: str | Path, fmt: str = "csv", loaded: Any = None
+) -> list[Path]:
     """Write the run folder's tables into ``out`` as CSV or Parquet; returns the files (a run
-    whose stored config is damaged is left out, as in the report)."""
+    whose stored config or values are damaged is left out, as in the report). ``loaded``: the
+    folder's ``sources.load``, when the caller has read it already."""
     from gelus.experiments.presets import PRESETS
     from gelus.report.analysis import analyse
     from gelus.report.sources import load
 
-    records, runs, _ = load(run_dir)
+    records, runs, _, _ = loaded if loaded is not None else load(run_dir)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data = tables(records, runs, analyse(records, runs, PRESETS))
@@ -117,5 +123,7 @@ def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> Path:
             "--format parquet needs pyarrow: pip install 'gelus[parquet]' (or use --format csv)"
         ) from None
     columns = list(dict.fromkeys(key for row in rows for key in row))
-    pq.write_table(pa.table({c: [neutralise(row.get(c)) for row in rows] for c in columns}), path)
+    table = pa.table({c: [neutralise(row.get(c)) for row in rows] for c in columns})
+    with atomic_write(path, "wb") as handle:
+        pq.write_table(table, handle)
     return path

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from gelus.experiments.divergence import mark_diverged
+from gelus.experiments.files import atomic_write
 from gelus.experiments.presets import Preset
 from gelus.experiments.selection import run_configs
 from gelus.plots.io import save_figure
@@ -513,6 +514,7 @@ def write_report(
         seed=seed,
     )
     html_path, md_path = out_dir / "report.html", out_dir / "report.md"
-    html_path.write_text(to_html(blocks), encoding="utf-8")
-    md_path.write_text(to_markdown(blocks, out_dir), encoding="utf-8")
+    for path, text in ((html_path, to_html(blocks)), (md_path, to_markdown(blocks, out_dir))):
+        with atomic_write(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
     return html_path, md_path
