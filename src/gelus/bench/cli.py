@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict
 
 from gelus.bench.timing import parse_sizes
+from gelus.experiments.files import atomic_write
 
 __all__ = ["kernels_cuda_main", "kernels_main", "parse_sizes", "register"]
 
@@ -187,7 +188,7 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
             "results": [asdict(r) for r in results],
             "targets": report.target_rows(),
         }  # fmt: skip
-        with open(args.json, "w") as handle:
+        with atomic_write(args.json, "w") as handle:
             json.dump(payload, handle, indent=1, default=repr)
     return 1 if errors else 0
 
@@ -299,6 +300,6 @@ def kernels_cuda_main(args: argparse.Namespace, out) -> int:
     if getattr(args, "json", None):
         payload = {"device": where, "torch": torch.__version__, "rounds": rounds,
                    "results": [asdict(r) for r in results], "host": host, "targets": targets}  # fmt: skip
-        with open(args.json, "w") as handle:
+        with atomic_write(args.json, "w") as handle:
             json.dump(payload, handle, indent=1)
     return 0

@@ -26,6 +26,8 @@ import argparse
 import json
 import math
 
+from gelus.experiments.files import atomic_write
+
 __all__ = ["add_arguments", "main"]
 
 ACTIVATIONS = ("gelu", "relu", "swiglu")
@@ -256,6 +258,6 @@ def main(args: argparse.Namespace) -> int:
     print(f"target: an engine row within {TARGET_VS_PLAIN:.2f}× the plain loop's step and at "
           f"{TARGET_OF_BMM:.0%} or more of the bmm rate")  # fmt: skip
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
+        with atomic_write(args.json, "w", encoding="utf-8") as out:
             json.dump({"bmm_flops_per_second": bmm_rate, "rows": results}, out, indent=1)
     return 0
