@@ -126,3 +126,13 @@ def test_a_cpu_calibration_runs_one_thread_as_a_worker_does_and_restores_the_set
         assert not calibration["cached"] and seen == [1] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_an_absurd_device_count_is_clamped_to_the_jobs(capsys):
+    """More devices than jobs leave the extra ones idle: the plan is the one of a device per job,
+    priced at once, not a list of 10^11 idle devices ("out of memory")."""
+    assert makespan([5, 4, 3], 99_999_999_999) == 5 == makespan([5, 4, 3], 3)
+    argv = ["reproduce", "--plan", "--quick", "--device", "cpu", "--experiments", "twitter-pos"]
+    assert gelus_main([*argv, "--plan-devices", "1,99999999999"]) == 0
+    captured = capsys.readouterr()
+    assert "99999999999 devices" in captured.out and "error" not in captured.err
