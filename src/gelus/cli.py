@@ -149,6 +149,9 @@ def explain(error: BaseException, args: argparse.Namespace | None = None) -> tup
             + _RERUN,
             1,
         )
+    disk_full = _disk_full_error(error, out)
+    if disk_full is not None:
+        return disk_full, 2
     if isinstance(error, sqlite3.DatabaseError):
         where = f" in {out}" if out else ""
         return (
@@ -231,13 +234,29 @@ def _data_error(error: BaseException) -> str | None:
     )
 
 
+def _disk_full_error(error: BaseException, out) -> str | None:
+    """The full-disk message for an error that is one (by its errno, or torch's or SQLite's
+    message: ``gelus.experiments.errors.is_disk_full``, the free space read in ``--out``)."""
+    import sqlite3
+
+    if not isinstance(error, OSError | RuntimeError | sqlite3.Error):
+        return None
+    if "gelus.experiments.errors" not in sys.modules:
+        return None  # no harness code wrote anything (an OSError still says ENOSPC below)
+    from gelus.experiments.errors import DiskFullError, is_disk_full
+
+    if not is_disk_full(error, out):
+        return None
+    name = getattr(error, "filename", None)
+    if name is None and out is not None and isinstance(error, sqlite3.Error):
+        from pathlib import Path
+
+        name = Path(out) / "records.sqlite"  # the one database the harness writes
+    return DiskFullError(name or out or ".").render(FLAGS)
+
+
 def _os_error(error: OSError, out) -> str:
     name = error.filename
-    if "gelus.experiments.errors" in sys.modules:
-        from gelus.experiments.errors import DiskFullError, is_disk_full
-
-        if is_disk_full(error):
-            return DiskFullError(name or out or ".").render(FLAGS)
     reason = error.strerror or str(error)
     if name is None:
         return f"{reason}; {_RERUN}"

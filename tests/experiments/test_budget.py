@@ -237,3 +237,13 @@ def test_a_cached_price_that_is_not_valid_is_priced_again_with_one_warning(
     assert "priced again" in err and " -" not in out.splitlines()[1]  # no negative minutes
     cost, calibration = budget.cached_price(work)  # the cache now holds a valid price
     assert calibration["cached"] and cost.step_seconds == 0.25 and calls == ["twitter-pos"]
+
+
+def test_an_absurd_device_count_is_clamped_to_the_jobs(capsys):
+    """More devices than jobs leave the extra ones idle: the plan is the one of a device per job,
+    priced at once, not a list of 10^11 idle devices ("out of memory")."""
+    assert makespan([5, 4, 3], 99_999_999_999) == 5 == makespan([5, 4, 3], 3)
+    argv = ["reproduce", "--plan", "--quick", "--device", "cpu", "--experiments", "twitter-pos"]
+    assert gelus_main([*argv, "--plan-devices", "1,99999999999"]) == 0
+    captured = capsys.readouterr()
+    assert "99999999999 devices" in captured.out and "error" not in captured.err

@@ -2,6 +2,7 @@
 values, a full disk, and user activation code that fails or exits. Each gives one line (no
 traceback), the right exit status, and loses nothing already written."""
 
+import argparse
 import sqlite3
 import sys
 import textwrap
@@ -151,6 +152,154 @@ def test_a_full_disk_in_the_records_database_is_one_line(data_dir, tmp_path, mon
     assert "disk is full" in err and "records.sqlite" in err and "damaged" not in err
     with sqlite3.connect(tmp_path / "out" / "records.sqlite") as connection:
         assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def _message(err: str) -> str:
+    """The one error line of a command's stderr (after its progress bars)."""
+    assert err.count("error: ") == 1
+    message = err.rpartition("error: ")[2]
+    assert message.count("\n") == 1 and message.endswith("\n")
+    return message
+
+
+TORCH_SHORT_WRITE = "[enforce fail at inline_container.cc:603] . unexpected pos 1536 vs 1430"
+
+
+@pytest.mark.parametrize("experiment", ["mnist-classification", "transformer-lm"])
+def test_torchs_unexpected_pos_is_a_full_disk_in_every_engine(
+    experiment, data_dir, tmp_path, monkeypatch, capsys
+):
+    """torch's checkpoint writer keeps no errno: a full disk reaches the harness as
+    RuntimeError("... unexpected pos N vs M") alone, which must still read as a full disk."""
+    from gelus.experiments import checkpoint
+    from text_corpus import write_corpus
+
+    def failed_save(state, file):
+        file.write(b"partial")
+        raise RuntimeError(TORCH_SHORT_WRITE)
+
+    monkeypatch.setattr(checkpoint.torch, "save", failed_save)
+    out = tmp_path / "out"
+    if experiment == "transformer-lm":
+        corpus = write_corpus(tmp_path / "data") / "text" / "corpus.txt"
+        argv = ["run", "transformer-lm", "--dataset", str(corpus), "--activations", "gelu",
+                "--workers", "0", "--out", str(out)]  # fmt: skip
+        for setting in ("model.d_model=16", "model.layers=1", "model.heads=2", "model.context=16",
+                        "train.epochs=2", "train.steps_per_epoch=2", "train.seeds=1",
+                        "optim.lr=1e-3"):  # fmt: skip
+            argv += ["--set", setting]
+    else:
+        argv = _argv(data_dir, out, epochs=2)
+    assert main(argv) == 2
+    err = _message(_error(capsys))
+    assert "disk is full" in err and "checkpoints" in err
+    assert "--out" in err and "unexpected pos" not in err
+    epochs = {r.epoch for r in read_records(out)}
+    assert epochs and max(epochs) == 1  # the epoch before the save is kept
+    assert not list((out / "checkpoints").glob(".*.tmp"))
+
+
+class _FailingConnection:
+    """A records connection whose statements starting with ``fails`` raise SQLite's ``error``
+    (what a write to a full disk gives when SQLite cannot tell why)."""
+
+    def __init__(self, connection, fails, error):
+        self.connection, self.fails, self.error = connection, fails, error
+
+    def _check(self, sql):
+        if sql.lstrip().upper().startswith(self.fails):
+            raise sqlite3.OperationalError(self.error)
+
+    def execute(self, sql, *args):
+        self._check(sql)
+        return self.connection.execute(sql, *args)
+
+    def executemany(self, sql, *args):
+        self._check(sql)
+        return self.connection.executemany(sql, *args)
+
+    def __enter__(self):
+        return self.connection.__enter__()
+
+    def __exit__(self, *exc):
+        return self.connection.__exit__(*exc)
+
+    def __getattr__(self, name):
+        return getattr(self.connection, name)
+
+
+@pytest.mark.parametrize(
+    ("fails", "free", "full"),
+    [
+        ("INSERT OR IGNORE INTO RECORDS", 0, True),  # an epoch's records
+        ("INSERT OR IGNORE INTO RUNS", 4096, True),  # a run's registration, a few kB left
+        ("INSERT OR IGNORE INTO RECORDS", 10**12, False),  # room left: not a full disk
+    ],
+    ids=["records, 0 bytes free", "runs, 4 kB free", "records, 1 TB free"],
+)
+def test_sqlites_disk_io_error_on_a_full_disk_is_a_full_disk(
+    fails, free, full, data_dir, tmp_path, monkeypatch, capsys
+):
+    import collections
+    import shutil
+
+    from gelus.experiments import records
+
+    real_connect = records._connect
+    monkeypatch.setattr(
+        records,
+        "_connect",
+        lambda path: _FailingConnection(real_connect(path), fails, "disk I/O error"),
+    )
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**12, 10**12 - free, free))
+    out = tmp_path / "out"
+    assert main(_argv(data_dir, out, epochs=2)) == 2
+    err = _message(_error(capsys))
+    assert str(out / "records.sqlite") in err
+    if full:
+        assert "disk is full" in err and "damaged" not in err and ".recover" not in err
+    else:
+        assert "disk is full" not in err and "disk I/O error" in err
+
+
+@pytest.mark.parametrize(
+    ("error", "free", "full"),
+    [
+        (OSError(28, "No space left on device"), None, True),  # ENOSPC
+        (OSError(122, "Disk quota exceeded"), None, True),  # EDQUOT
+        (sqlite3.OperationalError("database or disk is full"), None, True),
+        (RuntimeError(TORCH_SHORT_WRITE), None, True),
+        (
+            RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed"),
+            None,
+            True,
+        ),
+        (ValueError("unexpected pos 3 vs 4"), None, False),  # torch's words, not torch's error
+        (sqlite3.OperationalError("disk I/O error"), 0, True),
+        (OSError(5, "Input/output error"), 1000, True),  # EIO with a few kB free
+        (sqlite3.OperationalError("disk I/O error"), 10**9, False),
+        (sqlite3.OperationalError("disk I/O error"), None, False),  # no folder to look at
+        (sqlite3.DatabaseError("database disk image is malformed"), 0, False),
+    ],
+)
+def test_a_full_disk_is_told_by_errno_or_by_the_writers_message(
+    error, free, full, tmp_path, monkeypatch
+):
+    import collections
+    import shutil
+
+    from gelus.cli import explain
+    from gelus.experiments.errors import is_disk_full
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**12, 0, free or 0))
+    where = None if free is None and not full else tmp_path
+    assert is_disk_full(error, where) is full
+    message, status = explain(error, argparse.Namespace(out=where)) or ("", 0)
+    assert ("disk is full" in message) is full
+    if full:
+        assert status == 2 and message.count("\n") == 0
 
 
 USER_CODE = {

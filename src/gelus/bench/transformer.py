@@ -28,7 +28,7 @@ import math
 
 from gelus.experiments.files import atomic_write
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["add_arguments", "check_arguments", "main"]
 
 ACTIVATIONS = ("gelu", "relu", "swiglu")
 TARGET_VS_PLAIN = 1.05  # the engine must not cost more than 5 % over the obvious loop...
@@ -64,6 +64,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where every row runs (default cpu, one thread; cuda: bf16 autocast)",
     )
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")  # fmt: skip
+
+
+# the config key each option sets (_config), so a range the presets' checks refuse names the option
+_FLAGS = {
+    "model.d_model": "d_model", "model.layers": "layers", "model.heads": "heads",
+    "model.context": "context", "train.batch_size": "batch", "train.steps_per_epoch": "steps",
+}  # fmt: skip
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Raise CommandError naming the first option out of range, by the checks the presets'
+    configs pass (``gelus.experiments.config.failed_checks``: the same ranges, the same order)."""
+    import dataclasses
+
+    from gelus.experiments.config import failed_checks
+    from gelus.experiments.errors import CommandError
+
+    def named(text: str) -> str:  # a config key as the option that sets it, with its value
+        for key, dest in _FLAGS.items():
+            text = text.replace(key, f"{_flag(dest)} ({getattr(args, dest)})")
+        return text
+
+    if args.rounds < 1:
+        raise CommandError(f"--rounds {args.rounds}: expected at least 1 (medians want 5 or more)")
+    config = _config(args)
+    for key, expected in failed_checks(config):
+        if key in _FLAGS:
+            option = _flag(_FLAGS[key])
+            value = getattr(args, _FLAGS[key])
+            raise CommandError(f"{option} {value}: invalid value; expected {named(expected)}")
+    if args.stack != 0:  # M stacked runs: the presets' range of train.seeds
+        stacked = dataclasses.replace(
+            config, train=dataclasses.replace(config.train, seeds=args.stack)
+        )
+        for key, expected in failed_checks(stacked):
+            if key == "train.seeds":
+                raise CommandError(
+                    f"--stack {args.stack}: invalid value; expected 0 (none) or {expected}"
+                )
 
 
 def _config(args):
@@ -216,6 +259,7 @@ def main(args: argparse.Namespace) -> int:
     from gelus.bench.training import _bmm
     from gelus.data.text import random_text
 
+    check_arguments(args)
     cuda = args.device == "cuda"
     if cuda and not torch.cuda.is_available():
         from gelus.experiments.errors import CommandError

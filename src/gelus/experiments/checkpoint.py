@@ -48,7 +48,7 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as error:
-        if is_disk_full(error):
+        if is_disk_full(error, path.parent):
             raise DiskFullError(path) from error
         raise
     try:
@@ -59,7 +59,7 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
         os.replace(tmp_name, path)
     except BaseException as error:
         Path(tmp_name).unlink(missing_ok=True)  # the last good checkpoint stays as it was
-        if isinstance(error, OSError | RuntimeError) and is_disk_full(error):
+        if isinstance(error, OSError | RuntimeError) and is_disk_full(error, path.parent):
             raise DiskFullError(path) from error
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)

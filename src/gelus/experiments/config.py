@@ -59,6 +59,7 @@ __all__ = [
     "config_hash",
     "config_keys",
     "config_to_dict",
+    "failed_checks",
     "flat_config",
     "identity_keys",
     "validate",
@@ -474,14 +475,20 @@ def _cnn_checks(config: CNNExperimentConfig) -> list[tuple[bool, str, str]]:
     return checks
 
 
-def validate(config: ExperimentConfig) -> None:
-    """Check ranges; raise ConfigError naming the key and the valid values."""
+def failed_checks(config: ExperimentConfig) -> list[tuple[str, str]]:
+    """(key, expected) of each range check ``config`` fails, in the order :func:`validate` makes
+    them (a command with its own flags for config keys, e.g. ``gelus bench``, names its flags)."""
     engine_checks = (
         _cnn_checks if isinstance(config, CNNExperimentConfig)
         else lm_checks if isinstance(config, TransformerExperimentConfig)
         else vit_checks if isinstance(config, ViTExperimentConfig)
         else _mlp_checks
     )  # fmt: skip
-    for ok, key, expected in _shared_checks(config) + engine_checks(config):
-        if not ok:
-            raise ConfigError(f"{key}: invalid value; expected {expected}")
+    checks = _shared_checks(config) + engine_checks(config)
+    return [(key, expected) for ok, key, expected in checks if not ok]
+
+
+def validate(config: ExperimentConfig) -> None:
+    """Check ranges; raise ConfigError naming the key and the valid values."""
+    for key, expected in failed_checks(config)[:1]:
+        raise ConfigError(f"{key}: invalid value; expected {expected}")

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 
 __all__ = [
+    "NEARLY_FULL_BYTES",
     "PARAMETERS",
     "CommandError",
     "ConfigError",
@@ -25,6 +26,7 @@ __all__ = [
     "MachineError",
     "RecordsError",
     "SettingError",
+    "free_bytes",
     "free_space",
     "is_disk_full",
     "render",
@@ -120,9 +122,9 @@ class DiskFullError(MachineError):
         return type(self), (self.path, self.template)
 
 
-def free_space(path: object) -> str:
-    """The free space of the filesystem holding ``path`` (its nearest existing folder), e.g.
-    "12.0 MB"; "unknown" if it cannot be read."""
+def free_bytes(path: object) -> int | None:
+    """The free bytes of the filesystem holding ``path`` (its nearest existing folder); None if
+    they cannot be read."""
     import shutil
     from pathlib import Path
 
@@ -130,8 +132,16 @@ def free_space(path: object) -> str:
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     try:
-        free = shutil.disk_usage(folder).free
+        return shutil.disk_usage(folder).free
     except OSError:
+        return None
+
+
+def free_space(path: object) -> str:
+    """The free space of the filesystem holding ``path`` (its nearest existing folder), e.g.
+    "12.0 MB"; "unknown" if it cannot be read."""
+    free = free_bytes(path)
+    if free is None:
         return "unknown"
     for unit in ("bytes", "kB", "MB", "GB"):
         if free < 1000 or unit == "GB":
@@ -140,18 +150,40 @@ def free_space(path: object) -> str:
     return "unknown"
 
 
-def is_disk_full(error: BaseException) -> bool:
-    """Whether ``error`` is a write that ran out of space: ENOSPC / EDQUOT, SQLite's "database or
-    disk is full", or torch's failed checkpoint write (a RuntimeError without an errno)."""
+# Messages that say a write ran out of space, whatever the free space reads now: the OS's and
+# SQLite's ("database or disk is full"); and, in a RuntimeError, torch's checkpoint writer's, which
+# keeps no errno: it reports a short write as "PytorchStreamWriter failed writing file …: file
+# write failed", and the archive it could not finish as "unexpected pos N vs M".
+_FULL_MESSAGES = ("disk is full", "no space left")
+_TORCH_FULL_MESSAGES = ("unexpected pos", "write failed", "failed writing")
+# Messages that name no cause (SQLite's "disk I/O error"; EIO): a full disk when the filesystem
+# written has less than NEARLY_FULL_BYTES free (a few kB is what a full disk leaves).
+_UNSAID_MESSAGES = ("disk i/o error", "input/output error")
+NEARLY_FULL_BYTES = 1024**2
+
+
+def is_disk_full(error: BaseException, where: object = None) -> bool:
+    """Whether ``error`` is a write that ran out of space, told by its cause where it has one and
+    by its message where it has not:
+
+    * an ``OSError`` with errno ENOSPC or EDQUOT (``EIO``: as below);
+    * a message that says so: SQLite's "database or disk is full", or a RuntimeError of torch's
+      checkpoint writer ("unexpected pos" of an archive it could not finish, "write failed");
+    * with ``where`` (a path on the filesystem written), an error that names no cause (SQLite's
+      "disk I/O error", EIO) while that filesystem has under ``NEARLY_FULL_BYTES`` free.
+    """
     import errno
 
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     text = str(error).lower()
-    return (
-        "disk is full" in text
-        or "no space left" in text
-        or (
-            isinstance(error, RuntimeError) and ("write failed" in text or "failed writing" in text)
-        )
-    )
+    if isinstance(error, OSError) and error.errno == errno.EIO:
+        text += " input/output error"
+    if any(words in text for words in _FULL_MESSAGES):
+        return True
+    if isinstance(error, RuntimeError) and any(words in text for words in _TORCH_FULL_MESSAGES):
+        return True
+    if where is None or not any(words in text for words in _UNSAID_MESSAGES):
+        return False
+    free = free_bytes(where)
+    return free is not None and free < NEARLY_FULL_BYTES

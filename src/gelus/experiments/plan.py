@@ -130,9 +130,14 @@ def job_engine(config: ExperimentConfig, device: str) -> str:
 
 
 def makespan(loads: Iterable[float], workers: int) -> float:
-    """Longest worker load when jobs go largest first to the least loaded of ``workers``."""
-    totals = [0.0] * max(1, workers)
-    for load in sorted(loads, reverse=True):
+    """Longest worker load when jobs go largest first to the least loaded of ``workers``.
+
+    Workers beyond one per job have nothing to do, so any count above the number of jobs (even an
+    absurd one, ``--plan-devices 99999999999``) is the number of jobs.
+    """
+    loads = sorted(loads, reverse=True)
+    totals = [0.0] * max(1, min(workers, len(loads)))
+    for load in loads:
         totals[totals.index(min(totals))] += load
     return max(totals)
 

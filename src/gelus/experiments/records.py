@@ -14,6 +14,7 @@ database is in WAL mode so several worker processes append at once. The only upd
 a run's ``status`` from ``running`` to ``done``.
 """
 
+import contextlib
 import json
 import math
 import os
@@ -206,7 +207,7 @@ def _records_error(
     path: Path, error: sqlite3.Error, reading: bool = False
 ) -> RecordsError | DiskFullError:
     text = str(error)
-    if is_disk_full(error):
+    if is_disk_full(error, path.parent):  # by its message, or "disk I/O error" with ~0 bytes free
         return DiskFullError(path)
     if reading and any(word in text for word in ("unable to open", "readonly")):
         return RecordsError(
@@ -242,9 +243,19 @@ class RecordStore:
         self.connection = _connect(self.out_dir / DB_NAME)
         self._pending: list[tuple] = []
 
+    @contextlib.contextmanager
+    def _transaction(self):
+        """One transaction (committed, or rolled back on an error); a failed write raises what
+        ``_records_error`` makes of it (a full disk as DiskFullError), not SQLite's error."""
+        try:
+            with self.connection:
+                yield self.connection
+        except sqlite3.Error as error:
+            raise _records_error(self.out_dir / DB_NAME, error) from error
+
     def start_run(self, key: RunKey, config_json: str, metadata_json: str) -> None:
         """Register a run (status ``running``); a run already registered keeps its first row."""
-        with self.connection:
+        with self._transaction():
             self.connection.execute(
                 "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
                 (*key, config_json, metadata_json),
@@ -256,16 +267,11 @@ class RecordStore:
     def commit(self) -> None:
         if not self._pending:
             return
-        try:
-            with self.connection:  # one transaction: all of an epoch's records or none
-                self.connection.executemany(
-                    "INSERT OR IGNORE INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    self._pending,
-                )
-        except sqlite3.OperationalError as error:
-            if is_disk_full(error):
-                raise DiskFullError(self.out_dir / DB_NAME) from error
-            raise
+        with self._transaction():  # one transaction: all of an epoch's records or none
+            self.connection.executemany(
+                "INSERT OR IGNORE INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                self._pending,
+            )
         self._pending.clear()
 
     def finish_runs(self, run_ids: Iterable[str], epochs: Iterable[int] | None = None) -> None:
@@ -286,7 +292,7 @@ class RecordStore:
                         f"run {run_id} lacks the records of epochs {missing[:5]}; it was not "
                         "marked done: run the same command again to redo it",
                     )
-        with self.connection:
+        with self._transaction():
             self.connection.executemany(
                 "UPDATE runs SET status = 'done' WHERE run_id = ?", [(r,) for r in run_ids]
             )
@@ -306,7 +312,7 @@ class RecordStore:
             for label, rounds in times.items()
             for i, seconds in enumerate(rounds)
         ]
-        with self.connection:
+        with self._transaction():
             self.connection.executemany(
                 "DELETE FROM step_times WHERE experiment = ? AND config_hash = ? "
                 "AND activation = ? AND device = ?",

@@ -256,6 +256,7 @@ def resolve_text_file(
     naming the file and the way out."""
     from gelus.data import DATASETS, DataError
     from gelus.data.text import (
+        MAX_TEXT_BYTES,
         TEXT_FILE_PREFIX,
         is_text_path,
         min_text_file_bytes,
@@ -273,7 +274,7 @@ def resolve_text_file(
         )
     context = config.model.context
     file = path.removeprefix(TEXT_FILE_PREFIX).partition(":")[2] if named else path
-    if not Path(file).expanduser().is_file():
+    if not Path(file).expanduser().exists():  # one that is there but not a file: refused below
         raise SettingError(
             "dataset", f"{file}: no such file; give {{dataset}} the path of a UTF-8 text file"
         )
@@ -283,7 +284,8 @@ def resolve_text_file(
         raise SettingError(
             "dataset",
             f"{error}\n{{dataset}} takes the path of a UTF-8 text file of "
-            f"{min_text_file_bytes(context):,} bytes or more (model.context={context})",
+            f"{min_text_file_bytes(context):,} bytes or more (model.context={context}) and "
+            f"{MAX_TEXT_BYTES:,} bytes at most",
         ) from None
     if named and name != path:
         raise SettingError(

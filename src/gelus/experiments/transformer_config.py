@@ -131,14 +131,22 @@ def _optim_checks(optim: TransformerOptimConfig) -> list[tuple[bool, str, str]]:
     ]  # fmt: skip
 
 
+def _model_sizes(model, names: tuple[str, ...]) -> list[tuple[bool, str, str]]:
+    """Each size at least 1, then the heads dividing the width (only once both are positive: the
+    checks are evaluated together, so the division must not run on a zero)."""
+    heads_ok = model.heads >= 1 and model.d_model >= 1 and model.d_model % model.heads == 0
+    return [
+        *((getattr(model, name) >= 1, f"model.{name}", "at least 1") for name in names),
+        (heads_ok, "model.heads", "a divisor of model.d_model"),
+    ]
+
+
 def vit_checks(config) -> list[tuple[bool, str, str]]:
     """(ok, key, expected) of every range a ViT config must satisfy (config.validate raises)."""
     model, train = config.model, config.train
-    positive = (model.d_model, model.layers, model.heads, model.patch, model.ffn_mult)
     return [
         (config.task == "vit", "task", "vit"),
-        (all(n >= 1 for n in positive), "model.d_model/layers/heads/patch/ffn_mult", "at least 1"),
-        (model.d_model % model.heads == 0, "model.heads", "a divisor of model.d_model"),
+        *_model_sizes(model, ("d_model", "layers", "heads", "patch", "ffn_mult")),
         (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
         (model.pool in POOLS, "model.pool", f"one of {', '.join(POOLS)}"),
         (_positive_finite([model.init_std]), "model.init_std", "finite and positive"),
@@ -153,11 +161,9 @@ def vit_checks(config) -> list[tuple[bool, str, str]]:
 def lm_checks(config) -> list[tuple[bool, str, str]]:
     """(ok, key, expected) of every range a language-model config must satisfy."""
     model, train = config.model, config.train
-    positive = (model.d_model, model.layers, model.heads, model.context, model.ffn_mult)
     return [
         (config.task == "lm", "task", "lm"),
-        (all(n >= 1 for n in positive), "model.d_model/layers/heads/context/ffn_mult", "at least 1"),
-        (model.d_model % model.heads == 0, "model.heads", "a divisor of model.d_model"),
+        *_model_sizes(model, ("d_model", "layers", "heads", "context", "ffn_mult")),
         (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
         (_positive_finite([model.init_std]), "model.init_std", "finite and positive"),
         (train.steps_per_epoch >= 1, "train.steps_per_epoch", "at least 1"),
