@@ -18,8 +18,8 @@ M(u) = K(u) − u/√(2π):
 - **The product.** u·K·e is m·P(t)·(1 + w)·2^k, m = u, 1, u − u₀ or −u: P = hi + lo (its last
   addition's error kept), m·P_hi split exactly, and everything but the leading part summed in a
   tail, so the result is rounded once (a few small roundings in the tail).
-- **e = exp(−u²/2)** = (1 + w)·2^k: u² = s + lo exactly; k = round(−s/2·log₂e) (adding
-  1.5·2^23 rounds it and leaves k in the low bits: no float-to-integer conversion);
+- **e = exp(−u²/2)** = (1 + w)·2^k: u² = s + lo exactly; k = round(−s/2·log₂e) (the kernels
+  add 1.5·2^23, which rounds it and leaves k in the low bits: no float-to-integer conversion);
   r = −s/2 − k·ln 2 − lo/2 with ln 2 split so that k·LN2_HI is exact; w = r·E(r); 2^k as
   2^(k+64)·2^-64, so that the one rounding into the subnormal range comes last.
 - **Beyond u = 15** the value and the slope at −u are below half the least subnormal: the tail
@@ -138,15 +138,16 @@ def _gauss(u: Tensor) -> tuple[Tensor, Tensor]:
     square = u * u
     low = _product_error(u, u, square)  # u² = square + low exactly
     a = -0.5 * square
-    shifted = a * LOG2E + ROUNDER  # k = round(a·log₂e), also in the low bits of `shifted`
-    k = shifted - ROUNDER
+    # k = round(a·log₂e) by floor, not by the kernels' rounding addition to 1.5·2^23: inductor's
+    # C++ code (CPU) is compiled with unsafe-math flags, under which (v + R) − R may become v
+    k = torch.floor(a * LOG2E + 0.5)
     r = (a - k * LN2_HI) - (k * LN2_LO + 0.5 * low)  # a − k·LN2_HI is exact
     e = EXP_RATIO[-1]
     for coefficient in reversed(EXP_RATIO[:-1]):
         e = e * r + coefficient
     # 2^(k + 64) from the exponent bits: a normal number for k ≥ −163 (u ≤ 15)
-    bits = shifted.view(torch.int32) + (127 + SCALE_EXPONENT - ROUNDER_BITS)
-    return r * e, (bits << 23).view(torch.float32)
+    scale = ((k.to(torch.int32) + (127 + SCALE_EXPONENT)) << 23).view(torch.float32)
+    return r * e, scale
 
 
 def _pick(near: Tensor, near_constant: float, far_constant: float) -> Tensor:

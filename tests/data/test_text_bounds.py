@@ -16,10 +16,13 @@ from gelus.data import DataError, text
 from gelus.data.text import MAX_TEXT_BYTES, read_text_file
 
 SRC = Path(gelus.__file__).resolve().parents[1]
-# run `gelus run` in a fresh interpreter and report its peak resident memory (kB) on stderr's end
+# run `gelus run` in a fresh interpreter and report its peak resident memory (kB) on stderr's end:
+# VmHWM, the high-water mark of this process's own memory (ru_maxrss would not do: it survives
+# exec, so a child forked from a large pytest process starts with pytest's size)
 PEAK = (
-    "import resource, sys\nfrom gelus.cli import main\nstatus = main(sys.argv[1:])\n"
-    "print('peak_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    "import re, sys\nfrom gelus.cli import main\nstatus = main(sys.argv[1:])\n"
+    "status_text = open('/proc/self/status').read()\n"
+    "print('peak_kb', re.search(r'VmHWM:\\s*(\\d+)', status_text)[1], file=sys.stderr)\n"
     "sys.exit(status)\n"
 )
 
