@@ -16,7 +16,7 @@ import numpy as np
 
 from oracles import gelu_oracle, mpmath_oracle
 
-__all__ = ["EXACT_ULP", "dense_grid", "spot_sets"]
+__all__ = ["EXACT_ULP", "assert_within_exact_ulp", "dense_grid", "spot_sets"]
 
 EXACT_ULP = 2.0  # the contract for fp32 value and slope (docs/CUDA.md)
 SLOPE_ROOT = -0.7517915246935645
@@ -51,3 +51,9 @@ def spot_sets() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x = _spot_points()
     value, slope = mpmath_oracle(x.astype(np.float64), digits=50)
     return x, value, slope
+
+
+def assert_within_exact_ulp(x32: np.ndarray, value_error: np.ndarray, slope_error: np.ndarray):
+    """Value and slope within EXACT_ULP everywhere; a failure names the worst input."""
+    assert value_error.max() <= EXACT_ULP, x32[value_error.argmax()]
+    assert slope_error.max() <= EXACT_ULP, x32[slope_error.argmax()]

@@ -39,28 +39,19 @@ def _np(t):
 
 
 def _terms(member, x, grad, p, q):
-    """The per-element gradient terms of each parameter in float64 (numpy, scipy); for
-    generalized GELU each term carries, as its ``error`` attribute's array, what fp32 arithmetic
-    may add: z = (x − μ)/σ rounded twice before φ(z) sees it, a relative (4 + 2z²)·2^-24."""
+    """(terms, relative error) for each parameter: the per-element gradient terms in float64
+    (numpy, scipy), and what fp32 arithmetic may add to each beyond the sums' rounding: for
+    generalized GELU z = (x − μ)/σ rounded twice before φ(z) sees it, (4 + 2z²)·2^-24."""
     if member == "bias_gelu":
         h = x + p
-        return [grad * (special.ndtr(h) + h * np.exp(-h * h / 2) / math.sqrt(2 * math.pi))]
+        return [(grad * (special.ndtr(h) + h * np.exp(-h * h / 2) / math.sqrt(2 * math.pi)), 0.0)]
     if member == "swish":
         s = special.expit(p * x)
-        return [grad * x * x * s * (1 - s)]
+        return [(grad * x * x * s * (1 - s), 0.0)]
     z = (x - p) / q
     common = grad * x * np.exp(-z * z / 2) / (math.sqrt(2 * math.pi) * q)
     error = (4 + 2 * z * z) * 2.0**-24
-    return [_Term(-common, error), _Term(-common * z, error)]
-
-
-class _Term(np.ndarray):
-    """Gradient terms with the relative error fp32 arithmetic may add to each (``error``)."""
-
-    def __new__(cls, values, error):
-        term = np.asarray(values).view(cls)
-        term.error = error
-        return term
+    return [(-common, error), (-common * z, error)]
 
 
 def _kernel_grads(member, x, grad, p, q):
@@ -81,10 +72,10 @@ def _parameters(member, pshape, dtype):
 
 def _check_sums(got, terms, shape, dtype):
     """got (the kernel's gradient, in the parameter's dtype) against the float64 sum of the terms
-    over the dimensions the parameter was broadcast along: within the fp32 accumulation's
-    rounding (2^-20 of the sum of |terms|) and the final rounding to dtype."""
-    terms_error = getattr(terms, "error", 0.0)
-    terms = np.asarray(terms)
+    (``(values, relative error)`` from _terms) over the dimensions the parameter was broadcast
+    along: within the terms' own error, the fp32 accumulation's rounding (2^-20 of the sum of
+    |terms|) and the final rounding to dtype."""
+    terms, terms_error = terms
     want = _sum_to(terms, shape)
     magnitude = _sum_to(np.abs(terms), shape)
     assert got.shape == shape and got.dtype == dtype
