@@ -14,7 +14,6 @@ epochs it redoes change nothing already recorded).
 import os
 import pickle
 import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 import torch
 
 from gelus.experiments.errors import DiskFullError, is_disk_full
+from gelus.experiments.files import atomic_write
 
 __all__ = ["load_checkpoint", "save_checkpoint", "set_aside"]
 
@@ -42,31 +42,17 @@ _DAMAGE = (
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
-    """Write ``state`` to ``path`` atomically (write, fsync, rename, fsync the directory)."""
+    """Write ``state`` to ``path`` atomically (write, fsync, rename, fsync the directory): an
+    interrupted write leaves the last good checkpoint as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as error:
+        with atomic_write(path, "wb") as handle:
+            torch.save(state, handle)
+    except (OSError, RuntimeError) as error:
         if is_disk_full(error, path.parent):
             raise DiskFullError(path) from error
         raise
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            torch.save(state, tmp)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp_name, path)
-    except BaseException as error:
-        Path(tmp_name).unlink(missing_ok=True)  # the last good checkpoint stays as it was
-        if isinstance(error, OSError | RuntimeError) and is_disk_full(error, path.parent):
-            raise DiskFullError(path) from error
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any] | None:

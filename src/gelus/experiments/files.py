@@ -2,8 +2,8 @@
 
 Each is written whole under a temporary name beside it and then renamed over the final name, so
 that a command interrupted (Ctrl-C, a kill, a full disk) leaves the previous complete file, or
-none, and never a truncated one under the final name. (Checkpoints do the same, with a directory
-fsync, in :mod:`gelus.experiments.checkpoint`.)
+none, and never a truncated one under the final name. Checkpoints are written the same way
+(:mod:`gelus.experiments.checkpoint`).
 """
 
 import contextlib
@@ -19,7 +19,8 @@ __all__ = ["atomic_write"]
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -> Iterator[IO]:
     """Open a temporary file beside ``path`` for writing (``mode`` "w" or "wb", ``open_kwargs``
-    as for :func:`open`); when the block ends normally, flush it to disk and rename it to ``path``.
+    as for :func:`open`); when the block ends normally, flush it to disk, rename it to ``path``
+    and flush the folder, so that the rename itself survives a crash.
 
     If the block raises (``KeyboardInterrupt`` included), the temporary file is removed and
     ``path`` is left as it was. The file gets the usual permissions (the umask's), not mkstemp's
@@ -39,3 +40,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
