@@ -26,6 +26,7 @@ from pathlib import Path
 
 _MLP = ("--set", "train.train_subset=1000", "--set", "train.eval_train_subset=500")
 _TRANSFORMER = ("--set", "train.steps_per_epoch=4", "--set", "train.eval_bytes=4096")
+_VIT = ("--set", "train.train_subset=512", "--set", "model.d_model=16", "--set", "model.layers=1")
 _TINY = {  # preset -> arguments after `gelus run PRESET --quick --seeds 2 --epochs 1 --workers 0`
     "mnist-classification": ("--activations", "gelu", "relu", "--set", "optim.lr=1e-3", *_MLP),
     "mnist-noise": ("--activations", "gelu", "relu", "--set", "optim.lr=1e-3", *_MLP),
@@ -34,10 +35,7 @@ _TINY = {  # preset -> arguments after `gelus run PRESET --quick --seeds 2 --epo
     "twitter-pos": ("--activations", "gelu", "relu", "--set", "optim.lr=1e-3", *_MLP),
     "timit": ("--activations", "gelu", "relu", "--set", "optim.lr=1e-3", *_MLP),
     "transformer-lm": ("--activations", "gelu", "swiglu", *_TRANSFORMER),
-    "transformer-vit": (
-        "--activations", "gelu", "geglu", "--set", "train.train_subset=512",
-        "--set", "model.d_model=16", "--set", "model.layers=1",
-    ),  # fmt: skip
+    "transformer-vit": ("--activations", "gelu", "geglu", *_VIT),
     "cifar10-allconv": ("--activations", "gelu", "relu"),
 }
 _TIMING_METRICS = ("seconds",)
@@ -55,7 +53,10 @@ def fingerprint(src: Path, presets: list[str]) -> dict:
             environment = os.environ | {"PYTHONPATH": str(src.resolve())}
             done = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=tmp)
             if not (out / "records.sqlite").exists():
-                result[preset] = {"skipped": done.stderr.strip().splitlines()[-1:], "rc": done.returncode}
+                result[preset] = {
+                    "skipped": done.stderr.strip().splitlines()[-1:],
+                    "rc": done.returncode,
+                }
                 continue
             result[preset] = {"rc": done.returncode, "stdout": done.stdout.splitlines()}
             result[preset] |= _tables(out / "records.sqlite")
@@ -71,18 +72,24 @@ def _tables(database: Path) -> dict:
             *head, metadata = row
             stamp = {k: v for k, v in json.loads(metadata).items() if k not in _UNSTAMPED}
             runs.append([*head, stamp])
-        records = connection.execute(
-            "SELECT * FROM records WHERE metric NOT IN (%s) ORDER BY run_id, epoch, split, metric"
-            % ",".join("?" * len(_TIMING_METRICS)),
-            _TIMING_METRICS,
-        ).fetchall()
+        records = [
+            row
+            for row in connection.execute(
+                "SELECT * FROM records ORDER BY run_id, epoch, split, metric"
+            )
+            if row[9] not in _TIMING_METRICS  # the metric column
+        ]
         timed = connection.execute(
             "SELECT experiment, config_hash, activation, device, threads, round FROM step_times"
             " ORDER BY experiment, config_hash, activation, device, round"
         ).fetchall()
     finally:
         connection.close()
-    return {"runs": runs, "records": [list(r) for r in records], "step_times": [list(r) for r in timed]}
+    return {
+        "runs": runs,
+        "records": [list(r) for r in records],
+        "step_times": [list(r) for r in timed],
+    }
 
 
 def _digest(value) -> str:
