@@ -150,6 +150,8 @@ def _decide(module: nn.Module) -> nn.Module | str | None:
             return f"a subclass of {base.__module__}.{base.__qualname__}; its forward may differ"
     if cls.__module__ in _ACTIVATION_MODULES:
         return f"gelus has no member computing {cls.__qualname__}'s function"
+    if cls.__module__.startswith("torch."):  # torch's others (nn.Hardswish): not of the family
+        return None
     if any(word in cls.__name__.lower() for word in _FAMILY_WORDS):
         return f"{cls.__module__}.{cls.__qualname__} is not a class patch knows the formula of"
     return None
@@ -188,7 +190,7 @@ def patch(model: nn.Module) -> PatchReport:
     ``HardSwish``, ``HardSigmoid``, ``PReLU``, …); a subclass of a mapped class (its forward may
     differ); any other class whose name says GELU, SiLU or Swish (its formula is not known here:
     a model's own ``GELU`` with another constant). Not listed: torch's other activations
-    (``nn.ReLU``, ``nn.Mish``, …), which are not of the family, and gelus's own modules.
+    (``nn.ReLU``, ``nn.Hardswish``, ``nn.Mish``, …), which are not of the family, and gelus's own modules.
 
     Nothing from transformers or timm is imported: classes are recognised by module and name.
 
