@@ -111,9 +111,15 @@ class PatchReport(NamedTuple):
 
     def __str__(self) -> str:
         lines = [f"gelus.patch: {len(self.replaced)} replaced, {len(self.left_alone)} left alone"]
-        lines += [f"  {r.name}: {r.old!r} -> {r.new!r}" for r in self.replaced]
-        lines += [f"  {a.name}: {a.module!r} left alone ({a.reason})" for a in self.left_alone]
+        lines += [f"  {r.name}: {_named(r.old)} -> {_named(r.new)}" for r in self.replaced]
+        lines += [f"  {a.name}: {_named(a.module)} left alone: {a.reason}" for a in self.left_alone]
         return "\n".join(lines)
+
+
+def _named(module: nn.Module) -> str:
+    """The module's repr with its class's module: whose GELU it is (torch's, timm's, gelus's)."""
+    where = type(module).__module__
+    return f"{'gelus' if where.startswith('gelus.') else where}.{module!r}"
 
 
 def _key(cls: type) -> tuple[str, str]:

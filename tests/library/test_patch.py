@@ -193,7 +193,11 @@ def test_what_is_not_an_exact_match_is_left_alone_and_listed():
     assert type(model[3]) is nn.ReLU and type(model[4]) is nn.Mish  # not of the family: unlisted
     text = str(report)
     assert text.startswith("gelus.patch: 1 replaced, 3 left alone")
-    assert "5.act: GELU(approximate='none') -> GELU(approximate='none')" in text
+    assert (
+        "5.act: torch.nn.modules.activation.GELU(approximate='none') -> "
+        "gelus.GELU(approximate='none')"
+    ) in text
+    assert "1: test_patch.MyGELU() left alone: test_patch.MyGELU is not a class" in text
 
 
 def test_patching_twice_changes_nothing_more():

@@ -13,9 +13,9 @@ After :func:`register`, a config may name a gelus activation with the ``gelus:``
 transformers resolves ``hidden_act`` (and ``activation_function``, ``hidden_activation``, …)
 through ``transformers.activations.ACT2FN``, a table of name -> class whose lookup returns a
 fresh module, and a few models through its source table ``ACT2CLS``; :func:`register` adds the
-gelus names to both. A process that has not called it fails to build such a model (transformers'
-``KeyError``: "function gelus:gelu_tanh not found in ACT2FN mapping"), it never falls back to
-transformers' own activation.
+gelus names to both. A process that has not called it fails to build such a model
+(``KeyError: 'gelus:gelu_tanh'`` from ``ACT2FN``); it never falls back to transformers' own
+activation.
 
 Hugging Face's own names (``gelu``, ``gelu_new``, ``gelu_pytorch_tanh``, ``quick_gelu``, …) are
 left alone: a config that says ``gelu_new`` still gets transformers' ``NewGELUActivation``. To

@@ -36,7 +36,7 @@ def register() -> list[str]:
 
     Example::
 
-        >>> register()
+        >>> names = register()
         >>> timm.layers.create_act_layer("gelus:gelu_tanh", inplace=True)
         GELU(approximate='tanh', inplace=True)
     """
