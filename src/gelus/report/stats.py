@@ -26,6 +26,7 @@ __all__ = [
     "compare_paired",
     "holm",
     "iqm",
+    "noncentral_t_sf",
     "paired_t_test",
     "pairs_for_power",
     "power",
@@ -186,32 +187,75 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def noncentral_t_sf(x: float, nu: int, noncentrality: float) -> float:
+    """P(T' > x) for T' noncentral t with ``nu`` degrees of freedom, x ≥ 0.
+
+    T' = (Z + δ)/(X/√ν) with Z standard normal and X chi-distributed (ν), so, integrating over X,
+
+        P(T' > x) = ∫₀^∞ f_χ(s; ν) · Φ(δ − x·s/√ν) ds.
+
+    The integrand is smooth and bounded, so this is finite where scipy's ``nct`` gives NaN (its
+    lower tail once δ ≳ 8, e.g. n = 3, effect 5.0, α = 0.00625).
+    """
+    from scipy import integrate, special, stats
+
+    scale = x / math.sqrt(nu)
+    log_norm = (nu / 2 - 1) * math.log(2) + math.lgamma(nu / 2)  # of the chi density
+
+    def integrand(s: float) -> float:
+        if s <= 0:
+            return 0.0 if nu > 1 else math.sqrt(2 / math.pi) * special.ndtr(noncentrality)
+        density = math.exp((nu - 1) * math.log(s) - s * s / 2 - log_norm)
+        return density * float(special.ndtr(noncentrality - scale * s))
+
+    # the chi density is negligible outside its 1e-15 and 1 − 1e-15 quantiles; its mode
+    # √(ν − 1) as a break point
+    lower, upper = float(stats.chi.ppf(1e-15, nu)), float(stats.chi.isf(1e-15, nu))
+    mode = math.sqrt(max(nu - 1, 0))
+    pieces = ((lower, mode), (mode, upper)) if mode > lower else ((lower, upper),)
+    value = sum(
+        integrate.quad(integrand, a, b, epsabs=1e-14, epsrel=1e-11, limit=200)[0] for a, b in pieces
+    )
+    return min(1.0, max(0.0, value))
+
+
 def power(n: int, effect: float, alpha: float) -> float:
     """Power of a two-sided paired t-test at level ``alpha`` with n pairs when the true mean
-    difference is ``effect`` standard deviations: P(|T'| > t_{1−α/2, n−1}), T' noncentral t with
-    n − 1 degrees of freedom and noncentrality effect·√n."""
+    difference is ``effect`` standard deviations: P(|T'| > c), c = t_{1−α/2, n−1}, T' noncentral
+    t with n − 1 degrees of freedom and noncentrality δ = effect·√n, i.e.
+    :func:`noncentral_t_sf` (c, n − 1, δ) + :func:`noncentral_t_sf` (c, n − 1, −δ). Never NaN
+    for n ≥ 2."""
     from scipy import stats
 
     if n < 2:
         return float("nan")
-    critical = stats.t.ppf(1 - alpha / 2, n - 1)
+    critical = float(stats.t.ppf(1 - alpha / 2, n - 1))
     noncentrality = effect * math.sqrt(n)
-    return float(
-        stats.nct.sf(critical, n - 1, noncentrality)
-        + stats.nct.cdf(-critical, n - 1, noncentrality)
+    return min(
+        1.0,
+        noncentral_t_sf(critical, n - 1, noncentrality)
+        + noncentral_t_sf(critical, n - 1, -noncentrality),
     )
 
 
 def pairs_for_power(mean: float, sd: float, alpha: float, target: float = POWER) -> int | None:
     """The fewest pairs for which a two-sided paired t-test at ``alpha`` has ``target`` power
-    against the observed effect mean/sd (None: no effect seen, or more than 10,000 pairs)."""
+    against the observed effect mean/sd (None: no effect seen, or more than 10,000 pairs).
+
+    Power grows with n at a fixed effect, so the search doubles n and then bisects.
+    """
     if not (math.isfinite(mean) and math.isfinite(sd)) or sd == 0 or mean == 0:
         return None
-    effect = abs(mean) / sd
-    for n in range(2, 10_001):
-        if power(n, effect, alpha) >= target:
-            return n
-    return None
+    effect, most = abs(mean) / sd, 10_000
+    if power(most, effect, alpha) < target:
+        return None
+    low, high = 1, 2  # power(low) < target ≤ power(high) once the doubling stops
+    while high < most and power(high, effect, alpha) < target:
+        low, high = high, min(2 * high, most)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if power(middle, effect, alpha) >= target else (middle, high)
+    return high
 
 
 class Comparison(NamedTuple):
