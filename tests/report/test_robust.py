@@ -271,7 +271,7 @@ def _fragile_share(differences):
 
 
 @pytest.mark.parametrize(
-    ("shape", "stated"), [("exponential", 0.025), ("lognormal", 0.027)]
+    ("shape", "stated"), [("exponential", 0.026), ("lognormal", 0.028)]
 )  # docs/REPORT.md, from tools/verdict_rates.py at 200,000 families
 def test_the_rule_marks_few_false_positives_of_skewed_nulls(shape, stated):
     rng = np.random.default_rng(11)
@@ -285,7 +285,7 @@ def test_the_rule_marks_few_false_positives_of_skewed_nulls(shape, stated):
     assert abs(share - stated) < 4 * math.sqrt(stated * (1 - stated) / count)
 
 
-@pytest.mark.parametrize(("effect", "stated"), [(1.0, 0.024), (1.5, 0.025)])
+@pytest.mark.parametrize(("effect", "stated"), [(1.0, 0.021), (1.5, 0.024)])
 def test_the_rule_marks_few_true_gaussian_effects(effect, stated):
     rng = np.random.default_rng(12)
     d = rng.normal(size=(4000, 5, 5))  # one real effect among 5 comparisons, n = 5
