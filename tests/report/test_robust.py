@@ -19,6 +19,7 @@ from gelus.report.robust import (
     holm_power,
     inside_margin,
     paired_t_p,
+    pairs_for_holm_power,
     sign_flip_p,
 )
 from gelus.report.sensitivity import interaction, lr_sensitivity, mean_regret
@@ -125,6 +126,15 @@ def test_holm_power_lies_between_its_bounds_and_falls_with_m():
     assert values == sorted(values, reverse=True)
     with pytest.raises(ValueError, match="at least one"):
         holm_power(5, 1.0, 0)
+
+
+def test_pairs_for_holm_power_reach_the_target_and_no_fewer():
+    n = pairs_for_holm_power(mean=1.0, sd=1.0, m=5)
+    assert holm_power(n, 1.0, 5) >= 0.8 > holm_power(n - 1, 1.0, 5)
+    # the lone test at Holm's strictest level α/m is a lower bound on the power: never fewer
+    assert n <= pairs_for_power(1.0, 1.0, 0.05 / 5)
+    assert pairs_for_holm_power(1.0, 1.0, m=1) == pairs_for_power(1.0, 1.0, 0.05)
+    assert pairs_for_holm_power(0.0, 1.0, m=5) is None
 
 
 # --------------------------------------------------------------------------- sign flip

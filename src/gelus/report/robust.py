@@ -14,7 +14,9 @@ import numpy as np
 from gelus.report.stats import (
     ALPHA,
     EQUIVALENCE_MARGINS,
+    POWER,
     Comparison,
+    fewest_pairs,
     holm,
     noncentral_t_sf,
     paired_t_test,
@@ -29,6 +31,7 @@ __all__ = [
     "holm_power",
     "inside_margin",
     "paired_t_p",
+    "pairs_for_holm_power",
     "sign_flip_p",
 ]
 
@@ -97,6 +100,20 @@ def holm_power(n: int, effect: float, m: int, alpha: float = ALPHA) -> float:
         _holm_passes(p, m, alpha) * (g - g_below)
         for p, g, g_below in zip(steps, reached, below, strict=True)
     ))  # fmt: skip
+
+
+def pairs_for_holm_power(
+    mean: float, sd: float, m: int, alpha: float = ALPHA, target: float = POWER
+) -> int | None:
+    """The fewest pairs with which a Holm verdict over m comparisons calls one real effect of
+    mean/sd (the others null) real with probability ``target`` (:func:`holm_power`); None when no
+    effect is seen or more than 10,000 pairs are needed. At most
+    :func:`~gelus.report.stats.pairs_for_power` at α/m (the lone test at Holm's strictest level,
+    a lower bound on the power)."""
+    if not (math.isfinite(mean) and math.isfinite(sd)) or sd == 0 or mean == 0:
+        return None
+    effect = abs(mean) / sd
+    return fewest_pairs(lambda n: holm_power(n, effect, m, alpha) >= target)
 
 
 # --------------------------------------------------------------------------- sign-flip test
@@ -197,6 +214,9 @@ def fragile_marks(
     - reverses the sign of its mean difference (reason 1), or
     - carries it: dropping that seed leaves it not significant in its direction while dropping
       any other seed keeps it (reason 2).
+
+    A reversal cannot follow a significant t-test: if dropping x_k flips the sign of S = Σx then
+    s > S/√n, so t < 1 (p > 0.3); at usual levels only "carries it" marks.
 
     Returns (significant, fragile, reason, seed) of shape (..., m): reason 0 when not fragile,
     seed the index of the seed named (−1 when none; for a reversal, the one that moves the mean

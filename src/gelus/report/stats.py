@@ -24,6 +24,7 @@ __all__ = [
     "adjust",
     "bootstrap_ci",
     "compare_paired",
+    "fewest_pairs",
     "holm",
     "iqm",
     "noncentral_t_sf",
@@ -249,24 +250,28 @@ def power(n: int, effect: float, alpha: float) -> float:
     )
 
 
-def pairs_for_power(mean: float, sd: float, alpha: float, target: float = POWER) -> int | None:
-    """The fewest pairs for which a two-sided paired t-test at ``alpha`` has ``target`` power
-    against the observed effect mean/sd (None: no effect seen, or more than 10,000 pairs).
-
-    Power grows with n at a fixed effect, so the search doubles n and then bisects.
-    """
-    if not (math.isfinite(mean) and math.isfinite(sd)) or sd == 0 or mean == 0:
+def fewest_pairs(reaches: Callable[[int], bool], most: int = 10_000) -> int | None:
+    """The smallest n in [2, ``most``] with ``reaches(n)`` true, for a ``reaches`` monotone in n
+    (power at a fixed effect grows with n): doubling, then bisection. None when ``reaches(most)``
+    is false."""
+    if not reaches(most):
         return None
-    effect, most = abs(mean) / sd, 10_000
-    if power(most, effect, alpha) < target:
-        return None
-    low, high = 1, 2  # power(low) < target ≤ power(high) once the doubling stops
-    while high < most and power(high, effect, alpha) < target:
+    low, high = 1, 2  # reaches(low) false (n = 1 has no test), reaches(high) once doubling stops
+    while high < most and not reaches(high):
         low, high = high, min(2 * high, most)
     while high - low > 1:
         middle = (low + high) // 2
-        low, high = (low, middle) if power(middle, effect, alpha) >= target else (middle, high)
+        low, high = (low, middle) if reaches(middle) else (middle, high)
     return high
+
+
+def pairs_for_power(mean: float, sd: float, alpha: float, target: float = POWER) -> int | None:
+    """The fewest pairs for which a two-sided paired t-test at ``alpha`` has ``target`` power
+    against the observed effect mean/sd (None: no effect seen, or more than 10,000 pairs)."""
+    if not (math.isfinite(mean) and math.isfinite(sd)) or sd == 0 or mean == 0:
+        return None
+    effect = abs(mean) / sd
+    return fewest_pairs(lambda n: power(n, effect, alpha) >= target)
 
 
 class Comparison(NamedTuple):
