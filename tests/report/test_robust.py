@@ -48,7 +48,7 @@ def _power_by_mpmath(n: int, effect: float, alpha: float) -> float:
         x = nu * (z + delta) ** 2 / (2 * c**2)
         return mpmath.npdf(z) * mpmath.gammainc(mpmath.mpf(nu) / 2, 0, x, regularized=True)
 
-    return float(mpmath.quad(integrand, [-mpmath.inf, -delta, mpmath.inf]))
+    return float(mpmath.quad(integrand, [-mpmath.inf, -delta, 0, delta, mpmath.inf]))
 
 
 @pytest.mark.parametrize(
@@ -64,6 +64,16 @@ def test_power_is_finite_where_scipy_is_not_and_matches_an_integral_over_the_nor
     if (n, effect) == (3, 5.0):
         assert math.isnan(scipy_power)  # the case the issue names
     assert power(n, effect, alpha) == pytest.approx(_power_by_mpmath(n, effect, alpha), abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("n", "effect", "alpha"), [(2, 3.0, 1e-6), (3, 20.0, 1e-8), (2, 30.0, 0.05), (40, 2.0, 1e-10)]
+)
+def test_power_in_the_corners_matches_the_integral_over_the_normal(n, effect, alpha):
+    # a critical value so large that Φ falls from 1 to 0 within 1e-5 of the chi's origin (α =
+    # 1e-6 at one degree of freedom), and powers within 1e-3 of 1
+    expected = _power_by_mpmath(n, effect, alpha)
+    assert power(n, effect, alpha) == pytest.approx(expected, rel=1e-7, abs=1e-12)
 
 
 @pytest.mark.parametrize(

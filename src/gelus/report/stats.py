@@ -6,6 +6,7 @@ Nothing reads files or global state. NaN and infinite values are diverged runs: 
 taken over the finite values and say how many diverged.
 """
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -220,13 +221,18 @@ def noncentral_t_sf(x: float, nu: int, noncentrality: float) -> float:
         density = math.exp((nu - 1) * math.log(s) - s * s / 2 - log_norm)
         return density * float(special.ndtr(noncentrality - scale * s))
 
-    # the chi density is negligible outside its 1e-15 and 1 − 1e-15 quantiles; its mode
-    # √(ν − 1) as a break point
+    # the chi density is negligible outside its 1e-15 and 1 − 1e-15 quantiles; break points at its
+    # mode √(ν − 1) and where Φ falls from 1 to 0 (s = δ/scale, width 1/scale: narrow when x is
+    # large, e.g. at α = 1e-6 with ν = 1), so quad never steps over either
     lower, upper = float(stats.chi.ppf(1e-15, nu)), float(stats.chi.isf(1e-15, nu))
-    mode = math.sqrt(max(nu - 1, 0))
-    pieces = ((lower, mode), (mode, upper)) if mode > lower else ((lower, upper),)
+    breaks = {lower, upper, math.sqrt(max(nu - 1, 0))}
+    if scale > 0:
+        centre, width = noncentrality / scale, 1 / scale
+        breaks |= {centre + k * width for k in (-8, -2, 0, 2, 8)}
+    edges = sorted(b for b in breaks if lower <= b <= upper)
     value = sum(
-        integrate.quad(integrand, a, b, epsabs=1e-14, epsrel=1e-11, limit=200)[0] for a, b in pieces
+        integrate.quad(integrand, a, b, epsabs=1e-15, epsrel=1e-11, limit=200)[0]
+        for a, b in itertools.pairwise(edges)
     )
     return min(1.0, max(0.0, value))
 
