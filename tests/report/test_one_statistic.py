@@ -185,3 +185,20 @@ def _calls_in(tree):
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             yield getattr(node.func, "id", getattr(node.func, "attr", "")), node
+
+
+def test_only_sources_reads_records_presets_and_datasets():
+    reaching = []
+    for path in (SOURCE / "report").glob("*.py"):
+        if path.name == "sources.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = {alias.name for alias in node.names}
+                if (
+                    node.module == "gelus.experiments.records"
+                    or node.module.startswith("gelus.data")
+                    or "PRESETS" in names
+                ):
+                    reaching.append(f"{path.name}:{node.lineno} {node.module}")
+    assert reaching == [], reaching
