@@ -153,6 +153,7 @@ class Aggregate:
 
     @property
     def plural(self) -> str:
+        """The statistic's plural as the report writes it ("medians")."""
         return STATISTICS[self.statistic][2]
 
     @property

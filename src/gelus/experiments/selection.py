@@ -106,7 +106,7 @@ class Selection(NamedTuple):
     metric: str  # the reported metric
     values: dict[int, float]  # seed -> reported value (NaN / inf: the run diverged)
     epochs: dict[int, int]  # seed -> the epoch reported
-    val_medians: dict[tuple[str, float], float]  # (setting, lr) -> median select metric
+    val_medians: dict[tuple[str, float], float]  # (setting, lr) -> aggregate of select metric
     rule: str  # the protocol in words
     tuned_on: str = ""  # the config hash the lr was chosen on, when not ``config_hash``
     aggregate: Aggregate = HEADLINE  # the statistic over seeds the lr was chosen by
