@@ -147,8 +147,6 @@ def test_a_sweep_stores_its_step_times_once_and_the_report_prices_its_curves(cor
 
 
 def test_without_step_times_the_report_draws_the_sweeps_own_clock(corpus, tmp_path):
-    import numpy as np
-
     from gelus.report.analysis import analyse
     from gelus.report.figures import experiment_figures
 
@@ -163,7 +161,7 @@ def test_without_step_times_the_report_draws_the_sweeps_own_clock(corpus, tmp_pa
     assert result.step_costs == () and dict(result.steps_per_epoch) == {runs[0].config_hash: 2}
     selections = [row.selection for row in result.rows]
     figures = experiment_figures(
-        records, selections, result.figure, title="t", rng=np.random.default_rng(0),
+        records, selections, result.figure, title="t",
         steps_per_epoch=dict(result.steps_per_epoch),
     )  # fmt: skip
     assert figures["curves"].axes[0].get_xlabel() == "epoch (2 steps each)"

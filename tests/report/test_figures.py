@@ -23,9 +23,7 @@ def _figures(records, experiment):
     preset = PRESETS[experiment]
     mine = [r for r in records if r.experiment == experiment]
     selections = select(mine, preset.protocol)
-    return experiment_figures(
-        mine, selections, preset.figure, title=experiment, rng=np.random.default_rng(0)
-    )
+    return experiment_figures(mine, selections, preset.figure, title=experiment)
 
 
 def test_mnist_curves_median_colours_and_labels():
@@ -79,9 +77,7 @@ def test_plot_curve_band_contains_the_median_and_returns_ax():
         {1: 0.2, 2: 0.4},
         {1: 0.5},
     ]  # epoch 2 missing once
-    assert (
-        plot_curve(ax, curves, activation="elu", metric="error", rng=np.random.default_rng(0)) is ax
-    )
+    assert plot_curve(ax, curves, activation="elu", metric="error") is ax
     (line,) = ax.lines
     np.testing.assert_allclose(line.get_xdata(), [1])  # only epochs every seed reached
     assert line.get_ydata()[0] == pytest.approx(100 * 0.25)
@@ -104,7 +100,7 @@ def test_the_lr_sensitivity_figure_shows_every_seed_per_lr_activation_and_settin
     records, _ = make_records(seeds=(0, 1, 2), lrs=(1e-3, 1e-4))
     selections = select(records, PRESETS["mnist-classification"].protocol)
     figures = experiment_figures(records, selections, PRESETS["mnist-classification"].figure,
-                                 title="t", rng=np.random.default_rng(0))  # fmt: skip
+                                 title="t")  # fmt: skip
     fig = figures["lr"]
     axes = fig.axes
     assert len(axes) == 4  # val and test × keep 0.5 and 1.0
@@ -113,8 +109,7 @@ def test_the_lr_sensitivity_figure_shows_every_seed_per_lr_activation_and_settin
     assert all(ax.get_xscale() == "log" for ax in axes)
     one_lr = [r for r in records if r.lr == 1e-3]
     assert "lr" not in experiment_figures(one_lr, select(one_lr, PRESETS["mnist-classification"].protocol),
-                                          PRESETS["mnist-classification"].figure, title="t",
-                                          rng=np.random.default_rng(0))  # fmt: skip
+                                          PRESETS["mnist-classification"].figure, title="t")  # fmt: skip
 
 
 def test_the_lr_figure_leaves_out_runs_that_have_not_reached_the_last_epoch():
@@ -125,6 +120,6 @@ def test_the_lr_figure_leaves_out_runs_that_have_not_reached_the_last_epoch():
            if not (r.seed == 2 and r.lr == 1e-4 and r.epoch == 3 and (r.activation, r.setting) in stopped)]  # fmt: skip
     selections = select(cut, PRESETS["mnist-classification"].protocol)
     figures = experiment_figures(cut, selections, PRESETS["mnist-classification"].figure,
-                                 title="t", rng=np.random.default_rng(0))  # fmt: skip
+                                 title="t")  # fmt: skip
     dots = sum(len(c.get_offsets()) for c in figures["lr"].axes[0].collections)
     assert dots == 3 * (3 + 2)  # activations × (three seeds at 1e-3, two at 1e-4)

@@ -7,7 +7,7 @@ from scipy import stats as scipy_stats
 from gelus.experiments.presets import PRESETS
 from gelus.experiments.protocol import Protocol
 from gelus.experiments.selection import select, variant_labels
-from gelus.report.stats import adjust, bootstrap_ci, compare_paired, iqm, summarize
+from gelus.report.stats import HEADLINE, adjust, bootstrap_ci, compare_paired, iqm
 from test_synthetic import Record
 
 
@@ -24,7 +24,9 @@ def test_iqm_along_an_axis_matches_scipy():
 
 def test_bootstrap_matches_scipy_percentile_bootstrap():
     data = np.random.default_rng(1).exponential(size=50)
-    ours = bootstrap_ci(data, np.median, rng=np.random.default_rng(2), n_resamples=20_000)
+    ours = bootstrap_ci(
+        data, np.median, rng=np.random.default_rng(2), n_resamples=20_000, confidence=0.95
+    )
     theirs = scipy_stats.bootstrap(
         (data,), np.median, method="percentile", n_resamples=20_000, random_state=3
     ).confidence_interval
@@ -34,8 +36,8 @@ def test_bootstrap_matches_scipy_percentile_bootstrap():
 
 def test_bootstrap_is_reproducible_with_the_same_generator():
     data = [0.3, 0.1, 0.7, 0.2]
-    a = bootstrap_ci(data, np.mean, rng=np.random.default_rng(5))
-    b = bootstrap_ci(data, np.mean, rng=np.random.default_rng(5))
+    a = bootstrap_ci(data, np.mean, rng=np.random.default_rng(5), n_resamples=1000, confidence=0.9)
+    b = bootstrap_ci(data, np.mean, rng=np.random.default_rng(5), n_resamples=1000, confidence=0.9)
     assert a == b
     assert min(data) <= a[0] <= a[1] <= max(data)
 
@@ -46,17 +48,18 @@ def test_bootstrap_coverage_on_a_known_distribution():
     rng = np.random.default_rng(123)
     covered = 0
     for _ in range(300):
-        low, high = bootstrap_ci(rng.normal(size=40), np.mean, rng=rng, n_resamples=2000)
+        sample = rng.normal(size=40)
+        low, high = bootstrap_ci(sample, np.mean, rng=rng, n_resamples=2000, confidence=0.95)
         covered += low <= 0.0 <= high
     assert 0.88 <= covered / 300 <= 0.99
 
 
 def test_summarize_hand_computed():
-    s = summarize([3.0, 1.0, 2.0, 10.0], rng=np.random.default_rng(0))
+    s = HEADLINE.summarize([3.0, 1.0, 2.0, 10.0], "cell")
     assert (s.n, s.mean, s.median) == (4, 4.0, 2.5)
     assert s.iqm == pytest.approx(2.5)  # cut one from each end: mean(2, 3)
     assert 1.0 <= s.median_ci[0] <= s.median <= s.median_ci[1] <= 10.0
-    empty = summarize([], rng=np.random.default_rng(0))
+    empty = HEADLINE.summarize([], "cell")
     assert empty.n == 0 and np.isnan(empty.median)
 
 
@@ -200,9 +203,9 @@ def test_diverged_runs_lose_the_lr_choice_and_are_counted_not_crashed_on():
     (selection,) = select(records, ERROR_ONLY)
     assert selection.lr == 1e-3  # a median over {inf, inf, 0.01} is inf: 1.0 is not chosen
     assert selection.diverged == 1 and selection.finite == [0.3, 0.5]
-    summary = summarize(list(selection.values.values()), rng=np.random.default_rng(0))
+    summary = selection.summarize()
     assert (summary.n, summary.diverged, summary.median) == (2, 1, 0.4)
-    assert summarize([nan, nan], rng=np.random.default_rng(0)).diverged == 2
+    assert HEADLINE.summarize([nan, nan]).diverged == 2
     baseline = selection._replace(activation="relu", values={0: 0.4, 1: 0.4, 2: 0.4})
     c = compare_paired(selection, baseline)
     assert c.seeds == (0, 2) and c.diverged == 1 and c.mean == pytest.approx(0.0)

@@ -1,7 +1,6 @@
 """``gelus list`` and ``gelus run``: the experiments from the command line."""
 
 import argparse
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -352,7 +351,7 @@ def summary_table(records: Sequence["Record"], runs: Sequence["RunInfo"], preset
         finite = sorted(s.finite)
         mark = "*" if s.lr_selected else " "
         if finite:
-            median = f"{statistics.median(finite):>9.4f}  [{finite[0]:.4f}, {finite[-1]:.4f}]"
+            median = f"{s.aggregate.point(finite):>9.4f}  [{finite[0]:.4f}, {finite[-1]:.4f}]"
         else:
             median = f"{'—':>9}"
         diverged = f", {s.diverged} diverged" if s.diverged else ""

@@ -1,7 +1,8 @@
 """An experiment's protocol applied to its records: which lr (and setting) each config reports.
 
-Pure functions of records (NamedTuples with the fields of the ``records`` table) and of the runs'
-configs; the console summary and the report both call :func:`select`, so they agree.
+Pure functions of records (NamedTuples with the fields of the ``records`` table), of the runs'
+configs and of the :class:`~gelus.experiments.aggregate.Aggregate` that names "the median over
+seeds"; the console summary and the report both call :func:`select`, so they agree.
 
 Records of different configs (different ``config_hash``) are never merged: each config is its own
 row, labelled by what differs between the configs (:func:`variant_labels`). A protocol with a
@@ -17,8 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-import numpy as np
-
+from gelus.experiments.aggregate import HEADLINE, Aggregate, Summary
 from gelus.experiments.config import flat_config, identity_keys
 from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.protocol import Protocol
@@ -106,9 +106,27 @@ class Selection(NamedTuple):
     metric: str  # the reported metric
     values: dict[int, float]  # seed -> reported value (NaN / inf: the run diverged)
     epochs: dict[int, int]  # seed -> the epoch reported
-    val_medians: dict[tuple[str, float], float]  # (setting, lr) -> median select metric
+    val_medians: dict[tuple[str, float], float]  # (setting, lr) -> aggregate of select metric
     rule: str  # the protocol in words
     tuned_on: str = ""  # the config hash the lr was chosen on, when not ``config_hash``
+    aggregate: Aggregate = HEADLINE  # the statistic over seeds the lr was chosen by
+
+    @property
+    def cell(self) -> tuple[str, str, str, str, float, str]:
+        """What names this result's cell: its intervals' generator is seeded from it, so a table
+        and a figure of the same cell show the same interval."""
+        return (
+            self.experiment,
+            self.config_hash,
+            self.activation,
+            self.setting,
+            self.lr,
+            self.metric,
+        )
+
+    def summarize(self) -> Summary:
+        """The aggregate's summary of the reported values (diverged runs counted, not used)."""
+        return self.aggregate.summarize(list(self.values.values()), *self.cell)
 
     @property
     def diverged(self) -> int:
@@ -168,8 +186,10 @@ def select(
     records: Sequence[Any],
     protocol: Protocol,
     configs: Mapping[str, Mapping[str, Any]] | None = None,
+    aggregate: Aggregate = HEADLINE,
 ) -> list[Selection]:
-    """Apply ``protocol`` to the records of one experiment.
+    """Apply ``protocol`` to the records of one experiment, choosing the lr with the lowest
+    ``aggregate`` over seeds of the validation metric.
 
     ``configs`` (``{config_hash: flat config}``, from :func:`run_configs`) labels the configs and
     pairs tuning and retrain configs. Returns one :class:`Selection` per config and (activation,
@@ -193,7 +213,7 @@ def select(
     ignore = [protocol.retrain_key] if protocol.retrain_key else []
     labels = variant_labels([report for _, report in units], configs, ignore)
     units.sort(key=lambda unit: (labels[unit[1]], unit[1]))
-    context = _Context(records[0].experiment, protocol, select_metric, val, labels)
+    context = _Context(records[0].experiment, protocol, select_metric, val, labels, aggregate)
     return [
         selection
         for tune, report in units
@@ -210,41 +230,57 @@ class _Context(NamedTuple):
     select_metric: str | None
     val: Curves
     labels: dict[str, str]
+    aggregate: Aggregate
 
     def unit(self, tune: str, report: str, metric: str, records) -> list[Selection]:
         """The selections of one (tuning config, reported config) and reported metric."""
-        protocol = self.protocol
         test = {
             k: v
-            for k, v in curves_by_seed(records, protocol.report_split, metric).items()
+            for k, v in curves_by_seed(records, self.protocol.report_split, metric).items()
             if k.config_hash == report
         }
-        groups: dict[tuple[str, str | None], set[tuple[str, float]]] = defaultdict(set)
+        groups: dict[tuple[str, str], set[tuple[str, float]]] = defaultdict(set)
         for k in test:
-            groups[(k.activation, None if protocol.tune_setting else k.setting)].add(
-                (k.setting, k.lr)
-            )
+            group_setting = "" if self.protocol.tune_setting else k.setting
+            groups[(k.activation, group_setting)].add((k.setting, k.lr))
         selections = []
-        for (activation, group_setting), candidates in sorted(
-            groups.items(), key=lambda g: (g[0][0], g[0][1] or "")
-        ):
-            val_curves = {
-                k: c for k, c in self.val.items()
-                if k.config_hash == tune and k.activation == activation
-                and group_setting in (None, k.setting) and c
-                and (tune != report or (k.setting, k.lr) in candidates)
-            }  # fmt: skip
+        for (activation, group_setting), candidates in sorted(groups.items()):
+            val_curves = self._val_curves(tune, report, activation, group_setting, candidates)
             for (setting, lr), selected, medians, rule in self._chosen(val_curves, candidates):
-                values, epochs = self._reported(test, val_curves, tune, report, activation,
-                                                setting, lr)  # fmt: skip
+                where = (activation, setting, lr)
+                values, epochs = self._reported(test, val_curves, tune, report, where)
                 selections.append(
                     Selection(
-                        self.experiment, report, self.labels[report], activation, setting, lr,
-                        selected, metric, dict(sorted(values.items())), epochs, medians, rule,
-                        tune if tune != report else "",
+                        experiment=self.experiment,
+                        config_hash=report,
+                        variant=self.labels[report],
+                        activation=activation,
+                        setting=setting,
+                        lr=lr,
+                        lr_selected=selected,
+                        metric=metric,
+                        values=dict(sorted(values.items())),
+                        epochs=epochs,
+                        val_medians=medians,
+                        rule=rule,
+                        tuned_on=tune if tune != report else "",
+                        aggregate=self.aggregate,
                     )
-                )  # fmt: skip
+                )
         return selections
+
+    def _val_curves(self, tune: str, report: str, activation: str, group_setting: str, candidates):
+        """The tuning config's validation curves of one activation (and setting, unless the
+        protocol tunes it); on the reported config itself, only the candidates' (setting, lr)."""
+        return {
+            k: c
+            for k, c in self.val.items()
+            if k.config_hash == tune
+            and k.activation == activation
+            and (self.protocol.tune_setting or k.setting == group_setting)
+            and c
+            and (tune != report or (k.setting, k.lr) in candidates)
+        }
 
     def _chosen(self, val_curves: Curves, candidates):
         """[((setting, lr), chosen on validation, medians, rule)]: the protocol's choice, or each
@@ -253,24 +289,23 @@ class _Context(NamedTuple):
         if not val_curves:
             rule = (
                 f"no {protocol.select_split} split recorded: each learning rate reported on its "
-                f"own, {protocol.report_split} at the last epoch, median over seeds"
+                f"own, {protocol.report_split} at the last epoch, {self.aggregate.name} over seeds"
             )
             return [(pair, False, {}, rule) for pair in sorted(candidates)]
         medians: dict[tuple[str, float], float] = {}
         for pair in sorted({(k.setting, k.lr) for k in val_curves}):
-            chosen_values = [
-                _worst(c[_chosen_epoch(c, protocol.epoch)])
-                for k, c in val_curves.items() if (k.setting, k.lr) == pair
-            ]  # fmt: skip
-            medians[pair] = float(np.median(chosen_values))
+            at_pair = [c for k, c in val_curves.items() if (k.setting, k.lr) == pair]
+            chosen = [_worst(c[_chosen_epoch(c, protocol.epoch)]) for c in at_pair]
+            medians[pair] = self.aggregate.point(chosen)
         best = min(medians, key=lambda pair: (medians[pair], pair))
         return [(best, True, medians, protocol.describe(self.select_metric))]
 
-    def _reported(self, test: Curves, val_curves: Curves, tune, report, activation, setting, lr):
-        """({seed: reported value}, {seed: its epoch}) of one (activation, setting, lr)."""
+    def _reported(self, test: Curves, val_curves: Curves, tune, report, where):
+        """({seed: reported value}, {seed: its epoch}) of one ``where`` = (activation, setting,
+        lr)."""
         values, epochs = {}, {}
         for key, curve in test.items():
-            if (key.activation, key.setting, key.lr) != (activation, setting, lr):
+            if (key.activation, key.setting, key.lr) != where:
                 continue
             val_curve = val_curves.get(key._replace(config_hash=tune)) if tune == report else None
             epoch = _chosen_epoch(val_curve, self.protocol.epoch) if val_curve else max(curve)

@@ -1,8 +1,8 @@
 """From records to what the report says: results tables, comparisons, setup, summary, environment.
 
 :func:`analyse` is a pure function of the records, the runs, the presets (each experiment's
-protocol, figure, paper numbers and setup) and an explicit random generator; the renderers in
-:mod:`gelus.report.render` only format its result.
+protocol, figure, paper numbers and setup), the aggregate over seeds and the verdicts' design
+(:mod:`gelus.report.stats`); the renderers in :mod:`gelus.report.render` only format its result.
 """
 
 import json
@@ -18,7 +18,16 @@ from gelus.experiments.presets import Preset
 from gelus.experiments.protocol import SELECTION_RULES, FigureSpec, Protocol
 from gelus.experiments.selection import Selection, run_configs, select
 from gelus.report.claims import check_claims
-from gelus.report.stats import Comparison, Summary, adjust, compare_paired, seeded_rng, summarize
+from gelus.report.stats import (
+    DESIGN,
+    HEADLINE,
+    Aggregate,
+    Comparison,
+    Design,
+    Summary,
+    adjust,
+    compare_paired,
+)
 
 __all__ = [
     "BASELINES",
@@ -158,12 +167,40 @@ def _matched(
     return pairs
 
 
-def _verdicts_under(records, protocol: Protocol, configs) -> dict[tuple, str]:
+class _Finished(NamedTuple):
+    """One experiment's finished records and what its statistics are taken with."""
+
+    name: str
+    records: list[Any]
+    protocol: Protocol
+    configs: dict[str, dict[str, Any]]
+    aggregate: Aggregate
+    design: Design
+
+    def selections(self, protocol: Protocol | None = None) -> list[Selection]:
+        """The selections under ``protocol`` (default: the experiment's)."""
+        if not self.records:
+            return []
+        return select(self.records, protocol or self.protocol, self.configs, self.aggregate)
+
+    def compare(self, pairs: Sequence[tuple[Selection, Selection]]) -> list[Comparison]:
+        """The paired comparisons of ``pairs``, one family: Holm over them."""
+        tests = [
+            compare_paired(t, b, lower_is_better=t.metric != "accuracy", aggregate=self.aggregate)
+            for t, b in pairs
+        ]
+        return adjust(tests, self.design)
+
+    def claims(self, protocol: Protocol | None = None) -> list:
+        """The paper's claims checked under ``protocol`` (default: the experiment's)."""
+        chosen = protocol or self.protocol
+        args = (self.records, chosen, self.configs, self.aggregate, self.design)
+        return check_claims(self.name, *args)
+
+
+def _verdicts_under(finished: _Finished, protocol: Protocol) -> dict[tuple, str]:
     """{comparison key: verdict word} with the lr chosen by ``protocol``."""
-    pairs = _pairs(select(records, protocol, configs), protocol.reference)
-    tests = adjust(
-        [compare_paired(t, b, lower_is_better=t.metric != "accuracy") for t, b in pairs]
-    )  # fmt: skip
+    tests = finished.compare(_pairs(finished.selections(protocol), protocol.reference))
     return {_comparison_key(c): c.verdict.split()[-1] for c in tests}
 
 
@@ -182,15 +219,15 @@ def _applicable_rules(records, protocol: Protocol) -> list[str]:
     ]  # e.g. the noise experiment's kept models: only the last epoch was evaluated
 
 
-def _claims_under_every_rule(name: str, records, protocol: Protocol, configs) -> list:
+def _claims_under_every_rule(finished: _Finished) -> list:
     """The paper's claims checked with the protocol's lr choice, each marked with every rule's
     verdict where the rules disagree."""
-    checks = check_claims(name, records, protocol, configs)
-    if not records or not checks:
+    checks = finished.claims()
+    if not finished.records or not checks:
         return checks
     by_rule = {}
-    for rule in _applicable_rules(records, protocol):
-        found = check_claims(name, records, protocol.with_rule(rule), configs)
+    for rule in _applicable_rules(finished.records, finished.protocol):
+        found = finished.claims(finished.protocol.with_rule(rule))
         by_rule[rule] = {c.claim: c.verdict for c in found}
     marked = []
     for check in checks:
@@ -203,14 +240,15 @@ def _claims_under_every_rule(name: str, records, protocol: Protocol, configs) ->
     return marked
 
 
-def _mark_rule_dependence(tests, records, protocol, configs) -> list[Comparison]:
+def _mark_rule_dependence(tests, finished: _Finished) -> list[Comparison]:
     """Each verdict recomputed with the lr chosen by every rule of ``SELECTION_RULES`` (those the
     records allow); one that changes is marked "depends on the selection rule" with each rule's."""
-    if not records:
+    if not finished.records:
         return tests
+    protocol = finished.protocol
     by_rule = {
-        name: _verdicts_under(records, protocol.with_rule(name), configs)
-        for name in _applicable_rules(records, protocol)
+        name: _verdicts_under(finished, protocol.with_rule(name))
+        for name in _applicable_rules(finished.records, protocol)
     }
     marked = []
     for c in tests:
@@ -249,11 +287,6 @@ def _departures(preset: Preset | None, runs: Sequence[Any]) -> tuple[str, ...]:
     )
 
 
-def _cell(s: Selection) -> tuple:
-    """What names one table cell: its own bootstrap stream comes from it."""
-    return (s.config_hash, s.activation, s.setting, s.lr, s.metric)
-
-
 def _wall_seconds(records: Sequence[Any]) -> float:
     """Training wall time: each run's largest cumulative ``seconds``, runs trained together as one
     ensemble (same config, activation and setting: the same clock) counted once."""
@@ -266,13 +299,19 @@ def _wall_seconds(records: Sequence[Any]) -> float:
     return sum(seconds for _, seconds in set(per_run.values()))
 
 
+def _shown(value: Any) -> str:
+    """A config or metadata value as the setup table writes it (whole numbers with commas)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
 def _distinct(values: Sequence[Any]) -> str:
-    seen = dict.fromkeys(
-        v if isinstance(v, str) else ",".join(map(str, v)) if isinstance(v, list) else f"{v:,}"
-        if isinstance(v, int) and not isinstance(v, bool) else str(v)
-        for v in values if v not in (None, "")
-    )  # fmt: skip
-    return ", ".join(seen)
+    return ", ".join(dict.fromkeys(_shown(v) for v in values if v not in (None, "")))
 
 
 # what an engine records about each run's model (split "model"), shown per activation in the setup
@@ -323,9 +362,13 @@ def _transformer_model(config: Mapping[str, Any]) -> str | None:
 
 
 _RECIPE_KEYS = {
-    "optim.beta1", "optim.beta2", "optim.weight_decay", "optim.warmup", "optim.min_lr",
+    "optim.beta1",
+    "optim.beta2",
+    "optim.weight_decay",
+    "optim.warmup",
+    "optim.min_lr",
     "optim.grad_clip",
-}  # fmt: skip
+}
 
 
 def _transformer_optimizer(config: Mapping[str, Any]) -> str | None:
@@ -393,10 +436,17 @@ def analyse(
     presets: Mapping[str, Preset],
     rule: str | None = None,
     step_times: Sequence[Any] = (),
+    *,
+    aggregate: Aggregate = HEADLINE,
+    design: Design = DESIGN,
 ) -> list[ExperimentResult]:
     """Every experiment in ``records``, in the order of ``presets`` (the paper's; unknown names
     after it): the protocol's results, paired comparisons, setup and time (``step_times``: the
-    records' interleaved step timings, ``gelus.experiments.records.read_step_times``)."""
+    records' interleaved step timings, ``gelus.experiments.records.read_step_times``).
+
+    ``rule`` (one of ``SELECTION_RULES``) chooses every experiment's lr instead of its protocol;
+    ``aggregate`` is the statistic over seeds of the tables and the lr choice, ``design`` the
+    verdicts' test."""
     by_experiment: dict[str, list[Any]] = defaultdict(list)
     for r in records:
         by_experiment[r.experiment].append(r)
@@ -404,66 +454,85 @@ def analyse(
     results = []
     for name in names:
         preset = presets.get(name)
-        mine_runs = [r for r in runs if r.experiment == name]
         protocol = preset.protocol if preset else Protocol()
         if rule is not None:  # --select: one rule for every experiment
             protocol = protocol.with_rule(rule)
-        # A run still training stops at another epoch than the finished ones: comparing it at its
-        # last epoch would mix epochs, so only finished runs enter the statistics.
-        unfinished = {r.run_id for r in mine_runs if r.status != "done"}
-        configs = run_configs(mine_runs)
-        finished = mark_diverged(
-            [r for r in by_experiment[name] if r.run_id not in unfinished], configs
-        )
-        selections = select(finished, protocol, configs) if finished else []
-        rows = [
-            ResultRow(
-                s,
-                summarize(list(s.values.values()), rng=seeded_rng(name, *_cell(s))),
-                _paper_number(preset, s),
-            )
-            for s in selections
-        ]
-        pairs = _pairs(selections, protocol.reference)
-        tests = adjust(
-            [compare_paired(t, b, lower_is_better=t.metric != "accuracy") for t, b in pairs]
-        )  # one family per experiment: Holm over its comparisons
-        tests = _mark_rule_dependence(tests, finished, protocol, configs)
-        comparisons = []
-        for comparison, (t, b) in zip(tests, pairs, strict=True):
-            paper_t, paper_b = _paper_number(preset, t), _paper_number(preset, b)
-            paper_difference = None if paper_t is None or paper_b is None else paper_t - paper_b
-            comparisons.append((comparison, paper_difference))
-        results.append(
-            ExperimentResult(
-                name=name,
-                citation=preset.citation if preset else "",
-                figure=preset.figure if preset else FigureSpec(),
-                rules=tuple(dict.fromkeys(s.rule for s in selections)),
-                rows=tuple(rows),
-                comparisons=tuple(comparisons),
-                setup=_setup(preset, mine_runs, by_experiment[name]),
-                paper_summary=preset.paper_summary if preset else "",
-                notes=" ".join(preset.fidelity) if preset else "",
-                wall_seconds=_wall_seconds(by_experiment[name]),
-                n_runs=len(mine_runs),
-                n_unfinished=len(unfinished),
-                claims=tuple(_claims_under_every_rule(name, finished, protocol, configs)),
-                departures=_departures(preset, mine_runs),
-                in_paper=preset.in_paper if preset else True,
-                step_costs=step_costs(step_times, name),
-                steps_per_epoch=tuple(sorted(steps_per_epoch(mine_runs).items())),
-            )
-        )
+        mine_runs = [r for r in runs if r.experiment == name]
+        finished = _finish(name, by_experiment[name], mine_runs, protocol, aggregate, design)
+        result = _result(preset, finished, mine_runs, by_experiment[name])
+        results.append(result._replace(step_costs=step_costs(step_times, name)))
     return results
+
+
+def _finish(name, records, runs, protocol, aggregate, design) -> _Finished:
+    """The experiment's finished runs' records, diverged runs marked. A run still training stops
+    at another epoch than the finished ones: comparing it at its last epoch would mix epochs, so
+    only finished runs enter the statistics."""
+    unfinished = {r.run_id for r in runs if r.status != "done"}
+    configs = run_configs(runs)
+    kept = mark_diverged([r for r in records if r.run_id not in unfinished], configs)
+    return _Finished(name, kept, protocol, configs, aggregate, design)
+
+
+def _rows(preset: Preset | None, finished: _Finished) -> list[ResultRow]:
+    """One row per selection: its summary over seeds (each cell's own generator) and the
+    paper's number."""
+    return [ResultRow(s, s.summarize(), _paper_number(preset, s)) for s in finished.selections()]
+
+
+def _comparisons(preset: Preset | None, finished: _Finished, selections) -> list[tuple]:
+    """The experiment's paired comparisons (one Holm family), each with the paper's difference
+    where the paper gives both numbers, marked where another selection rule changes them."""
+    pairs = _pairs(selections, finished.protocol.reference)
+    tests = _mark_rule_dependence(finished.compare(pairs), finished)
+    comparisons = []
+    for comparison, (t, b) in zip(tests, pairs, strict=True):
+        paper_t, paper_b = _paper_number(preset, t), _paper_number(preset, b)
+        paper_difference = None if paper_t is None or paper_b is None else paper_t - paper_b
+        comparisons.append((comparison, paper_difference))
+    return comparisons
+
+
+def _result(
+    preset: Preset | None, finished: _Finished, runs: Sequence[Any], records: Sequence[Any]
+) -> ExperimentResult:
+    """One experiment's :class:`ExperimentResult` (its ``step_costs`` left to the caller)."""
+    rows = _rows(preset, finished)
+    selections = [row.selection for row in rows]
+    return ExperimentResult(
+        name=finished.name,
+        citation=preset.citation if preset else "",
+        figure=preset.figure if preset else FigureSpec(),
+        rules=tuple(dict.fromkeys(s.rule for s in selections)),
+        rows=tuple(rows),
+        comparisons=tuple(_comparisons(preset, finished, selections)),
+        setup=_setup(preset, runs, records),
+        paper_summary=preset.paper_summary if preset else "",
+        notes=" ".join(preset.fidelity) if preset else "",
+        wall_seconds=_wall_seconds(records),
+        n_runs=len(runs),
+        n_unfinished=sum(r.status != "done" for r in runs),
+        claims=tuple(_claims_under_every_rule(finished)),
+        departures=_departures(preset, runs),
+        in_paper=preset.in_paper if preset else True,
+        steps_per_epoch=tuple(sorted(steps_per_epoch(runs).items())),
+    )
 
 
 _ENVIRONMENT_FIRST = ("code_version", "torch", "python", "device", "threads", "platform")
 # Metadata that describes the experiment rather than the machine (shown per experiment instead).
-_NOT_ENVIRONMENT = (
-    "experiment", "citation", "dataset", "dataset_requested", "dataset_source", "quick",
-    "train_size", "steps",
-)  # fmt: skip
+_NOT_ENVIRONMENT = frozenset(
+    [
+        "experiment",
+        "citation",
+        "dataset",
+        "dataset_requested",
+        "dataset_source",
+        "quick",
+        "train_size",
+        "steps",
+    ]
+)
 
 
 def environment(runs: Sequence[Any]) -> list[tuple[str, str]]:

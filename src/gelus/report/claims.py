@@ -16,7 +16,15 @@ import numpy as np
 
 from gelus.experiments.protocol import Protocol
 from gelus.experiments.selection import Selection, select
-from gelus.report.stats import Comparison, adjust, compare_paired
+from gelus.report.stats import (
+    DESIGN,
+    HEADLINE,
+    Aggregate,
+    Comparison,
+    Design,
+    adjust,
+    compare_paired,
+)
 
 __all__ = ["ClaimCheck", "check_claims"]
 
@@ -30,6 +38,42 @@ class ClaimCheck(NamedTuple):
     comparisons: tuple[Comparison, ...]
     verdict: str  # "✓ holds", "✗ contradicted", "· unresolved", or "— not run"
     depends: str = ""  # where another selection rule gives another verdict: each rule's
+
+
+class _Claims(NamedTuple):
+    """One experiment's finished records and how its statistics are taken."""
+
+    name: str
+    records: Sequence[Any]
+    protocol: Protocol
+    configs: Any
+    aggregate: Aggregate
+    design: Design
+
+    def select(self, protocol: Protocol | None = None) -> list[Selection]:
+        return select(self.records, protocol or self.protocol, self.configs, self.aggregate)
+
+    def compare(self, selections, treatment: str, baselines: Sequence[str]) -> list[Comparison]:
+        """Paired comparisons treatment − baseline in each setting, Holm over them."""
+        pairs = [
+            (t, b)
+            for t in _by(selections, treatment)
+            for name in baselines
+            for b in _by(selections, name)
+            if b.setting == t.setting
+            and b.config_hash == t.config_hash
+            and (t.lr_selected or b.lr == t.lr)
+        ]
+        tests = [
+            compare_paired(t, b, lower_is_better=t.metric != "accuracy", aggregate=self.aggregate)
+            for t, b in pairs
+        ]
+        return adjust(tests, self.design)
+
+    def check(self, claim: str, measure: str, comparisons, wanted: Sequence[str]) -> ClaimCheck:
+        return ClaimCheck(
+            self.name, claim, measure, tuple(comparisons), _verdict(comparisons, wanted)
+        )
 
 
 def _verdict(comparisons: Sequence[Comparison], wanted: Sequence[str]) -> str:
@@ -50,53 +94,38 @@ def _by(selections: Sequence[Selection], activation: str) -> list[Selection]:
     return [s for s in selections if s.activation.lower() == activation]
 
 
-def _compare(selections, treatment: str, baselines: Sequence[str]):
-    """Paired comparisons treatment − baseline in each setting, Holm over them."""
-    pairs = [
-        (t, b)
-        for t in _by(selections, treatment)
-        for name in baselines
-        for b in _by(selections, name)
-        if b.setting == t.setting and b.config_hash == t.config_hash
-        and (t.lr_selected or b.lr == t.lr)
-    ]  # fmt: skip
-    return adjust([compare_paired(t, b, lower_is_better=t.metric != "accuracy") for t, b in pairs])
+def _lowest(claims: _Claims, claim: str, split: str, metric: str, measure: str) -> ClaimCheck:
+    chosen = dataclasses.replace(claims.protocol, report_split=split, report_metrics=(metric,))
+    comparisons = claims.compare(claims.select(chosen), "gelu", ("relu", "elu"))
+    return claims.check(claim, measure, comparisons, ["better"] * len(comparisons))
 
 
-def _lowest(name, records, protocol, configs, claim, split, metric, measure):
-    chosen = dataclasses.replace(protocol, report_split=split, report_metrics=(metric,))
-    selections = select(records, chosen, configs)
-    comparisons = _compare(selections, "gelu", ("relu", "elu"))
-    return ClaimCheck(name, claim, measure, tuple(comparisons),
-                      _verdict(comparisons, ["better"] * len(comparisons)))  # fmt: skip
+def _area(records, s: Selection, seed: int) -> float | None:
+    """The trapezoid area under one seed's final test error against the noise half-width a over
+    ``NOISE_RANGE`` (None below two levels)."""
+    curve = {}
+    for (run, level), by_epoch in _noise_curves(records).items():
+        mine = run == (s.config_hash, s.activation, s.setting, s.lr, seed)
+        if mine and NOISE_RANGE[0] <= level <= NOISE_RANGE[1]:
+            curve[level] = by_epoch[max(by_epoch)]
+    if len(curve) < 2:
+        return None
+    levels = sorted(curve)
+    return float(np.trapezoid([curve[a] for a in levels], levels))
 
 
-def _robustness(name, records, protocol, configs, claim) -> ClaimCheck:
+def _robustness(claims: _Claims, claim: str) -> ClaimCheck:
     """Paired area under the test error against noise half-width a over [0, 3] (trapezoid), of
     the final models at each activation's selected lr."""
-    headline = [s for s in select(records, protocol, configs) if s.metric == "error"]
+    headline = [s for s in claims.select() if s.metric == "error"]
     areas = []
     for s in headline:
-        values = {}
-        for seed in s.values:
-            curve = {}
-            for key, by_epoch in _noise_curves(records).items():
-                (chash, activation, setting, lr, run_seed), level = key
-                if (chash, activation, setting, lr, run_seed) == (
-                    s.config_hash,
-                    s.activation,
-                    s.setting,
-                    s.lr,
-                    seed,
-                ) and NOISE_RANGE[0] <= level <= NOISE_RANGE[1]:
-                    curve[level] = by_epoch[max(by_epoch)]
-            if len(curve) >= 2:
-                levels = sorted(curve)
-                values[seed] = float(np.trapezoid([curve[a] for a in levels], levels))
-        areas.append(s._replace(values=values, metric="error·a"))
-    comparisons = _compare(areas, "gelu", ("relu", "elu"))
-    return ClaimCheck(name, claim, "area under test error vs noise a ∈ [0, 3]",
-                      tuple(comparisons), _verdict(comparisons, ["better|tie"] * len(comparisons)))  # fmt: skip
+        values = {seed: _area(claims.records, s, seed) for seed in s.values}
+        kept = {seed: area for seed, area in values.items() if area is not None}
+        areas.append(s._replace(values=kept, metric="error·a"))
+    comparisons = claims.compare(areas, "gelu", ("relu", "elu"))
+    measure = "area under test error vs noise a ∈ [0, 3]"
+    return claims.check(claim, measure, comparisons, ["better|tie"] * len(comparisons))
 
 
 def _noise_curves(records) -> dict:
@@ -109,44 +138,40 @@ def _noise_curves(records) -> dict:
     return curves
 
 
-def _silu(name, records, protocol, configs) -> ClaimCheck | None:
-    selections = select(records, protocol, configs)
+def _silu(claims: _Claims) -> ClaimCheck | None:
+    selections = claims.select()
     headline = [s for s in selections if s.metric == selections[0].metric] if selections else []
     if not _by(headline, "silu"):
         return None
-    comparisons = _compare(headline, "silu", ("gelu", "relu", "elu"))
-    wanted = [
-        "worse" if c.baseline.lower() == "gelu" else "better" for c in comparisons
-    ]  # fmt: skip
-    return ClaimCheck(
-        name, "SiLU performs worse than GELUs but usually better than ReLUs and ELUs "
-        "(Discussion)", f"test {headline[0].metric}", tuple(comparisons),
-        _verdict(comparisons, wanted),
-    )  # fmt: skip
+    comparisons = claims.compare(headline, "silu", ("gelu", "relu", "elu"))
+    wanted = ["worse" if c.baseline.lower() == "gelu" else "better" for c in comparisons]
+    claim = "SiLU performs worse than GELUs but usually better than ReLUs and ELUs (Discussion)"
+    return claims.check(claim, f"test {headline[0].metric}", comparisons, wanted)
 
 
 def check_claims(
-    name: str, records: Sequence[Any], protocol: Protocol, configs
+    name: str,
+    records: Sequence[Any],
+    protocol: Protocol,
+    configs,
+    aggregate: Aggregate = HEADLINE,
+    design: Design = DESIGN,
 ) -> list[ClaimCheck]:
-    """The paper's claims about experiment ``name`` checked on its finished records."""
+    """The paper's claims about experiment ``name`` checked on its finished records, the lr chosen
+    by ``aggregate`` over seeds and each comparison tested as ``design`` says."""
+    claims = _Claims(name, records, protocol, configs, aggregate, design)
     checks = []
     if name == "mnist-classification":
-        checks.append(_lowest(
-            name, records, protocol, configs,
-            "GELU tends to have the lowest median training log loss (Figure 2)", "train", "loss",
-            "training log loss (dropout off) at the last epoch",
-        ))  # fmt: skip
+        claim = "GELU tends to have the lowest median training log loss (Figure 2)"
+        measure = "training log loss (dropout off) at the last epoch"
+        checks.append(_lowest(claims, claim, "train", "loss", measure))
     elif name == "mnist-noise":
-        checks.append(_robustness(
-            name, records, protocol, configs,
-            "GELU matches or exceeds ReLU and ELU as noise grows (Figure 3)",
-        ))  # fmt: skip
+        claim = "GELU matches or exceeds ReLU and ELU as noise grows (Figure 3)"
+        checks.append(_robustness(claims, claim))
     elif name == "mnist-autoencoder":
-        checks.append(_lowest(
-            name, records, protocol, configs,
-            "GELU has the lowest reconstruction error (Figure 4)", "test", "recon_error",
-            "test reconstruction error at the last epoch",
-        ))  # fmt: skip
-    if name.startswith("mnist") and (silu := _silu(name, records, protocol, configs)):
+        claim = "GELU has the lowest reconstruction error (Figure 4)"
+        measure = "test reconstruction error at the last epoch"
+        checks.append(_lowest(claims, claim, "test", "recon_error", measure))
+    if name.startswith("mnist") and (silu := _silu(claims)):
         checks.append(silu)
     return checks

@@ -12,6 +12,13 @@ __all__ = ["missing_experiments", "register", "reproduce"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """``gelus report``, ``gelus export`` and ``gelus reproduce``."""
+    _register_report(subparsers)
+    _register_export(subparsers)
+    _register_reproduce(subparsers)
+
+
+def _register_report(subparsers: argparse._SubParsersAction) -> None:
     report = subparsers.add_parser(
         "report", help="write the HTML and Markdown report of a run directory"
     )
@@ -34,6 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     report.set_defaults(func=_report)
 
+
+def _register_export(subparsers: argparse._SubParsersAction) -> None:
     export = subparsers.add_parser(
         "export", help="write a run directory's records as tidy CSV (or Parquet) tables"
     )
@@ -46,6 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     export.set_defaults(func=_export)
 
+
+def _register_reproduce(subparsers: argparse._SubParsersAction) -> None:
     repro = subparsers.add_parser(
         "reproduce", help="run every experiment whose data is present, then write the report"
     )
@@ -148,9 +159,12 @@ def _load(run_dir: Path, command: str = "report") -> Any:
 
 def _report(args: argparse.Namespace) -> int:
     _prepare_matplotlib()
+    import dataclasses
+
     from gelus.experiments.errors import CommandError
     from gelus.report.render import write_report
     from gelus.report.sources import presets
+    from gelus.report.stats import HEADLINE
 
     records, runs, _, step_times = _load(args.run_dir)
     if not records:
@@ -160,10 +174,16 @@ def _report(args: argparse.Namespace) -> int:
     missing = missing_experiments({r.experiment for r in records})
     out = args.out or args.run_dir / "report"
     html_path, md_path = write_report(
-        records, runs, out, presets=presets(), missing=missing, seed=args.seed,
-        source=str(args.run_dir), rule=None if args.select == "protocol" else args.select,
+        records,
+        runs,
+        out,
+        presets=presets(),
+        missing=missing,
+        source=str(args.run_dir),
+        rule=None if args.select == "protocol" else args.select,
         step_times=step_times,
-    )  # fmt: skip
+        aggregate=dataclasses.replace(HEADLINE, seed=args.seed),  # --seed: the bootstrap's
+    )
     print(f"wrote {html_path}\nwrote {md_path}")
     return 0
 
@@ -214,9 +234,14 @@ def reproduce(
         )
     records, runs, _, step_times = _load(out, "reproduce")
     return write_report(
-        records, runs, out / "report", presets=presets(), missing=missing, source=str(out),
+        records,
+        runs,
+        out / "report",
+        presets=presets(),
+        missing=missing,
+        source=str(out),
         step_times=step_times,
-    )  # fmt: skip
+    )
 
 
 def plan(
@@ -296,9 +321,14 @@ def _reproduce(args: argparse.Namespace) -> int:
     executor = make_executor(args)
     try:
         html_path, md_path = reproduce(
-            out, quick=args.quick, data_dir=args.data_dir, workers=args.workers, executor=executor,
-            device=args.device, experiments=args.experiments,
-        )  # fmt: skip
+            out,
+            quick=args.quick,
+            data_dir=args.data_dir,
+            workers=args.workers,
+            executor=executor,
+            device=args.device,
+            experiments=args.experiments,
+        )
     finally:
         if executor is not None:
             executor.shutdown()

@@ -23,6 +23,7 @@ from typing import Any
 
 from gelus.experiments.config import flat_config
 from gelus.experiments.files import atomic_write
+from gelus.report.stats import DESIGN
 
 __all__ = ["export", "neutralise", "tables"]
 
@@ -54,18 +55,14 @@ def _run_row(run: Any) -> dict[str, Any]:
 
 def tables(records: Sequence[Any], runs: Sequence[Any], results: Sequence[Any]) -> dict:
     """``{"runs": rows, "records": rows, "verdicts": rows}``, each row a dict of plain values."""
-    records_rows = [
-        {"run_id": r.run_id, "experiment": r.experiment, "config_hash": r.config_hash,
-         "activation": r.activation, "seed": r.seed, "lr": r.lr, "setting": r.setting,
-         "epoch": r.epoch, "split": r.split, "metric": r.metric, "value": r.value}
-        for r in records
-    ]  # fmt: skip
+    records_rows = [r._asdict() for r in records]  # a record's fields are the table's columns
+    power = f"pairs_for_{100 * DESIGN.power:g}_percent_power"
     verdicts = [
         {"experiment": c.experiment, "config": c.variant, "setting": c.setting, "lr": c.lr,
          "metric": c.metric, "treatment": c.treatment, "baseline": c.baseline,
          "pairs": len(c.seeds), "mean_difference": c.mean, "ci_low": c.ci[0], "ci_high": c.ci[1],
          "p": c.p, "p_holm": c.p_holm, "verdict": c.verdict.split()[-1],
-         "pairs_for_80_percent_power": c.pairs_needed, "depends_on_selection_rule": c.depends}
+         power: c.pairs_needed, "depends_on_selection_rule": c.depends}
         for result in results
         for c, _ in result.comparisons
     ]  # fmt: skip
@@ -94,14 +91,13 @@ def export(
     """Write the run folder's tables into ``out`` as CSV or Parquet; returns the files (a run
     whose stored config or values are damaged is left out, as in the report). ``loaded``: the
     folder's ``sources.load``, when the caller has read it already."""
-    from gelus.experiments.presets import PRESETS
     from gelus.report.analysis import analyse
-    from gelus.report.sources import load
+    from gelus.report.sources import load, presets
 
     records, runs, _, _ = loaded if loaded is not None else load(run_dir)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    data = tables(records, runs, analyse(records, runs, PRESETS))
+    data = tables(records, runs, analyse(records, runs, presets()))
     written = []
     for name, rows in data.items():
         if fmt == "parquet":

@@ -2,8 +2,10 @@
 
 Plot functions take an ``ax`` (a matplotlib Axes) and return it; :func:`experiment_figures` turns
 one experiment's records into whole figures, as its preset's :class:`FigureSpec` says. Records of
-different configs are separate curves, labelled by what differs. Curves are medians over seeds with a shaded
-percentile-bootstrap 95 % band of the median; colours come from :data:`gelus.plots.palette.PALETTE`.
+different configs are separate curves, labelled by what differs. Curves are the aggregate's statistic
+over seeds (:class:`~gelus.experiments.aggregate.Aggregate`, the median) with its interval as a
+shaded band, each point's generator seeded from its own key, and the summary figure shows each
+result's interval as its table cell does; colours come from :data:`gelus.plots.palette.PALETTE`.
 Missing data means no curve (or no figure), never an error. Import matplotlib with the Agg backend
 before this module if you draw without a display (``gelus report`` does).
 """
@@ -12,7 +14,7 @@ import math
 import textwrap
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -22,7 +24,7 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 from gelus.experiments.protocol import FigureSpec
 from gelus.experiments.selection import Selection, curves_by_seed
 from gelus.plots.palette import color_for, label_for, marker_for
-from gelus.report.stats import bootstrap_ci
+from gelus.report.stats import HEADLINE, Aggregate
 
 __all__ = ["METRIC_LABELS", "experiment_figures", "plot_curve", "plot_noise", "plot_summary"]
 
@@ -48,23 +50,24 @@ def _scale(metric: str) -> float:
     return 100.0 if metric in _PERCENT else 1.0
 
 
-def _median_band(
-    curves: Sequence[dict[Any, float]], rng: np.random.Generator
+def _band(
+    curves: Sequence[dict[Any, float]], aggregate: Aggregate, key: tuple
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """x, median and 95 % band over the curves, at every x present in all of them; a non-finite
-    value (a diverged run's NaN) is left out, so it never sets the axis range."""
+    """x, the aggregate and its interval over the curves, at every x present in all of them (the
+    interval's generator seeded from (*key, x)); a non-finite value (a diverged run's NaN) is left
+    out, so it never sets the axis range."""
     shared = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
-    xs, medians, lows, highs = [], [], [], []
+    xs, centers, lows, highs = [], [], [], []
     for x in shared:
         values = [c[x] for c in curves if math.isfinite(c[x])]
         if not values:
             continue
         xs.append(x)
-        medians.append(np.median(values))
-        low, high = bootstrap_ci(values, np.median, rng=rng, n_resamples=1000)
+        centers.append(aggregate.point(values))
+        low, high = aggregate.interval(values, *key, x)
         lows.append(low)
         highs.append(high)
-    return np.asarray(xs, dtype=float), np.asarray(medians), np.asarray(lows), np.asarray(highs)
+    return np.asarray(xs, dtype=float), np.asarray(centers), np.asarray(lows), np.asarray(highs)
 
 
 def plot_curve(
@@ -73,17 +76,19 @@ def plot_curve(
     *,
     activation: str,
     metric: str,
-    rng: np.random.Generator,
+    aggregate: Aggregate = HEADLINE,
+    key: tuple = (),
     label: str | None = None,
     light: bool = False,
     linestyle: str = "-",
 ) -> Axes:
-    """Median over seeds of per-seed ``{x: value}`` curves, with a bootstrap 95 % band.
+    """The aggregate over seeds (the median) of per-seed ``{x: value}`` curves, with its interval
+    as a band; ``key`` names the curve (each point's generator is seeded from it and x).
 
     ``light=True`` draws the thin, faint style the paper uses for held-out curves; ``linestyle``
     tells configs apart (the colour is the activation's).
     """
-    xs, median, low, high = _median_band(curves, rng)
+    xs, median, low, high = _band(curves, aggregate, key)
     if xs.size == 0:
         return ax
     diverged = sum(not any(map(math.isfinite, c.values())) for c in curves)
@@ -133,71 +138,113 @@ def _panel_label(setting: str, lr: float, show_lr: bool) -> str:
     return ", ".join(parts)
 
 
+def _epoch_label(spec: FigureSpec, steps_per_epoch: Mapping[str, int] | None) -> str:
+    """A transformer's "epoch" is a number of optimizer steps, not a pass over the data."""
+    steps = set((steps_per_epoch or {}).values())
+    return f"epoch ({steps.pop():,} steps each)" if spec.wall_time and len(steps) == 1 else "epoch"
+
+
+def _caption(aggregate: Aggregate, band: bool = True) -> str:
+    """How a figure aggregates seeds, as its title says it."""
+    return f"{aggregate.name} over seeds ({aggregate.level} CI{' band' if band else ''})"
+
+
+class _Panels(NamedTuple):
+    """What every panel of the curve figure shares."""
+
+    chosen: dict[tuple[str, str, str, float], Selection]
+    metric: str
+    curves: dict[str, dict]  # split -> curves_by_seed of the metric
+    per_lr: bool
+    aggregate: Aggregate
+
+    def draw(self, ax: Axes, setting: str, panel_lr: float) -> None:
+        """Every chosen curve of one (setting, lr) panel: training bold, held-out light."""
+        styles = ("-", "--", ":", "-.")  # one per config, in the order of the selections
+        variants = list(dict.fromkeys(s.variant for s in self.chosen.values()))
+        for key, selection in sorted(self.chosen.items()):
+            if key[2] != setting or (self.per_lr and key[3] != panel_lr):
+                continue
+            style = styles[variants.index(selection.variant) % len(styles)]
+            lr_note = "" if self.per_lr else f", lr={key[3]:g}"
+            for light, (split, source) in enumerate(self.curves.items()):
+                seeds = selection.values or {k[4] for k in self.curves["train"] if k[:4] == key}
+                curves = [source[(*key, seed)] for seed in seeds if (*key, seed) in source]
+                plot_curve(
+                    ax,
+                    curves,
+                    activation=key[1],
+                    metric=self.metric,
+                    aggregate=self.aggregate,
+                    key=(selection.experiment, *key, split, self.metric),
+                    light=bool(light),
+                    label=f"{_label(selection)} {split}{lr_note}",
+                    linestyle=style,
+                )
+
+
+def _style_curve_axes(ax: Axes, metric: str, xlabel: str, title: str) -> None:
+    ax.set_xlabel(xlabel)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+    ax.set_title(title, fontsize=10)
+    if metric in ("loss", "recon_error"):
+        ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=7)
+
+
 def _curve_figure(
     records: Sequence[Any],
     selections: Sequence[Selection],
     spec: FigureSpec,
     title: str,
-    rng: np.random.Generator,
+    aggregate: Aggregate,
     steps_per_epoch: Mapping[str, int] | None = None,
 ) -> Figure | None:
     present = {(r.split, r.metric) for r in records}
-    steps = set((steps_per_epoch or {}).values())
-    # a transformer's "epoch" is a number of optimizer steps, not a pass over the data
-    epoch_label = (
-        f"epoch ({steps.pop():,} steps each)" if spec.wall_time and len(steps) == 1 else "epoch"
-    )
-    metric = next(
-        (
-            m
-            for m in spec.metrics
-            if ("train", m) in present or any((s, m) in present for s in spec.held_out)
-        ),
-        None,
-    )
+    splits = ("train", *spec.held_out)
+    metric = next((m for m in spec.metrics if any((s, m) in present for s in splits)), None)
     chosen = _selected(selections)
     if metric is None or not chosen:
         return None
     eval_split = next((s for s in spec.held_out if (s, metric) in present), None)
+    splits = ["train", *([eval_split] if eval_split else [])]
+    curves = {split: curves_by_seed(records, split, metric) for split in splits}
     per_lr = not all(s.lr_selected for s in chosen.values())
+    panels = _Panels(chosen, metric, curves, per_lr, aggregate)
     # the paper's order: no dropout (keep=1.0) left of dropout, lr 1e-3 left of 1e-4
-    panels = sorted(
-        {(setting, lr if per_lr else 0.0) for _, _, setting, lr in chosen}, reverse=True
-    )
-    styles = ("-", "--", ":", "-.")  # one per config, in the order of the selections
-    variants = list(dict.fromkeys(s.variant for s in chosen.values()))
-    train = curves_by_seed(records, "train", metric)
-    held = curves_by_seed(records, eval_split, metric) if eval_split else {}
-    fig = Figure(figsize=(5.2 * len(panels), 3.8), layout="constrained")
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (setting, panel_lr) in zip(axes, panels, strict=True):
-        for (chash, activation, s, lr), selection in sorted(chosen.items()):
-            if s != setting or (per_lr and lr != panel_lr):
-                continue
-            key = (chash, activation, s, lr)
-            seeds = selection.values or {k[4] for k in train if k[:4] == key}
-            for source, split, light in ((train, "train", False), (held, eval_split, True)):
-                curves = [source[(*key, seed)] for seed in seeds if (*key, seed) in source]
-                lr_note = "" if per_lr else f", lr={lr:g}"
-                plot_curve(
-                    ax, curves, activation=activation, metric=metric, rng=rng,
-                    label=f"{_label(selection)} {split}{lr_note}", light=light,
-                    linestyle=styles[variants.index(selection.variant) % len(styles)],
-                )  # fmt: skip
-        ax.set_xlabel(epoch_label)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylabel(METRIC_LABELS.get(metric, metric))
-        ax.set_title(_panel_label(setting, panel_lr, per_lr), fontsize=10)
-        if metric in ("loss", "recon_error"):
-            ax.set_yscale("log")
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=7)
-    text = (
-        f"{title}: {METRIC_LABELS.get(metric, metric)} per epoch, median over seeds (95 % CI band)"
-    )
+    grid = sorted({(key[2], key[3] if per_lr else 0.0) for key in chosen}, reverse=True)
+    fig = Figure(figsize=(5.2 * len(grid), 3.8), layout="constrained")
+    axes = fig.subplots(1, len(grid), squeeze=False)[0]
+    for ax, (setting, panel_lr) in zip(axes, grid, strict=True):
+        panels.draw(ax, setting, panel_lr)
+        label = _panel_label(setting, panel_lr, per_lr)
+        _style_curve_axes(ax, metric, _epoch_label(spec, steps_per_epoch), label)
+    text = f"{title}: {METRIC_LABELS.get(metric, metric)} per epoch, {_caption(aggregate)}"
     _title(fig, f"Figure {spec.number}. {text}" if spec.number else text)
     return fig if any(ax.lines for ax in axes) else None
+
+
+_TIME_AXES = {  # (every curve priced by its step time, none) -> the time axis's label
+    (True, False): "training time at each activation's interleaved step time (s)",
+    (False, True): "training wall time in the sweep (s; under its load)",
+    (False, False): "training time (s): interleaved step time where measured, else the sweep's",
+}
+
+
+def _epoch_times(key, per_seed, seeds, clock, seconds_per_step, steps_per_epoch):
+    """({epoch: seconds}, priced): at the interleaved step time where it is recorded (priced),
+    else the median over seeds of the sweep's cumulative epoch times."""
+    chash, activation = key[0], key[1]
+    step = seconds_per_step.get((chash, activation))
+    if step is not None and chash in steps_per_epoch:
+        return {e: e * steps_per_epoch[chash] * step for c in per_seed for e in c}, True
+    times = [clock[(*key, seed)] for seed in seeds if (*key, seed) in clock]
+    epochs = set().union(*times) if times else set()
+    # a timing median, not the seeds' aggregate: the clock is where the epochs are drawn
+    return {e: float(np.median([t[e] for t in times if e in t])) for e in epochs}, False
 
 
 def _time_figure(
@@ -205,7 +252,7 @@ def _time_figure(
     selections: Sequence[Selection],
     spec: FigureSpec,
     title: str,
-    rng: np.random.Generator,
+    aggregate: Aggregate,
     seconds_per_step: Mapping[tuple[str, str], float],
     steps_per_epoch: Mapping[str, int],
 ) -> Figure | None:
@@ -228,39 +275,31 @@ def _time_figure(
     fig = Figure(figsize=(6.2, 4.0), layout="constrained")
     ax = fig.subplots()
     for key, selection in sorted(chosen.items()):
-        chash, activation = key[0], key[1]
         seeds = selection.values or {k[4] for k in held if k[:4] == key}
         per_seed = [held[(*key, seed)] for seed in seeds if (*key, seed) in held]
-        step = seconds_per_step.get((chash, activation))
-        if step is not None and chash in steps_per_epoch:
-            at = {e: e * steps_per_epoch[chash] * step for c in per_seed for e in c}
-            priced.append(True)
-        else:
-            times = [clock[(*key, seed)] for seed in seeds if (*key, seed) in clock]
-            at = {
-                e: float(np.median([t[e] for t in times if e in t]))
-                for e in set().union(*times)
-            } if times else {}  # fmt: skip
-            priced.append(False)
+        times = (key, per_seed, seeds, clock, seconds_per_step, steps_per_epoch)
+        at, was_priced = _epoch_times(*times)
+        priced.append(was_priced)
         curves = [{at[e]: v for e, v in c.items() if e in at} for c in per_seed]
+        setting = f" {selection.setting}" if selection.setting else ""
         lr_note = "" if selection.lr_selected else f", lr={selection.lr:g}"
-        label = (
-            f"{_label(selection)}{' ' + selection.setting if selection.setting else ''}{lr_note}"
+        plot_curve(
+            ax,
+            curves,
+            activation=key[1],
+            metric=metric,
+            aggregate=aggregate,
+            key=(selection.experiment, *key, "time", split, metric),
+            label=f"{_label(selection)}{setting}{lr_note}",
         )
-        plot_curve(ax, curves, activation=activation, metric=metric, rng=rng, label=label)
     if not ax.lines:
         return None
-    if all(priced):
-        ax.set_xlabel("training time at each activation's interleaved step time (s)")
-    elif not any(priced):
-        ax.set_xlabel("training wall time in the sweep (s; under its load)")
-    else:
-        ax.set_xlabel("training time (s): interleaved step time where measured, else the sweep's")
-    ax.set_ylabel(f"{split} " + METRIC_LABELS.get(metric, metric))
+    ax.set_xlabel(_TIME_AXES[(all(priced), not any(priced))])
+    name = METRIC_LABELS.get(metric, metric)
+    ax.set_ylabel(f"{split} {name}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    _title(fig, f"{title}: {split} {METRIC_LABELS.get(metric, metric)} against training time, "
-           "median over seeds (95 % CI band)")  # fmt: skip
+    _title(fig, f"{title}: {split} {name} against training time, {_caption(aggregate)}")
     return fig
 
 
@@ -279,12 +318,13 @@ def plot_noise(
     selection: Selection,
     *,
     metric: str,
-    rng: np.random.Generator,
+    aggregate: Aggregate = HEADLINE,
     label: str | None = None,
 ) -> Axes:
     """Test ``metric`` against noise strength a (splits ``test@noise=a``) for one selection.
 
-    Each seed contributes its value at its last recorded epoch; the curve is the median over seeds.
+    Each seed contributes its value at its last recorded epoch; the curve is the aggregate over
+    seeds (the median).
     ``metric="accuracy"`` is read as 1 − ``error`` when only errors are recorded.
     """
     mine = [
@@ -315,7 +355,8 @@ def plot_noise(
         curves,
         activation=selection.activation,
         metric=metric,
-        rng=rng,
+        aggregate=aggregate,
+        key=(*selection.cell[:5], "noise", metric),
         label=label or label_for(selection.activation),
     )
 
@@ -325,7 +366,7 @@ def _noise_figure(
     selections: Sequence[Selection],
     spec: FigureSpec,
     title: str,
-    rng: np.random.Generator,
+    aggregate: Aggregate,
 ) -> Figure | None:
     recorded = {r.metric for r in records if _noise_level(r.split) is not None}
     if "error" in recorded:
@@ -342,32 +383,37 @@ def _noise_figure(
     for ax, metric in zip(axes, metrics, strict=True):
         for selection in chosen:
             label = _label(selection) + (f" ({selection.setting})" if several_settings else "")
-            plot_noise(ax, records, selection, metric=metric, rng=rng, label=label)
+            plot_noise(ax, records, selection, metric=metric, aggregate=aggregate, label=label)
         ax.set_xlabel("noise strength a (inputs + Uniform[−a, a])")
         ax.set_ylabel("test " + METRIC_LABELS.get(metric, metric))
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8)
-    text = f"{title}: robustness to input noise, median over seeds (95 % CI band)"
+    text = f"{title}: robustness to input noise, {_caption(aggregate)}"
     _title(fig, f"Figure {spec.number}. {text}" if spec.number else text)
     return fig if any(ax.lines for ax in axes) else None
 
 
-def plot_summary(ax: Axes, selections: Sequence[Selection], *, rng: np.random.Generator) -> Axes:
-    """One point per selection: median over seeds of the reported metric, 95 % CI bar, seeds as
-    dots; diverged runs (NaN / inf) are left out and counted in the tick label."""
+def plot_summary(
+    ax: Axes, selections: Sequence[Selection], *, aggregate: Aggregate = HEADLINE
+) -> Axes:
+    """One point per selection: the aggregate over seeds of the reported metric (the median) with
+    the interval its table cell shows (:meth:`Aggregate.summarize` of the cell), seeds as dots;
+    diverged runs (NaN / inf) are left out and counted in the tick label."""
     for i, selection in enumerate(selections):
         values = np.asarray(selection.finite, dtype=float)
         if values.size == 0:
             continue
         scale = _scale(selection.metric)
-        median = float(np.median(values))
-        low, high = bootstrap_ci(values, np.median, rng=rng, n_resamples=2000)
+        summary = aggregate.summarize(list(selection.values.values()), *selection.cell)
+        center, (low, high) = aggregate.of(summary)
+        if values.size == 1:  # one value: no interval, a bar of no length
+            low = high = center
         color = color_for(selection.activation)
         ax.errorbar(
             [i],
-            [median * scale],
-            yerr=[[(median - low) * scale], [(high - median) * scale]],
+            [center * scale],
+            yerr=[[(center - low) * scale], [(high - center) * scale]],
             fmt="o",
             color=color,
             capsize=4,
@@ -386,41 +432,66 @@ def plot_summary(ax: Axes, selections: Sequence[Selection], *, rng: np.random.Ge
 
 
 def _summary_figure(
-    selections: Sequence[Selection], title: str, rng: np.random.Generator
+    selections: Sequence[Selection], title: str, aggregate: Aggregate
 ) -> Figure | None:
     chosen = [s for s in _selected(selections).values() if s.values]
     if not chosen:
         return None
     fig = Figure(figsize=(max(4.0, 1.1 * len(chosen) + 1.5), 3.6), layout="constrained")
-    plot_summary(fig.subplots(), chosen, rng=rng)
+    plot_summary(fig.subplots(), chosen, aggregate=aggregate)
     rule = (
         "the chosen learning rate" if all(s.lr_selected for s in chosen) else "each learning rate"
     )
-    _title(fig, f"{title}: test result at {rule}, median over seeds (95 % CI)")
+    _title(fig, f"{title}: test result at {rule}, {_caption(aggregate, band=False)}")
     return fig
 
 
-def _lr_figure(
-    records: Sequence[Any], selections: Sequence[Selection], title: str
-) -> Figure | None:
-    """The lr sensitivity: each run's validation and test value of the headline metric at the last
-    epoch against the learning rate, per activation (colour and marker) and setting (panel), every
-    seed a dot and the median a line (runs that have not reached their config's last recorded
-    epoch are left out). None when the experiment ran one lr."""
-    if not selections:
-        return None
-    metric = selections[0].metric
+def _last_values(records: Sequence[Any], metric: str) -> dict[tuple, float]:
+    """{(split, activation, setting, lr, seed, config hash): value} of ``metric`` at each run's last
+    validation and test epoch, for the runs at their config's last recorded epoch (a run still
+    training ends earlier)."""
     last: dict[tuple, tuple[int, float]] = {}
     for r in records:
         if r.split in ("val", "test") and r.metric == metric:
             key = (r.split, r.activation, r.setting, float(r.lr), int(r.seed), r.config_hash)
             if key not in last or r.epoch > last[key][0]:
                 last[key] = (int(r.epoch), float(r.value))
-    # a run still training ends at an earlier epoch: only runs at their config's last epoch
     final: dict[str, int] = defaultdict(int)
     for k, (epoch, _) in last.items():
         final[k[5]] = max(final[k[5]], epoch)
-    last = {k: v for k, v in last.items() if v[0] == final[k[5]]}
+    return {k: value for k, (epoch, value) in last.items() if epoch == final[k[5]]}
+
+
+def _lr_panel(ax: Axes, last: dict[tuple, float], where: tuple, scale: float, aggregate) -> None:
+    """One (split, setting) panel: every seed a dot, the aggregate over seeds a line."""
+    for activation in sorted({k[1] for k in last}):
+        group = (where[0], activation, where[1])
+        points = {k[3]: [] for k in last if k[:3] == group}
+        for k, value in last.items():
+            if k[:3] == group and math.isfinite(value):
+                points[k[3]].append(value * scale)
+        lrs = sorted(lr for lr, values in points.items() if values)
+        if not lrs:
+            continue
+        color, marker = color_for(activation), marker_for(activation)
+        for lr in lrs:
+            dots = points[lr]
+            ax.scatter([lr] * len(dots), dots, s=9, color=color, alpha=0.45, marker=marker)
+        centers = [aggregate.point(points[lr]) for lr in lrs]
+        ax.plot(lrs, centers, color=color, marker=marker, label=label_for(activation))
+
+
+def _lr_figure(
+    records: Sequence[Any], selections: Sequence[Selection], title: str, aggregate: Aggregate
+) -> Figure | None:
+    """The lr sensitivity: each run's validation and test value of the headline metric at the last
+    epoch against the learning rate, per activation (colour and marker) and setting (panel), every
+    seed a dot and the aggregate over seeds (the median) a line (runs that have not reached their
+    config's last recorded epoch are left out). None when the experiment ran one lr."""
+    if not selections:
+        return None
+    metric = selections[0].metric
+    last = _last_values(records, metric)
     if len({k[3] for k in last}) < 2:
         return None
     settings = sorted({k[2] for k in last})
@@ -432,20 +503,7 @@ def _lr_figure(
     for row, split in enumerate(splits):
         for col, setting in enumerate(settings):
             ax = axes[row][col]
-            for activation in sorted({k[1] for k in last}):
-                points = {k[3]: [] for k in last if k[:3] == (split, activation, setting)}
-                for k, (_, value) in last.items():
-                    if k[:3] == (split, activation, setting) and math.isfinite(value):
-                        points[k[3]].append(value * scale)
-                lrs = sorted(lr for lr, values in points.items() if values)
-                if not lrs:
-                    continue
-                color, marker = color_for(activation), marker_for(activation)
-                for lr in lrs:
-                    ax.scatter([lr] * len(points[lr]), points[lr], s=9, color=color, alpha=0.45,
-                               marker=marker)  # fmt: skip
-                ax.plot(lrs, [float(np.median(points[lr])) for lr in lrs], color=color,
-                        marker=marker, label=label_for(activation))  # fmt: skip
+            _lr_panel(ax, last, (split, setting), scale, aggregate)
             ax.set_xscale("log")
             # the grid's own values as ticks: a log axis's minor labels collide on a narrow grid
             ax.set_xticks(grid, [f"{lr:g}" for lr in grid], rotation=45 if len(grid) > 5 else 0)
@@ -464,7 +522,7 @@ def experiment_figures(
     spec: FigureSpec,
     *,
     title: str,
-    rng: np.random.Generator,
+    aggregate: Aggregate = HEADLINE,
     seconds_per_step: Mapping[tuple[str, str], float] | None = None,
     steps_per_epoch: Mapping[str, int] | None = None,
 ) -> dict[str, Figure]:
@@ -473,16 +531,16 @@ def experiment_figures(
 
     ``records`` are the experiment's, ``selections`` its protocol's result on them
     (:func:`gelus.experiments.selection.select`), ``spec`` its preset's figure; ``title`` heads each
-    figure; ``seconds_per_step`` ({(config hash, activation): s}) and ``steps_per_epoch`` ({config
+    figure; ``aggregate`` is the statistic over seeds and its interval, as the tables have it;
+    ``seconds_per_step`` ({(config hash, activation): s}) and ``steps_per_epoch`` ({config
     hash: steps}) place the time figure's epochs. Figures whose data is absent are left out.
     """
+    times = (seconds_per_step or {}, steps_per_epoch or {})
     figures = {
-        "curves": _curve_figure(records, selections, spec, title, rng, steps_per_epoch),
-        "time": _time_figure(
-            records, selections, spec, title, rng, seconds_per_step or {}, steps_per_epoch or {}
-        ),
-        "noise": _noise_figure(records, selections, spec, title, rng),
-        "summary": _summary_figure(selections, title, rng),
-        "lr": _lr_figure(records, selections, title),
+        "curves": _curve_figure(records, selections, spec, title, aggregate, steps_per_epoch),
+        "time": _time_figure(records, selections, spec, title, aggregate, *times),
+        "noise": _noise_figure(records, selections, spec, title, aggregate),
+        "summary": _summary_figure(selections, title, aggregate),
+        "lr": _lr_figure(records, selections, title, aggregate),
     }
     return {name: fig for name, fig in figures.items() if fig is not None}

@@ -1,7 +1,10 @@
 """The report as a self-contained HTML page and its Markdown twin.
 
-The content is built once as a list of blocks (heading, paragraph, table, figure, banner) and
-rendered twice: HTML embeds figures as base64 PNG; Markdown links the PNG files next to it.
+The content is built once as a list of blocks (heading, paragraph, table, figure, banner), one
+builder per section, and rendered twice: HTML embeds figures as base64 PNG; Markdown links the PNG
+files next to it. What the report says about its statistics (column heads, captions, the "how to
+read" paragraph) is written from the aggregate and the verdicts' design it was computed with
+(:mod:`gelus.report.stats`), never beside them.
 """
 
 import base64
@@ -12,20 +15,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import numpy as np
-
-from gelus.experiments.divergence import mark_diverged
+from gelus.experiments.divergence import FACTOR, mark_diverged
 from gelus.experiments.files import atomic_write
 from gelus.experiments.presets import Preset
 from gelus.experiments.selection import run_configs
 from gelus.plots.io import save_figure
 from gelus.report.analysis import ExperimentResult, Missing, analyse, environment, is_quick
 from gelus.report.figures import experiment_figures
+from gelus.report.stats import DESIGN, EQUIVALENCE_MARGINS, HEADLINE, Aggregate, Design
 
 __all__ = [
     "Block",
     "format_difference",
     "format_value",
+    "how_to_read",
     "report_blocks",
     "summary_block",
     "to_html",
@@ -74,13 +77,51 @@ def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def _median_cell(metric: str, summary: Any) -> str:
-    """The median over the runs that did not diverge, saying how many did."""
+def _percent(level: float) -> str:
+    return f"{100 * level:g} %"
+
+
+def how_to_read(aggregate: Aggregate = HEADLINE, design: Design = DESIGN) -> str:
+    """The report's "how to read" paragraph, written from the aggregate over seeds (statistic,
+    interval method, resamples, confidence, seed) and the verdicts' design (test, alpha,
+    correction, equivalence test, power, fewest pairs) that the numbers were computed with."""
+    seeded = "each cell's generator seeded from its own key"
+    if aggregate.seed:
+        seeded += f" and the report's seed {aggregate.seed}"
+    alpha = f"{design.alpha:g}"
+    return " ".join(
+        [
+            "How to read: n is the number of seeds; each seed contributes its test value at the chosen "
+            "learning rate and epoch.",
+            f"A run diverged when a final loss is NaN, infinite or above {FACTOR:g}× that of the "
+            "trivial predictor (ln(classes) for a classifier; the training mean's error for the "
+            "autoencoder): medians, means and intervals are over the runs that did not, and say how "
+            "many did; figures leave such runs out.",
+            "Records of different configs are never merged: each config is its own row, labelled by "
+            "the settings that differ.",
+            f"The {aggregate.plural}' {aggregate.level} intervals are {aggregate.method}s "
+            f"({aggregate.resamples:,} resamples, {seeded}), a description of spread: with n ≤ 3 "
+            "seeds such an interval cannot be wider than the range of the values; none is given for "
+            "n = 1.",
+            f"Verdicts come from a {design.test} on the seeds both activations ran (false-positive "
+            f"rate {_percent(design.alpha)} at any n ≥ {design.min_pairs}), {design.correction}-"
+            "adjusted over every comparison of the experiment: ▲ better / ▼ worse when the adjusted "
+            f"p < {alpha}, = tie when an equivalence test ({design.equivalence}, margins in "
+            "docs/REPORT.md) says the difference is within the margin, else · unresolved with the "
+            f"pairs a test would need for {_percent(design.power)} power against the observed effect.",
+            "Errors are in %, differences in percentage points (pp), losses in nats, a language "
+            "model's bpb in bits per byte (its loss over ln 2).",
+        ]
+    )
+
+
+def _median_cell(metric: str, summary: Any, aggregate: Aggregate) -> str:
+    """The aggregate over the runs that did not diverge, saying how many did."""
     total = summary.n + summary.diverged
     if summary.diverged and summary.n == 0:
         return f"— (all {total} diverged)"
     note = f" ({summary.diverged} of {total} diverged)" if summary.diverged else ""
-    return format_value(metric, summary.median) + note
+    return format_value(metric, aggregate.of(summary)[0]) + note
 
 
 def _edge(s) -> str:
@@ -92,44 +133,69 @@ def _edge(s) -> str:
     return f" (edge of the grid {grid[0]:g}–{grid[-1]:g})"
 
 
-def _result_table(result: ExperimentResult) -> Block:
+_OTHERS = {"mean": "mean", "median": "median", "iqm": "IQM"}  # Summary's statistics, as headed
+
+
+def _result_row(row: Any, variants: bool, paper: bool, aggregate: Aggregate) -> tuple[str, ...]:
+    s, m = row.selection, row.summary
+    lr = f"{s.lr:g}" + ("" if s.lr_selected else " (not selected)") + _edge(s)
+    others = [format_value(s.metric, getattr(m, k)) for k in _OTHERS if k != aggregate.statistic]
+    return (
+        s.activation,
+        *((s.variant or "—",) if variants else ()),
+        s.setting or "—",
+        lr,
+        f"test {s.metric}",
+        str(m.n + m.diverged),
+        _median_cell(s.metric, m, aggregate),
+        _interval(s.metric, aggregate.of(m)[1]),
+        *others,
+        *((format_value(s.metric, row.paper) if row.paper is not None else "—",) if paper else ()),
+    )
+
+
+def _result_table(result: ExperimentResult, aggregate: Aggregate) -> Block:
     variants = any(row.selection.variant for row in result.rows)
     paper = ("paper",) if result.in_paper else ()  # beyond the paper: no such column
+    others = [name for key, name in _OTHERS.items() if key != aggregate.statistic]
     headers = (
         "activation", *(("config",) if variants else ()), "setting", "lr", "metric", "n",
-        "median", "95 % CI of median", "mean", "IQM", *paper,
+        aggregate.name, f"{aggregate.level} CI of {aggregate.name}", *others, *paper,
     )  # fmt: skip
-    rows = []
-    for row in result.rows:
-        s, m = row.selection, row.summary
-        lr = f"{s.lr:g}" + ("" if s.lr_selected else " (not selected)") + _edge(s)
-        theirs = format_value(s.metric, row.paper) if row.paper is not None else "—"
-        rows.append(
-            (s.activation, *((s.variant or "—",) if variants else ()), s.setting or "—", lr, f"test {s.metric}",
-             str(m.n + m.diverged), _median_cell(s.metric, m), _interval(s.metric, m.median_ci),
-             format_value(s.metric, m.mean), format_value(s.metric, m.iqm),
-             *((theirs,) if paper else ()))
-        )  # fmt: skip
+    rows = [_result_row(row, variants, bool(paper), aggregate) for row in result.rows]
     return Block("table", headers=headers, rows=tuple(rows))
 
 
-def _comparison_table(result: ExperimentResult) -> Block:
+def _comparison_row(c, paper, variants: bool, theirs: bool, design: Design) -> tuple[str, ...]:
+    pairs = str(len(c.seeds)) + (f" ({c.diverged} diverged left out)" if c.diverged else "")
+    paper_cell = format_difference(c.metric, paper) if paper is not None else "—"
+    return (
+        f"{c.treatment} − {c.baseline}",
+        *((c.variant or "—",) if variants else ()),
+        c.setting or "—",
+        c.lr,
+        f"test {c.metric}",
+        pairs,
+        format_difference(c.metric, c.mean),
+        _interval(c.metric, c.ci, difference=True),
+        _p(c.p),
+        _p(c.p_holm),
+        *((paper_cell,) if theirs else ()),
+        _verdict(c, design),
+    )
+
+
+def _comparison_table(result: ExperimentResult, aggregate: Aggregate, design: Design) -> Block:
     variants = any(c.variant for c, _ in result.comparisons)
     theirs = ("paper",) if result.in_paper else ()  # beyond the paper: no such column
     headers = (
         "comparison", *(("config",) if variants else ()), "setting", "lr", "metric", "n pairs",
-        "mean difference", "95 % CI (t)", "p", "p (Holm)", *theirs, "verdict",
+        "mean difference", f"{aggregate.level} CI (t)", "p", f"p ({design.correction})",
+        *theirs, "verdict",
     )  # fmt: skip
-    rows = []
-    for c, paper in result.comparisons:
-        pairs = str(len(c.seeds)) + (f" ({c.diverged} diverged left out)" if c.diverged else "")
-        paper_cell = format_difference(c.metric, paper) if paper is not None else "—"
-        rows.append(
-            (f"{c.treatment} − {c.baseline}", *((c.variant or "—",) if variants else ()), c.setting or "—", c.lr,
-             f"test {c.metric}", pairs, format_difference(c.metric, c.mean),
-             _interval(c.metric, c.ci, difference=True), _p(c.p), _p(c.p_holm),
-             *((paper_cell,) if theirs else ()), _verdict(c))
-        )  # fmt: skip
+    rows = [
+        _comparison_row(c, paper, variants, bool(theirs), design) for c, paper in result.comparisons
+    ]
     return Block("table", headers=headers, rows=tuple(rows))
 
 
@@ -143,14 +209,27 @@ def _step_cost_table(result: ExperimentResult) -> Block:
     rows = []
     for c in sorted(result.step_costs, key=lambda c: (c.config_hash, c.device, c.seconds)):
         base = reference.get((c.config_hash, c.device))
+        threads = f"{c.device}, {c.threads} thread{'s' if c.threads != 1 else ''}"
         rows.append(
-            (c.activation, *((c.config_hash,) if several else ()),
-             f"{c.device}, {c.threads} thread{'s' if c.threads != 1 else ''}",
-             f"{c.seconds * 1e3:.1f}", f"{c.low * 1e3:.1f} – {c.high * 1e3:.1f}", str(c.rounds),
-             f"{c.seconds / base:.3f}×" if base else "—")
-        )  # fmt: skip
-    headers = ("activation", *(("config",) if several else ()), "device", "ms per step (median)",
-               "fastest – slowest round", "rounds", "vs gelu")  # fmt: skip
+            (
+                c.activation,
+                *((c.config_hash,) if several else ()),
+                threads,
+                f"{c.seconds * 1e3:.1f}",
+                f"{c.low * 1e3:.1f} – {c.high * 1e3:.1f}",
+                str(c.rounds),
+                f"{c.seconds / base:.3f}×" if base else "—",
+            )
+        )
+    headers = (
+        "activation",
+        *(("config",) if several else ()),
+        "device",
+        "ms per step (median)",
+        "fastest – slowest round",
+        "rounds",
+        "vs gelu",
+    )
     return Block("table", headers=headers, rows=tuple(rows))
 
 
@@ -158,37 +237,34 @@ def _p(p: float) -> str:
     return "—" if p != p else "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _verdict(c) -> str:
-    """The verdict word and its detail: which way, or the pairs 80 % power would need; and
-    whether another defensible choice of the learning rate would change it."""
-    text = _verdict_detail(c)
+def _verdict(c, design: Design) -> str:
+    """The verdict word and its detail: which way, or the pairs the design's power would need;
+    and whether another defensible choice of the learning rate would change it."""
+    text = _verdict_detail(c, design)
     return f"{text} — depends on the selection rule ({c.depends})" if c.depends else text
 
 
-def _verdict_detail(c) -> str:
+def _verdict_detail(c, design: Design) -> str:
     if c.verdict.endswith("unresolved"):
-        more = f"; ≈ {c.pairs_needed} pairs for 80 % power" if c.pairs_needed else ""
+        power = _percent(design.power)
+        more = f"; ≈ {c.pairs_needed} pairs for {power} power" if c.pairs_needed else ""
         return f"{c.verdict} (n={len(c.seeds)}{more})"
     if c.verdict.endswith("tie"):
-        return f"{c.verdict} (within ±{format_difference(c.metric, _margin(c.metric))})"
-    return f"{c.verdict} (p Holm {_p(c.p_holm)})"
+        margin = EQUIVALENCE_MARGINS.get(c.metric, 0.0)
+        return f"{c.verdict} (within ±{format_difference(c.metric, margin)})"
+    return f"{c.verdict} (p {design.correction} {_p(c.p_holm)})"
 
 
-def _margin(metric: str) -> float:
-    from gelus.report.stats import EQUIVALENCE_MARGINS
-
-    return EQUIVALENCE_MARGINS.get(metric, 0.0)
-
-
-def _found(result: ExperimentResult, variant: str) -> str:
-    """This run's medians on the headline metric, per setting (and lr when not selected)."""
+def _found(result: ExperimentResult, variant: str, aggregate: Aggregate) -> str:
+    """This run's aggregates on the headline metric, per setting (and lr when not selected)."""
     rows = [r for r in result.rows if r.selection.variant == variant]
     rows = [r for r in rows if r.selection.metric == rows[0].selection.metric] if rows else []
     groups: dict[str, list[str]] = {}
     for row in rows:
         s = row.selection
         where = ", ".join(p for p in (s.setting, "" if s.lr_selected else f"lr={s.lr:g}") if p)
-        groups.setdefault(where, []).append(f"{s.activation} {_median_cell(s.metric, row.summary)}")
+        cell = _median_cell(s.metric, row.summary, aggregate)
+        groups.setdefault(where, []).append(f"{s.activation} {cell}")
     metric = rows[0].selection.metric if rows else ""
     parts = [f"{where}: " * bool(where) + ", ".join(cells) for where, cells in groups.items()]
     return f"test {metric}: " + "; ".join(parts) if parts else "—"
@@ -202,28 +278,29 @@ def _unfinished_text(result: ExperimentResult) -> str:
     )
 
 
-def _verdicts(result: ExperimentResult, variant: str) -> str:
+def _where(c, several_settings: bool = True) -> str:
+    """ " (setting)" and " (lr=…)" of a comparison, where they tell it apart."""
+    where = f" ({c.setting})" if several_settings and c.setting else ""
+    return where + (f" (lr={c.lr})" if c.lr != "chosen" else "")
+
+
+def _verdicts(result: ExperimentResult, variant: str, design: Design) -> str:
     settings = {c.setting for c, _ in result.comparisons if c.variant == variant}
-    verdicts = []
-    for c, _ in result.comparisons:
-        if c.variant != variant:
-            continue
-        where = f" ({c.setting})" if len(settings) > 1 and c.setting else ""
-        if c.lr != "chosen":
-            where += f" (lr={c.lr})"
-        verdicts.append(f"{c.treatment} vs {c.baseline}{where}: {_verdict(c)}")
+    verdicts = [
+        f"{c.treatment} vs {c.baseline}{_where(c, len(settings) > 1)}: {_verdict(c, design)}"
+        for c, _ in result.comparisons
+        if c.variant == variant
+    ]
     return "; ".join(verdicts) or "—"
 
 
-def claims_block(results: Sequence[ExperimentResult]) -> Block:
+def claims_block(results: Sequence[ExperimentResult], design: Design = DESIGN) -> Block:
     """One row per claim: the paper's words, the measure compared, the verdict and its pairs."""
     rows = []
     for result in results:
         for check in result.claims:
             detail = "; ".join(
-                f"{c.treatment} vs {c.baseline}{f' ({c.setting})' if c.setting else ''}"
-                f"{f' (lr={c.lr})' if c.lr != 'chosen' else ''}: "
-                f"{_verdict(c)}"
+                f"{c.treatment} vs {c.baseline}{_where(c)}: {_verdict(c, design)}"
                 for c in check.comparisons
             )
             verdict = check.verdict
@@ -234,7 +311,9 @@ def claims_block(results: Sequence[ExperimentResult]) -> Block:
     return Block("table", headers=headers, rows=tuple(rows))
 
 
-def summary_block(results: Sequence[ExperimentResult]) -> Block:
+def summary_block(
+    results: Sequence[ExperimentResult], aggregate: Aggregate = HEADLINE, design: Design = DESIGN
+) -> Block:
     """The report's first table: per experiment (and config), what the paper reports, what this
     run found, and the verdict on the paper's ordering with its number of paired seeds."""
     rows = []
@@ -244,15 +323,120 @@ def summary_block(results: Sequence[ExperimentResult]) -> Block:
         unfinished = f" ({result.n_unfinished} of {result.n_runs} runs unfinished, not counted)"
         for variant in variants:
             name = result.name + paper + (f" [{variant}]" if variant else "")
-            found = _found(result, variant) + (unfinished if result.n_unfinished else "")
-            rows.append((name, result.paper_summary or "—", found, _verdicts(result, variant)))
-    headers = (
-        "experiment",
-        "the paper reports",
-        "this run found",
-        "verdicts (paired t-test, Holm over the experiment's comparisons)",
-    )
+            found = _found(result, variant, aggregate)
+            found += unfinished if result.n_unfinished else ""
+            verdicts = _verdicts(result, variant, design)
+            rows.append((name, result.paper_summary or "—", found, verdicts))
+    family = f"{design.test}, {design.correction} over the experiment's comparisons"
+    headers = ("experiment", "the paper reports", "this run found", f"verdicts ({family})")
     return Block("table", headers=headers, rows=tuple(rows))
+
+
+# --------------------------------------------------------------------------- sections
+def _front_section(results, runs, source: str, quick: bool, aggregate, design) -> list[Block]:
+    """The title, the quick banner, what the records hold and how to read the rest."""
+    blocks = [Block("h1", "GELU paper reproduction: results")]
+    if quick:
+        blocks.append(Block("banner", QUICK_BANNER))
+    n_records = sum(len(r.rows) for r in results)
+    plural = "" if len(results) == 1 else "s"
+    held = f"({n_records} result rows, {len(runs)} runs) from {source or 'the given records'}"
+    blocks.append(Block("p", f"{len(results)} experiment{plural} with records {held}."))
+    blocks.append(Block("p", how_to_read(aggregate, design)))
+    return blocks
+
+
+def _summary_section(results, aggregate: Aggregate, design: Design) -> list[Block]:
+    """The summary table, then the paper's claims as the paper made them (where it made any)."""
+    blocks = [Block("h2", "Summary"), summary_block(results, aggregate, design)]
+    if any(result.claims for result in results):
+        title = "The paper's claims, as the paper made them"
+        blocks += [Block("h2", title), claims_block(results, design)]
+    return blocks
+
+
+def _figure1_section(activation_figure: Path | None) -> list[Block]:
+    if activation_figure is None:
+        return []
+    caption = "Figure 1. GELU (μ=0, σ=1), ReLU and ELU (α=1)."
+    return [
+        Block("h2", "Figure 1: the activations"),
+        Block("figure", caption, image=activation_figure),
+    ]
+
+
+def _experiment_intro(result: ExperimentResult, quick: bool) -> list[Block]:
+    """The experiment's heading, citation, the paper's result, protocol and departures."""
+    number = result.figure.number
+    blocks = [Block("h2", result.name + (f" (paper Figure {number})" if number else ""))]
+    if result.citation:
+        lead = "Paper" if result.in_paper else "Background"
+        blocks.append(Block("p", f"{lead}: {result.citation}"))
+    if result.paper_summary:
+        lead = "The paper reports: " if result.in_paper else "The question: "
+        blocks.append(Block("p", lead + result.paper_summary))
+    blocks += [Block("p", "Protocol: " + rule + ".") for rule in result.rules]
+    if result.departures and not quick:  # the quick banner already says so
+        whose = "the paper's settings" if result.in_paper else "the preset's defaults"
+        blocks.append(Block("banner", f"Not {whose}: " + "; ".join(result.departures)))
+    if result.n_unfinished:
+        blocks.append(Block("banner", _unfinished_text(result)))
+    return blocks
+
+
+def _experiment_results(result: ExperimentResult, figures, aggregate, design) -> list[Block]:
+    """The results table, the paired differences and the experiment's figures."""
+    title = "Test results: paper vs ours" if result.in_paper else "Test results"
+    blocks = [Block("h3", title), _result_table(result, aggregate)]
+    if result.comparisons:
+        table = _comparison_table(result, aggregate, design)
+        blocks += [Block("h3", "Paired differences (same seeds)"), table]
+    blocks += [Block("figure", caption, image=image) for image, caption in figures]
+    return blocks
+
+
+def _experiment_time_and_setup(result: ExperimentResult) -> list[Block]:
+    """Time per step (where measured), the setup beside the paper's, notes and wall time."""
+    blocks = []
+    if result.step_costs:
+        how = (
+            "Measured after the sweep in one process, not under its load: each activation's "
+            "engine takes a few optimizer steps in turn, round by round, the starting "
+            "activation rotating (docs/REPORT.md)."
+        )
+        blocks += [Block("h3", "Time per step"), Block("p", how), _step_cost_table(result)]
+    source = "paper" if result.in_paper else "preset"
+    blocks += [
+        Block("h3", f"Setup: {source} vs this run"),
+        Block("table", headers=("aspect", source, "this run"), rows=result.setup),
+    ]
+    if result.notes:
+        blocks.append(Block("p", "Fidelity notes: " + result.notes))
+    minutes = result.wall_seconds / 60
+    blocks.append(Block("p", f"{result.n_runs} runs, {minutes:.1f} min of training wall time."))
+    return blocks
+
+
+def _missing_section(missing: Sequence[Missing]) -> list[Block]:
+    if not missing:
+        return []
+    rows = tuple((m.experiment, m.dataset, _one_line(m.how_to_get)) for m in missing)
+    return [
+        Block("h2", "Experiments without data"),
+        Block(
+            "p",
+            "Not in these records: each is listed with how to get its data, or how to run it "
+            "when the data is already here.",
+        ),
+        Block("table", headers=("experiment", "dataset", "how to get it"), rows=rows),
+    ]
+
+
+def _environment_section(results: Sequence[ExperimentResult], runs) -> list[Block]:
+    env = environment(runs)
+    total = sum(r.wall_seconds for r in results)
+    env.append(("training wall time (ensembles counted once)", f"{total / 60:.1f} min"))
+    return [Block("h2", "Environment"), Block("table", headers=("", "value"), rows=tuple(env))]
 
 
 def report_blocks(
@@ -264,110 +448,19 @@ def report_blocks(
     quick: bool = False,
     source: str = "",
     activation_figure: Path | None = None,
-    seed: int = 0,
+    aggregate: Aggregate = HEADLINE,
+    design: Design = DESIGN,
 ) -> list[Block]:
-    """The report's content. ``figures`` maps an experiment to its (PNG path, caption) pairs."""
-    blocks = [Block("h1", "GELU paper reproduction: results")]
-    if quick:
-        blocks.append(Block("banner", QUICK_BANNER))
-    n_records = sum(len(r.rows) for r in results)
-    plural = "" if len(results) == 1 else "s"
-    blocks.append(
-        Block(
-            "p",
-            f"{len(results)} experiment{plural} with records ({n_records} result rows, {len(runs)} runs) from {source or 'the given records'}.",
-        )
-    )
-    blocks.append(
-        Block(
-            "p",
-            "How to read: n is the number of seeds; each seed contributes its test value at the chosen learning rate "
-            "and epoch. A run diverged when a final loss is NaN, infinite or above 10× that of the trivial predictor "
-            "(ln(classes) for a classifier; the training mean's error for the autoencoder): medians, means and "
-            "intervals are over the runs that did not, and say how many did; figures leave such runs out. Records of different configs are never merged: each config is its "
-            "own row, labelled by the settings that differ. The medians' 95 % intervals are percentile bootstraps "
-            "(10,000 resamples, each cell's generator seeded from its own key), a description of spread: with n ≤ 3 "
-            "seeds such an interval cannot be wider than the range of the values; none is given for n = 1. "
-            "Verdicts come from a paired t-test on the seeds both activations ran (false-positive rate 5 % at any n ≥ 2), "
-            "Holm-adjusted over every comparison of the experiment: ▲ better / ▼ worse when the adjusted p < 0.05, "
-            "= tie when an equivalence test (TOST, margins in docs/REPORT.md) says the difference is within the margin, "
-            "else · unresolved with the pairs a test would need for 80 % power against the observed effect. "
-            "Errors are in %, differences in percentage points (pp), losses in nats, a language "
-            "model's bpb in bits per byte (its loss over ln 2).",
-        )
-    )
-    blocks += [Block("h2", "Summary"), summary_block(results)]
-    if any(result.claims for result in results):
-        blocks += [Block("h2", "The paper's claims, as the paper made them"), claims_block(results)]
-    if activation_figure is not None:
-        blocks += [
-            Block("h2", "Figure 1: the activations"),
-            Block(
-                "figure", "Figure 1. GELU (μ=0, σ=1), ReLU and ELU (α=1).", image=activation_figure
-            ),
-        ]
+    """The report's content, section by section. ``figures`` maps an experiment to its (PNG path,
+    caption) pairs; ``aggregate`` and ``design`` are what the results were computed with."""
+    blocks = _front_section(results, runs, source, quick, aggregate, design)
+    blocks += _summary_section(results, aggregate, design)
+    blocks += _figure1_section(activation_figure)
     for result in results:
-        number = result.figure.number
-        blocks.append(Block("h2", result.name + (f" (paper Figure {number})" if number else "")))
-        if result.citation:
-            lead = "Paper" if result.in_paper else "Background"
-            blocks.append(Block("p", f"{lead}: {result.citation}"))
-        if result.paper_summary:
-            lead = "The paper reports: " if result.in_paper else "The question: "
-            blocks.append(Block("p", lead + result.paper_summary))
-        blocks += [Block("p", "Protocol: " + rule + ".") for rule in result.rules]
-        if result.departures and not quick:  # the quick banner already says so
-            whose = "the paper's settings" if result.in_paper else "the preset's defaults"
-            blocks.append(Block("banner", f"Not {whose}: " + "; ".join(result.departures)))
-        if result.n_unfinished:
-            blocks.append(Block("banner", _unfinished_text(result)))
-        results_title = "Test results: paper vs ours" if result.in_paper else "Test results"
-        blocks += [Block("h3", results_title), _result_table(result)]
-        if result.comparisons:
-            blocks += [Block("h3", "Paired differences (same seeds)"), _comparison_table(result)]
-        for image, caption in figures.get(result.name, []):
-            blocks.append(Block("figure", caption, image=image))
-        if result.step_costs:
-            blocks += [
-                Block("h3", "Time per step"),
-                Block(
-                    "p",
-                    "Measured after the sweep in one process, not under its load: each activation's "
-                    "engine takes a few optimizer steps in turn, round by round, the starting "
-                    "activation rotating (docs/REPORT.md).",
-                ),
-                _step_cost_table(result),
-            ]
-        source = "paper" if result.in_paper else "preset"
-        blocks += [
-            Block("h3", f"Setup: {source} vs this run"),
-            Block("table", headers=("aspect", source, "this run"), rows=result.setup),
-        ]
-        if result.notes:
-            blocks.append(Block("p", "Fidelity notes: " + result.notes))
-        blocks.append(
-            Block(
-                "p",
-                f"{result.n_runs} runs, {result.wall_seconds / 60:.1f} min of training wall time.",
-            )
-        )
-    if missing:
-        blocks.append(Block("h2", "Experiments without data"))
-        blocks.append(
-            Block(
-                "p",
-                "Not in these records: each is listed with how to get its data, or how to run it "
-                "when the data is already here.",
-            )
-        )
-        rows = tuple((m.experiment, m.dataset, _one_line(m.how_to_get)) for m in missing)
-        blocks.append(Block("table", headers=("experiment", "dataset", "how to get it"), rows=rows))
-    blocks.append(Block("h2", "Environment"))
-    env = environment(runs)
-    total = sum(r.wall_seconds for r in results)
-    env.append(("training wall time (ensembles counted once)", f"{total / 60:.1f} min"))
-    blocks.append(Block("table", headers=("", "value"), rows=tuple(env)))
-    return blocks
+        blocks += _experiment_intro(result, quick)
+        blocks += _experiment_results(result, figures.get(result.name, []), aggregate, design)
+        blocks += _experiment_time_and_setup(result)
+    return blocks + _missing_section(missing) + _environment_section(results, runs)
 
 
 # --------------------------------------------------------------------------- renderers
@@ -458,6 +551,32 @@ def to_markdown(blocks: Sequence[Block], relative_to: Path) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def _draw_figures(
+    results: Sequence[ExperimentResult], records: Sequence[Any], out: Path, aggregate: Aggregate
+) -> dict[str, list[tuple[Path, str]]]:
+    """{experiment: [(PNG path, caption)]}: each experiment's figures, saved into ``out``."""
+    figures: dict[str, list[tuple[Path, str]]] = {}
+    for result in results:
+        selections = [row.selection for row in result.rows]
+        mine = [r for r in records if r.experiment == result.name]
+        seconds_per_step = {(c.config_hash, c.activation): c.seconds for c in result.step_costs}
+        drawn = experiment_figures(
+            mine,
+            selections,
+            result.figure,
+            title=result.name,
+            aggregate=aggregate,
+            seconds_per_step=seconds_per_step,
+            steps_per_epoch=dict(result.steps_per_epoch),
+        )
+        for kind, fig in drawn.items():
+            png, _ = save_figure(fig, out, f"{_slug(result.name)}-{kind}")
+            # Figure.get_suptitle arrived in matplotlib 3.8; 3.7 is supported
+            caption = " ".join(fig.get_suptitle().split()) if hasattr(fig, "get_suptitle") else kind
+            figures.setdefault(result.name, []).append((png, caption))
+    return figures
+
+
 def write_report(
     records: Sequence[Any],
     runs: Sequence[Any],
@@ -465,44 +584,29 @@ def write_report(
     *,
     presets: dict[str, Preset],
     missing: Sequence[Missing] = (),
-    seed: int = 0,
     source: str = "",
     activation_figure: bool = True,
     rule: str | None = None,
     step_times: Sequence[Any] = (),
+    aggregate: Aggregate = HEADLINE,
+    design: Design = DESIGN,
 ) -> tuple[Path, Path]:
     """Analyse ``records`` with each experiment's preset (``presets``: name -> Preset, in the
     paper's order), draw the figures into ``out_dir/figures`` and write ``out_dir/report.html`` and
     ``out_dir/report.md``. Returns the two paths. ``rule`` (one of ``SELECTION_RULES``) chooses
     every experiment's learning rate instead of its preset's protocol. ``step_times``: the records'
-    interleaved step timings (``gelus.experiments.records.read_step_times``)."""
+    interleaved step timings (``gelus.experiments.records.read_step_times``). ``aggregate`` (the
+    statistic over seeds, its interval and the bootstrap's seed) and ``design`` (the verdicts'
+    test) are used by every table, figure, lr choice and sentence of the report."""
     out_dir = Path(out_dir)
-    figure_dir = out_dir / "figures"
-    rng = np.random.default_rng(seed)
     records = mark_diverged(records, run_configs(runs))  # the figures leave diverged runs out
-    results = analyse(records, runs, presets, rule, step_times)
-    figures: dict[str, list[tuple[Path, str]]] = {}
-    for result in results:
-        selections = [row.selection for row in result.rows]
-        mine = [r for r in records if r.experiment == result.name]
-        seconds_per_step = {(c.config_hash, c.activation): c.seconds for c in result.step_costs}
-        drawn = experiment_figures(
-            mine, selections, result.figure, title=result.name, rng=rng,
-            seconds_per_step=seconds_per_step, steps_per_epoch=dict(result.steps_per_epoch),
-        )  # fmt: skip
-        for kind, fig in drawn.items():
-            png, _ = save_figure(fig, figure_dir, f"{_slug(result.name)}-{kind}")
-            figures.setdefault(result.name, []).append(
-                (
-                    png,
-                    " ".join(fig.get_suptitle().split()) if hasattr(fig, "get_suptitle") else kind,
-                )
-            )
+    results = analyse(records, runs, presets, rule, step_times, aggregate=aggregate, design=design)
+    figures = _draw_figures(results, records, out_dir / "figures", aggregate)
     figure1 = None
     if activation_figure:
         from gelus.plots.activations import figure1 as draw_figure1
 
-        figure1, _ = save_figure(draw_figure1(), figure_dir, "figure1")
+        figure1, _ = save_figure(draw_figure1(), out_dir / "figures", "figure1")
     blocks = report_blocks(
         results,
         figures,
@@ -511,7 +615,8 @@ def write_report(
         quick=is_quick(runs),
         source=source,
         activation_figure=figure1,
-        seed=seed,
+        aggregate=aggregate,
+        design=design,
     )
     html_path, md_path = out_dir / "report.html", out_dir / "report.md"
     for path, text in ((html_path, to_html(blocks)), (md_path, to_markdown(blocks, out_dir))):

@@ -1,7 +1,12 @@
-"""The report's one door to the rest of the harness: records, presets, datasets.
+"""The report's one door to what the harness has stored or installed: records, presets, datasets.
 
-Everything the report needs from ``gelus.experiments`` and ``gelus.data`` goes through the small
-functions here, so that a change in those interfaces is fixed in one place.
+Every read the report makes of a run folder's records (``gelus.experiments.records``), of the
+presets (``PRESETS``) and of the datasets on this machine (``gelus.data``) goes through the small
+functions here, so that a change in those interfaces is fixed in one place
+(tests/report/test_read_only.py checks that no other report module reaches them). The report's
+other modules use the harness's pure vocabulary directly: the selection protocol and the aggregate
+(``gelus.experiments.selection``, ``aggregate``, ``protocol``), config flattening, divergence
+marking and ``atomic_write``; ``report/cli.py`` runs the experiments through ``gelus.experiments``.
 """
 
 import json
@@ -20,9 +25,15 @@ from gelus.experiments.records import (
 )
 
 __all__ = [
-    "DatasetStatus", "Loaded", "dataset_status", "load", "load_records", "load_runs",
-    "load_step_times", "presets",
-]  # fmt: skip
+    "DatasetStatus",
+    "Loaded",
+    "dataset_status",
+    "load",
+    "load_records",
+    "load_runs",
+    "load_step_times",
+    "presets",
+]
 
 
 def _database(run_dir: str | Path) -> Path:

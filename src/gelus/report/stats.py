@@ -1,25 +1,42 @@
-"""Statistics of experiment results: robust aggregates, bootstrap CIs, calibrated paired tests.
+"""Statistics of experiment results: the aggregate over seeds and the calibrated paired tests.
 
-Everything here is a pure function of values (or of :class:`~gelus.experiments.selection.Selection`
-results of an experiment's protocol) and, for resampling, an explicit ``numpy.random.Generator``.
-Nothing reads files or global state. NaN and infinite values are diverged runs: the aggregates are
-taken over the finite values and say how many diverged.
+The aggregate (statistic, interval, resamples, confidence) is one value,
+:class:`~gelus.experiments.aggregate.Aggregate` (re-exported here with its functions), shared with
+the lr selection and the console summary; the verdicts' settings (test, alpha, correction, power)
+are another, :class:`Design`. Everything here is a pure function of values (or of
+:class:`~gelus.experiments.selection.Selection` results of an experiment's protocol) and those two
+values. Nothing reads files or global state. NaN and infinite values are diverged runs: the
+aggregates are taken over the finite values and say how many diverged.
 """
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
+from gelus.experiments.aggregate import (
+    HEADLINE,
+    Aggregate,
+    Summary,
+    bootstrap_ci,
+    iqm,
+    seeded_rng,
+    summarize,
+)
 from gelus.experiments.selection import Selection
 
 __all__ = [
     "ALPHA",
+    "DESIGN",
     "EQUIVALENCE_MARGINS",
+    "HEADLINE",
     "VERDICTS",
+    "Aggregate",
     "Comparison",
+    "Design",
     "PairedTest",
     "Summary",
     "adjust",
@@ -38,91 +55,6 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------- aggregates
-def iqm(values: Any, axis: int = -1) -> Any:
-    """Interquartile mean: the mean of the middle 50 % (``int(n/4)`` values cut from each end).
-
-    Matches ``scipy.stats.trim_mean(values, 0.25, axis)``; for n < 4 nothing is cut (the mean).
-    """
-    values = np.sort(np.asarray(values, dtype=np.float64), axis=axis)
-    n = values.shape[axis]
-    cut = int(0.25 * n)
-    return np.take(values, np.arange(cut, n - cut), axis=axis).mean(axis=axis)
-
-
-def bootstrap_ci(
-    values: Sequence[float],
-    statistic: Callable[..., Any],
-    *,
-    rng: np.random.Generator,
-    n_resamples: int = 10_000,
-    confidence: float = 0.95,
-) -> tuple[float, float]:
-    """Percentile-bootstrap confidence interval of ``statistic(values, axis=-1)``.
-
-    Resamples the n values with replacement ``n_resamples`` times and returns the
-    (1 − confidence)/2 and (1 + confidence)/2 percentiles of the statistic. With n = 1 the interval
-    is the single value; with n = 0 it is (nan, nan).
-    """
-    values = np.asarray(values, dtype=np.float64)
-    if values.size == 0:
-        return (float("nan"), float("nan"))
-    indices = rng.integers(0, values.size, size=(n_resamples, values.size))
-    resampled = statistic(values[indices], axis=-1)
-    tail = 100 * (1 - confidence) / 2
-    low, high = np.percentile(resampled, [tail, 100 - tail])
-    return (float(low), float(high))
-
-
-def seeded_rng(*key: object) -> np.random.Generator:
-    """A generator seeded from ``key`` (a stable hash, not Python's ``hash``): the same cell gets
-    the same interval in every section and whatever else the report holds."""
-    import hashlib
-
-    digest = hashlib.sha256(repr(key).encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
-
-
-class Summary(NamedTuple):
-    """n finite values summarised (``diverged`` more were NaN or infinite); each ``*_ci`` is a
-    percentile-bootstrap 95 % interval."""
-
-    n: int
-    mean: float
-    median: float
-    iqm: float
-    mean_ci: tuple[float, float]
-    median_ci: tuple[float, float]
-    iqm_ci: tuple[float, float]
-    diverged: int = 0
-
-
-def summarize(
-    values: Sequence[float], *, rng: np.random.Generator, n_resamples: int = 10_000
-) -> Summary:
-    """Mean, median and IQM of the finite ``values`` with their bootstrap CIs (in that order of
-    resampling), and how many values were NaN or infinite (diverged runs)."""
-    values = np.asarray(values, dtype=np.float64)
-    finite = values[np.isfinite(values)]
-    diverged = int(values.size - finite.size)
-    nan = float("nan")
-    if finite.size == 0:
-        return Summary(0, nan, nan, nan, (nan, nan), (nan, nan), (nan, nan), diverged)
-    if finite.size == 1:  # one value has no interval
-        value = float(finite[0])
-        return Summary(1, value, value, value, (nan, nan), (nan, nan), (nan, nan), diverged)
-    return Summary(
-        n=int(finite.size),
-        mean=float(finite.mean()),
-        median=float(np.median(finite)),
-        iqm=float(iqm(finite)),
-        mean_ci=bootstrap_ci(finite, np.mean, rng=rng, n_resamples=n_resamples),
-        median_ci=bootstrap_ci(finite, np.median, rng=rng, n_resamples=n_resamples),
-        iqm_ci=bootstrap_ci(finite, iqm, rng=rng, n_resamples=n_resamples),
-        diverged=diverged,
-    )
-
-
 # --------------------------------------------------------------------------- paired comparisons
 # A difference smaller than this is a tie, if an equivalence test (TOST) shows it: losses in nats,
 # error and accuracy as fractions (0.5 percentage points), reconstruction error in MSE units.
@@ -138,8 +70,33 @@ EQUIVALENCE_MARGINS = {
     "recon_error": 0.0005,
     "error·a": 0.005 * 3,
 }
-ALPHA = 0.05  # family-wise error rate of one experiment's comparisons (Holm)
-POWER = 0.8
+
+
+@dataclasses.dataclass(frozen=True)
+class Design:
+    """How a paired comparison becomes a verdict: the test, its family-wise error rate ``alpha``
+    and the correction over one experiment's comparisons, the equivalence test for a tie, the
+    power an unresolved verdict's pair count aims at, and the fewest pairs a test needs."""
+
+    test: str = "paired t-test"
+    alpha: float = 0.05
+    correction: str = "Holm"
+    equivalence: str = "TOST"
+    power: float = 0.8
+    min_pairs: int = 2  # a t-test needs a standard deviation
+
+    def __post_init__(self) -> None:
+        implemented = {"test": "paired t-test", "correction": "Holm", "equivalence": "TOST"}
+        for field, value in implemented.items():
+            if getattr(self, field) != value:
+                raise ValueError(f"{field} {getattr(self, field)!r}: only {value!r} is implemented")
+        if not (0 < self.alpha < 1 and 0 < self.power < 1):
+            raise ValueError(f"alpha {self.alpha!r}, power {self.power!r}: give levels in (0, 1)")
+
+
+DESIGN = Design()
+ALPHA = DESIGN.alpha  # family-wise error rate of one experiment's comparisons (Holm)
+POWER = DESIGN.power
 
 
 class PairedTest(NamedTuple):
@@ -148,11 +105,13 @@ class PairedTest(NamedTuple):
     n: int
     mean: float
     sd: float  # sample standard deviation (n − 1)
-    ci: tuple[float, float]  # two-sided 95 % t interval of the mean difference
+    ci: tuple[float, float]  # two-sided t interval of the mean difference at the confidence asked
     p: float  # two-sided p-value (nan below 2 pairs)
 
 
-def paired_t_test(differences: Sequence[float], confidence: float = 0.95) -> PairedTest:
+def paired_t_test(
+    differences: Sequence[float], confidence: float = HEADLINE.confidence
+) -> PairedTest:
     """t = mean(d) / (sd(d)/√n) on n − 1 degrees of freedom; p = 2·P(T > |t|); CI = mean ±
     t_{(1+c)/2, n−1}·sd/√n. With sd = 0, p is 0 for a nonzero mean and 1 for a zero one."""
     from scipy import stats
@@ -271,7 +230,9 @@ def fewest_pairs(reaches: Callable[[int], bool], most: int = 10_000) -> int | No
     return high
 
 
-def pairs_for_power(mean: float, sd: float, alpha: float, target: float = POWER) -> int | None:
+def pairs_for_power(
+    mean: float, sd: float, alpha: float, target: float = DESIGN.power
+) -> int | None:
     """The fewest pairs for which a two-sided paired t-test at ``alpha`` has ``target`` power
     against the observed effect mean/sd (None: no effect seen, or more than 10,000 pairs)."""
     if not (math.isfinite(mean) and math.isfinite(sd)) or sd == 0 or mean == 0:
@@ -292,7 +253,7 @@ class Comparison(NamedTuple):
     seeds: tuple[int, ...]
     differences: tuple[float, ...]
     mean: float  # mean paired difference
-    ci: tuple[float, float]  # unadjusted 95 % t interval of the mean difference
+    ci: tuple[float, float]  # unadjusted t interval of the mean difference (aggregate's confidence)
     verdict: str  # symbol and one word: better, worse, tie or unresolved (after Holm)
     lr: str = "chosen"  # "chosen" (each side's selected lr) or the one lr both ran at
     diverged: int = 0  # shared seeds left out because a run of the pair diverged
@@ -300,7 +261,7 @@ class Comparison(NamedTuple):
     p: float = float("nan")  # unadjusted two-sided p
     p_holm: float = float("nan")  # Holm-adjusted over the experiment's comparisons
     p_tie: float = float("nan")  # Holm-adjusted TOST p for a difference within the margin
-    pairs_needed: int | None = None  # pairs for 80 % power at its Holm level (unresolved ones)
+    pairs_needed: int | None = None  # pairs for the design's power at its Holm level (unresolved)
     lower_is_better: bool = True
     depends: str = ""  # each selection rule's verdict, when they disagree ("" when they agree)
 
@@ -309,10 +270,15 @@ VERDICTS = {"better": "▲ better", "worse": "▼ worse", "tie": "= tie", "unres
 
 
 def compare_paired(
-    treatment: Selection, baseline: Selection, *, lower_is_better: bool = True
+    treatment: Selection,
+    baseline: Selection,
+    *,
+    lower_is_better: bool = True,
+    aggregate: Aggregate = HEADLINE,
 ) -> Comparison:
     """Paired difference treatment − baseline over the seeds present in both selections, with
-    its unadjusted t-test; the verdict is set by :func:`adjust` over the experiment's comparisons.
+    its unadjusted t-test (interval at ``aggregate.confidence``); the verdict is set by
+    :func:`adjust` over the experiment's comparisons.
 
     Seeds present in only one of them are left out (a pair needs both halves), and so are pairs
     where either run diverged (counted in ``diverged``).
@@ -323,38 +289,50 @@ def compare_paired(
         for s in shared
         if math.isfinite(treatment.values[s]) and math.isfinite(baseline.values[s])
     )
-    differences = [treatment.values[s] - baseline.values[s] for s in seeds]
-    test = paired_t_test(differences)
+    differences = tuple(float(treatment.values[s] - baseline.values[s]) for s in seeds)
+    test = paired_t_test(differences, aggregate.confidence)
+    both_chosen = treatment.lr_selected and baseline.lr_selected
     return Comparison(
-        treatment.experiment, treatment.setting, treatment.metric, treatment.activation,
-        baseline.activation, seeds, tuple(float(d) for d in differences), test.mean, test.ci,
-        VERDICTS["unresolved"],
-        "chosen" if treatment.lr_selected and baseline.lr_selected else f"{treatment.lr:g}",
-        len(shared) - len(seeds), treatment.variant, test.p, lower_is_better=lower_is_better,
-    )  # fmt: skip
+        experiment=treatment.experiment,
+        setting=treatment.setting,
+        metric=treatment.metric,
+        treatment=treatment.activation,
+        baseline=baseline.activation,
+        seeds=seeds,
+        differences=differences,
+        mean=test.mean,
+        ci=test.ci,
+        verdict=VERDICTS["unresolved"],
+        lr="chosen" if both_chosen else f"{treatment.lr:g}",
+        diverged=len(shared) - len(seeds),
+        variant=treatment.variant,
+        p=test.p,
+        lower_is_better=lower_is_better,
+    )
 
 
-def adjust(comparisons: Sequence[Comparison]) -> list[Comparison]:
+def _word(c: Comparison, p_holm: float, p_tie: float, design: Design) -> str:
+    if p_holm < design.alpha:
+        return "better" if (c.mean < 0) == c.lower_is_better else "worse"
+    return "tie" if p_tie < design.alpha else "unresolved"
+
+
+def adjust(comparisons: Sequence[Comparison], design: Design = DESIGN) -> list[Comparison]:
     """The comparisons of one experiment with Holm-adjusted p-values and their verdicts: better or
-    worse when the adjusted p < 0.05, a tie when the adjusted TOST p < 0.05, else unresolved with
-    the pairs a paired t-test would need for 80 % power at its Holm level."""
+    worse when the adjusted p < alpha, a tie when the adjusted TOST p < alpha, else unresolved
+    with the pairs a paired t-test would need for the design's power at its Holm level."""
     adjusted = holm([c.p for c in comparisons])
-    ties = holm([
-        tost_p(c.differences, EQUIVALENCE_MARGINS.get(c.metric, 0.0)) for c in comparisons
-    ])  # fmt: skip
-    m = sum(not math.isnan(c.p) for c in comparisons)
+    margins = [EQUIVALENCE_MARGINS.get(c.metric, 0.0) for c in comparisons]
+    ties = holm([tost_p(c.differences, m) for c, m in zip(comparisons, margins, strict=True)])
+    strictest = design.alpha / max(1, sum(not math.isnan(c.p) for c in comparisons))
     out = []
     for c, p_holm, p_tie in zip(comparisons, adjusted, ties, strict=True):
+        word = _word(c, p_holm, p_tie, design)
         needed = None
-        if p_holm < ALPHA:
-            better = (c.mean < 0) == c.lower_is_better
-            word = "better" if better else "worse"
-        elif p_tie < ALPHA:
-            word = "tie"
-        else:
-            word = "unresolved"
+        if word == "unresolved":
             sd = float(np.std(c.differences, ddof=1)) if len(c.differences) > 1 else math.nan
-            needed = pairs_for_power(c.mean, sd, ALPHA / max(1, m))  # the strictest Holm level
-        out.append(c._replace(p_holm=p_holm, p_tie=p_tie, verdict=VERDICTS[word],
-                              pairs_needed=needed))  # fmt: skip
+            needed = pairs_for_power(c.mean, sd, strictest, design.power)
+        out.append(
+            c._replace(p_holm=p_holm, p_tie=p_tie, verdict=VERDICTS[word], pairs_needed=needed)
+        )
     return out
