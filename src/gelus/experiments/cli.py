@@ -23,7 +23,12 @@ __all__ = [
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``list`` and ``run`` subcommands."""
-    list_parser = subparsers.add_parser("list", help="list experiments, activations and datasets")
+    list_parser = subparsers.add_parser(
+        "list",
+        help="list experiments, activations and datasets",
+        description="List the experiment presets (with the dataset each needs), the registered "
+        "activations, the aliases from other libraries, and where each dataset was found.",
+    )
     list_parser.set_defaults(func=_list)
     _add_run_parser(subparsers)
 
