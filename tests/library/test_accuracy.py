@@ -8,6 +8,7 @@ measured over the instruction sets, rounded up; a wrong form or a lost edge woul
 """
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -215,3 +216,13 @@ def test_generalized_gelu_erfc_form_in_the_negative_tail(grid):
     y = G.generalized_gelu(xt, 0.0, 1.0).numpy()
     normal = np.abs(_exact(grid.astype(np.float64))) >= table.FLT_MIN
     assert (y[(grid < -5.5) & normal] < 0).all()
+
+
+def test_the_cuda_tables_fp32_contract_is_the_one_the_kernel_tests_assert():
+    """docs/CUDA.md's table holds the kernels' figures; its asserted bound is EXACT_ULP."""
+    from _fp32_gelu_sets import EXACT_ULP
+
+    cuda = (table.NUMERICS.parent / "CUDA.md").read_text()
+    (row,) = [line for line in cuda.splitlines() if line.startswith("| exact, fp32 kernels (fma)")]
+    asserted = [float(b) for b in re.findall(r"≤ ([\d.]+) asserted", row)]
+    assert asserted == [EXACT_ULP, EXACT_ULP]
