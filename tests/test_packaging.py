@@ -9,6 +9,7 @@ environment without the extra: a meta-path finder refuses those modules as if th
 import email.parser
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -249,3 +250,39 @@ def test_a_wheel_from_a_clean_checkout_installs_and_works_in_a_fresh_venv(tmp_pa
 
 def _requirement_name(requirement: str) -> str:
     return Requirement(requirement).name
+
+
+def test_the_readme_opens_with_the_two_commands_and_ci_runs_its_test_command():
+    readme = (ROOT / "README.md").read_text()
+    opening = readme[: readme.index("## What the results say")]
+    commands = [
+        line.split("#")[0].strip() for line in opening.splitlines() if line.startswith("make ")
+    ]
+    assert commands == ["make reproduce", "make test"]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert ci[-1] == "make test"
+    assert len(readme.splitlines()) < 150  # the detail lives in docs/
+    # the install section: torch's CPU build before gelus, so pip pulls no CUDA packages
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in readme
+
+
+def test_every_relative_link_of_the_readme_and_docs_resolves():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    missing = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            path, _, anchor = target.partition("#")
+            if "://" in target or not path:
+                continue
+            if not (page.parent / path).exists():
+                missing.append(f"{page.relative_to(ROOT)}: {target}")
+            elif anchor and path.endswith(".md"):
+                headings = re.findall(r"^#+ (.+)$", (page.parent / path).read_text(), re.M)
+                if anchor not in {_anchor(h) for h in headings}:
+                    missing.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not missing, missing
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")

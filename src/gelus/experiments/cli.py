@@ -160,7 +160,7 @@ def _list(args: argparse.Namespace) -> int:
         print(f"  {name:<22} {preset.title}  [data: {preset.dataset}{substitute}]")
     names = sorted(set(gelus.list_activations()) | set(STOCHASTIC_ACTIVATIONS))
     print("activations:\n  " + ", ".join(names))
-    print("  or your own, as module:attribute or label=module:attribute (see README)")
+    print("  or your own, as module:attribute or label=module:attribute (see docs/HARNESS.md)")
     print("aliases (names from other libraries):")
     for alias, (canonical, kwargs, source) in sorted(gelus.ALIASES.items()):
         arguments = ", ".join(f"{key}={value!r}" for key, value in kwargs.items())
