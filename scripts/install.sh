@@ -2,6 +2,8 @@
 # Install gelus and what it needs on a fresh machine.
 #   scripts/install.sh          the package with the harness extra (.[harness]), plus offline Fashion-MNIST
 #   scripts/install.sh --dev    the package with the dev extra (.[dev]: the harness and the test tools)
+#   scripts/install.sh --corpora  as the first, plus the larger text corpus of the scale experiment
+#                                 (Debian's linux-doc-6.1: 37 MB to download, 24 MB of text)
 # torch is pinned through constraints.txt so that pip takes the CPU build and never pulls CUDA wheels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +19,7 @@ extras="[harness]"
 apt_packages=()
 [ -d /usr/share/datasets/fashion-mnist ] || apt_packages+=(dataset-fashion-mnist)
 [ -d /usr/share/games/fortunes ] || apt_packages+=(fortunes)  # the language model's offline corpus
+[ "${1:-}" = "--corpora" ] && [ ! -d /usr/share/doc/linux-doc-6.1/html/_sources ] && apt_packages+=(linux-doc-6.1)
 [ "$extras" = "[dev]" ] && ! command -v chromium >/dev/null 2>&1 && apt_packages+=(chromium)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

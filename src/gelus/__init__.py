@@ -7,9 +7,12 @@ registers its operators (``torch.ops.gelus.*``).
     gelus.GELU, …         one nn.Module per function
     gelus.get_activation  name (or alias such as Hugging Face's "gelu_new") -> fresh module
     gelus.init            calculate_gain and init_layer_ for every registered activation
+    gelus.patch           put gelus's members into a built model (torch, Hugging Face, timm)
+    gelus.integrations    Hugging Face's hidden_act and timm's act_layer names ("gelus:…")
 """
 
 from gelus import _cuda, functional, init
+from gelus._patch import PatchReport, patch
 from gelus.modules import (
     GEGLU,
     GELU,
@@ -51,6 +54,7 @@ __all__ = [
     "GeneralizedGELU",
     "HardMish",
     "Laplace",
+    "PatchReport",
     "QuickGELU",
     "ReGLU",
     "ReLU2",
@@ -66,5 +70,6 @@ __all__ = [
     "get_activation",
     "init",
     "list_activations",
+    "patch",
     "resolve_activation",
 ]

@@ -1,6 +1,6 @@
 """Activations users arrive with by name from other libraries, as compositions of torch ops.
 
-Each follows its source's definition (tests/test_extra.py writes the sources out), with its
+Each follows its source's definition (tests/library/test_extra.py writes the sources out), with its
 arithmetic arranged so that nothing cancels or overflows where the source's does (noted per
 function); as plain torch ops they work with torch.func, export, ONNX and compile as they are.
 """

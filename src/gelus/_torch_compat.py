@@ -2,7 +2,7 @@
 
 Private API is what breaks first on a new torch, so the rest of the library (``gelus/*.py``,
 ``gelus/_triton/``) never writes ``torch._``: it calls these functions, and
-``tests/test_torch_compat.py`` checks, on the running torch, that each one still does what it
+``tests/library/test_torch_compat.py`` checks, on the running torch, that each one still does what it
 says (and fails on ``torch._`` anywhere else in the library). Each function names what it uses
 and why no public API serves.
 """

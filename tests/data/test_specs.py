@@ -64,6 +64,7 @@ def test_the_recorded_numbers():
         "twitter-pos": (14_619, 4_823, 7_152),
         "timit": (1_124_800, 122_000, 57_900),
         "fortunes": (2_313_717, 128_539, 128_541),  # bytes
+        "linux-docs": (21_662_968, 1_153_872, 1_344_234),  # bytes of whole documents
         "tiny-shakespeare": (1_003_854, 55_769, 55_771),
         "enwik8": (90_000_000, 5_000_000, 5_000_000),  # the standard split
         "text": (900_000, 50_000, 50_000),  # nominal, for planning
@@ -77,6 +78,7 @@ def test_the_recorded_numbers():
         "twitter-pos": (150,),
         "timit": (286,),
         "fortunes": (1,),
+        "linux-docs": (1,),
         "tiny-shakespeare": (1,),
         "enwik8": (1,),
         "text": (1,),
@@ -90,6 +92,7 @@ def test_the_recorded_numbers():
         "twitter-pos": 25,
         "timit": 39,
         "fortunes": 256,  # byte values
+        "linux-docs": 256,
         "tiny-shakespeare": 256,
         "enwik8": 256,
         "text": 256,

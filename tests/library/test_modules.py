@@ -2,7 +2,6 @@
 timm's ``act_layer(inplace=True)`` contract."""
 
 import copy
-import functools
 import math
 
 import pytest
@@ -10,6 +9,7 @@ import torch
 
 import gelus
 import oracles
+from torchvision_stand_in import import_modules
 
 F64 = torch.float64
 X = torch.linspace(-6, 6, 241, dtype=F64)
@@ -198,81 +198,9 @@ def test_every_module_accepts_inplace_and_honours_it_as_torch_does(factory):
         torch.testing.assert_close(in_place(x), expected)
 
 
-@functools.cache
 def _import_timm():
-    """timm, importable also where torchvision is not: timm imports a few torchvision names at
-    import time (datasets, transforms, FrozenBatchNorm2d, feature extraction) that resnet and
-    mobilenetv3 do not use. Where ``import torchvision`` fails (this project's CPU torch wheel
-    beside PyPI's torchvision: "operator torchvision::nms does not exist"), a stand-in module
-    answers those names with classes that raise if instantiated, so a model that did use
-    torchvision would fail here, not pass silently. The stand-in is in sys.modules only while
-    timm imports."""
-    import importlib.abc
-    import importlib.machinery
-    import importlib.util
-    import sys
-    import types
-
-    if importlib.util.find_spec("timm") is None:
-        pytest.skip("timm is in the dev extra; install it to run this test")
-
-    try:
-        import timm
-        import torchvision  # noqa: F401
-
-        return timm, []
-    except Exception:  # any import error: torchvision's C ops missing for this torch build
-        pass
-    used = []
-
-    class Unavailable:
-        def __init__(self, *args, **kwargs):
-            raise RuntimeError("torchvision is not available in this environment (test stand-in)")
-
-    def stand_in(name):
-        module = types.ModuleType(name)
-        module.__path__ = []
-
-        def attribute(attr, _name=name):
-            if attr.startswith("__"):
-                raise AttributeError(attr)
-            used.append(f"{_name}.{attr}")
-            if attr == "InterpolationMode":
-                import enum
-
-                return enum.Enum(
-                    "InterpolationMode",
-                    "NEAREST NEAREST_EXACT BILINEAR BICUBIC BOX HAMMING LANCZOS",
-                )
-            return type(attr, (Unavailable,), {})
-
-        module.__getattr__ = attribute
-        return module
-
-    class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-        def find_spec(self, fullname, path, target=None):
-            if fullname == "torchvision" or fullname.startswith("torchvision."):
-                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-            return None
-
-        def create_module(self, spec):
-            return stand_in(spec.name)
-
-        def exec_module(self, module):
-            pass
-
-    for name in [
-        m for m in sys.modules if m == "torchvision" or m.startswith(("torchvision.", "timm"))
-    ]:
-        del sys.modules[name]  # a failed import may have left partial modules behind
-    finder = Finder()
-    sys.meta_path.insert(0, finder)
-    try:
-        import timm
-    finally:
-        sys.meta_path.remove(finder)
-        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-            del sys.modules[name]  # timm keeps its references; nothing else sees the stand-in
+    """timm, with torchvision's stand-in where torchvision is broken (torchvision_stand_in)."""
+    (timm,), used = import_modules("timm")
     return timm, used
 
 

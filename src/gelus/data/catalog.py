@@ -13,11 +13,13 @@ from dataclasses import replace
 
 from gelus.data.cifar import CIFAR10_CLASSES, CIFAR_VALIDATION_SIZE, load_cifar
 from gelus.data.dataset import Dataset
+from gelus.data.documents import load_documents
 from gelus.data.errors import DataError, DatasetNotFoundError
 from gelus.data.idx import MNIST_VALIDATION_SIZE, load_mnist_like
 from gelus.data.pos import TAGS, load_twitter_pos
 from gelus.data.sources import (
     DatasetSpec,
+    DocumentCorpus,
     RemoteFile,
     SplitSizes,
     data_root,
@@ -375,6 +377,26 @@ _ENWIK8 = DatasetSpec(
     split_sizes=_text_sizes(ENWIK8_BYTES),  # 90 / 5 / 5 M bytes, the standard split
 )
 
+# Debian's linux-doc-6.1 6.1.192-2: the reStructuredText sources of the kernel's documentation as
+# its HTML build ships them (html/_sources/**/*.txt), 3,183 documents, and their corpus_digest
+_LINUX_DOCS = DatasetSpec(
+    name="linux-docs",
+    title="the Linux kernel's documentation (Debian's linux-doc-6.1), 3,183 reStructuredText "
+    "documents, 24.2 MB of UTF-8 text, byte-level, split by document",
+    layouts=((("index.rst.txt",),),),  # the root document marks the folder
+    loader=load_documents,
+    documents=DocumentCorpus(
+        ".txt", "50ccb7e69e3413e5f021b6c8cfdd092133ab12918b43be713c7792485d82ff75"
+    ),
+    system_dirs=("/usr/share/doc/linux-doc-6.1/html/_sources",),
+    apt_package="linux-doc-6.1",
+    citation="the Linux kernel documentation (GPL-2.0; some documents under the licence their "
+    "SPDX line names), packaged by Debian (linux-doc-6.1)",
+    sample_shape=(1,),
+    num_classes=VOCAB,
+    split_sizes=SplitSizes(21_662_968, 1_153_872, 1_344_234),  # bytes, whole documents per split
+)
+
 _TEXT = DatasetSpec(
     name="text",
     title="any UTF-8 text file of yours (corpus.txt), byte-level",
@@ -389,7 +411,7 @@ _TEXT = DatasetSpec(
 
 _ALL = (
     _MNIST, _FASHION_MNIST, _CIFAR10, _CIFAR100, _TWITTER_POS, _TIMIT,
-    _FORTUNES, _TINY_SHAKESPEARE, _ENWIK8, _TEXT,
+    _FORTUNES, _LINUX_DOCS, _TINY_SHAKESPEARE, _ENWIK8, _TEXT,
 )  # fmt: skip
 DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in _ALL}
 

@@ -37,10 +37,33 @@ def _size(num_bytes: int) -> str:
     return f"{num_bytes / 1e6:.1f} MB"
 
 
+def _found_bytes(spec, location) -> int:
+    if spec.documents is None:
+        return location.size
+    from gelus.data.documents import corpus_files
+
+    return sum(path.stat().st_size for _, path in corpus_files(location.directory, spec.documents))
+
+
+def _corpus_verification(spec, location) -> str:
+    from gelus.data.documents import corpus_digest
+
+    digest = corpus_digest(location.directory, spec.documents)
+    if not spec.documents.digest:
+        return f"not verified (no SHA-256 recorded; this corpus's is {digest})"
+    if digest != spec.documents.digest:
+        return (
+            f"CORPUS DIFFERS: SHA-256 {digest}, recorded {spec.documents.digest} (another version)"
+        )
+    return "verified (the SHA-256 of its documents, in path order)"
+
+
 def _verification(spec, location) -> str:
     from gelus.data.errors import DataError
     from gelus.data.sources import verify_file
 
+    if spec.documents is not None:
+        return _corpus_verification(spec, location)
     paths = list(location.files)
     paths += [
         location.directory / remote.name
@@ -74,7 +97,7 @@ def _list(args) -> int:
             print(f"  missing (searched {searched}); to get it:")
             print(how_to_get(spec, args.data_dir, indent="    "))
         else:
-            print(f"  found in {location.directory}, {_size(location.size)}")
+            print(f"  found in {location.directory}, {_size(_found_bytes(spec, location))}")
             print(f"  {_verification(spec, location)}")
     return 0
 

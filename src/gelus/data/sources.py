@@ -102,6 +102,16 @@ class SplitSizes(NamedTuple):
 
 
 @dataclass(frozen=True)
+class DocumentCorpus:
+    """A dataset that is a folder of documents, every file ending in ``suffix`` (its layout's one
+    file marks the folder), and the ``digest`` (``gelus.data.documents.corpus_digest``) of the
+    version measured here ("" when none is recorded)."""
+
+    suffix: str
+    digest: str = ""
+
+
+@dataclass(frozen=True)
 class DatasetSpec:
     """Everything known about a dataset: how to recognise, verify, fetch and read it, and its size.
 
@@ -141,6 +151,7 @@ class DatasetSpec:
     lowercase: bool = False
     layout_kinds: tuple[str, ...] = ()
     extracted_layout: tuple[int | None, ...] = ()
+    documents: DocumentCorpus | None = None  # a folder of documents (gelus.data.documents)
 
     def __post_init__(self) -> None:
         for name in ("layout_kinds", "extracted_layout"):

@@ -6,6 +6,7 @@ Nothing reads files or global state. NaN and infinite values are diverged runs: 
 taken over the finite values and say how many diverged.
 """
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -24,8 +25,10 @@ __all__ = [
     "adjust",
     "bootstrap_ci",
     "compare_paired",
+    "fewest_pairs",
     "holm",
     "iqm",
+    "noncentral_t_sf",
     "paired_t_test",
     "pairs_for_power",
     "power",
@@ -123,7 +126,18 @@ def summarize(
 # --------------------------------------------------------------------------- paired comparisons
 # A difference smaller than this is a tie, if an equivalence test (TOST) shows it: losses in nats,
 # error and accuracy as fractions (0.5 percentage points), reconstruction error in MSE units.
-EQUIVALENCE_MARGINS = {"loss": 0.01, "error": 0.005, "accuracy": 0.005, "recon_error": 0.0005}
+# Bits per byte are the loss over ln 2, so the loss's 0.01 nats is 0.01/ln 2 ≈ 0.0144 bits (a tie
+# in one unit is a tie in the other). The robustness area ("error·a", claims.py: test error
+# integrated over the noise half-width a ∈ [0, 3]) gets the error's 0.5 pp held across the whole
+# range, 0.005 × 3 = 0.015 (the committed areas are 1.3–1.9 with seed SDs 0.008–0.043).
+EQUIVALENCE_MARGINS = {
+    "loss": 0.01,
+    "bpb": 0.01 / math.log(2),
+    "error": 0.005,
+    "accuracy": 0.005,
+    "recon_error": 0.0005,
+    "error·a": 0.005 * 3,
+}
 ALPHA = 0.05  # family-wise error rate of one experiment's comparisons (Holm)
 POWER = 0.8
 
@@ -186,20 +200,75 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def noncentral_t_sf(x: float, nu: int, noncentrality: float) -> float:
+    """P(T' > x) for T' noncentral t with ``nu`` degrees of freedom, x ≥ 0.
+
+    T' = (Z + δ)/(X/√ν) with Z standard normal and X chi-distributed (ν), so, integrating over X,
+
+        P(T' > x) = ∫₀^∞ f_χ(s; ν) · Φ(δ − x·s/√ν) ds.
+
+    The integrand is smooth and bounded, so this is finite where scipy's ``nct`` gives NaN (its
+    lower tail once δ ≳ 8, e.g. n = 3, effect 5.0, α = 0.00625).
+    """
+    from scipy import integrate, special, stats
+
+    scale = x / math.sqrt(nu)
+    log_norm = (nu / 2 - 1) * math.log(2) + math.lgamma(nu / 2)  # of the chi density
+
+    def integrand(s: float) -> float:
+        if s <= 0:
+            return 0.0 if nu > 1 else math.sqrt(2 / math.pi) * special.ndtr(noncentrality)
+        density = math.exp((nu - 1) * math.log(s) - s * s / 2 - log_norm)
+        return density * float(special.ndtr(noncentrality - scale * s))
+
+    # the chi density is negligible outside its 1e-15 and 1 − 1e-15 quantiles; break points at its
+    # mode √(ν − 1) and where Φ falls from 1 to 0 (s = δ/scale, width 1/scale: narrow when x is
+    # large, e.g. at α = 1e-6 with ν = 1), so quad never steps over either
+    lower, upper = float(stats.chi.ppf(1e-15, nu)), float(stats.chi.isf(1e-15, nu))
+    breaks = {lower, upper, math.sqrt(max(nu - 1, 0))}
+    if scale > 0:
+        centre, width = noncentrality / scale, 1 / scale
+        breaks |= {centre + k * width for k in (-8, -2, 0, 2, 8)}
+    edges = sorted(b for b in breaks if lower <= b <= upper)
+    value = sum(
+        integrate.quad(integrand, a, b, epsabs=1e-15, epsrel=1e-11, limit=200)[0]
+        for a, b in itertools.pairwise(edges)
+    )
+    return min(1.0, max(0.0, value))
+
+
 def power(n: int, effect: float, alpha: float) -> float:
     """Power of a two-sided paired t-test at level ``alpha`` with n pairs when the true mean
-    difference is ``effect`` standard deviations: P(|T'| > t_{1−α/2, n−1}), T' noncentral t with
-    n − 1 degrees of freedom and noncentrality effect·√n."""
+    difference is ``effect`` standard deviations: P(|T'| > c), c = t_{1−α/2, n−1}, T' noncentral
+    t with n − 1 degrees of freedom and noncentrality δ = effect·√n, i.e.
+    :func:`noncentral_t_sf` (c, n − 1, δ) + :func:`noncentral_t_sf` (c, n − 1, −δ). Never NaN
+    for n ≥ 2."""
     from scipy import stats
 
     if n < 2:
         return float("nan")
-    critical = stats.t.ppf(1 - alpha / 2, n - 1)
+    critical = float(stats.t.ppf(1 - alpha / 2, n - 1))
     noncentrality = effect * math.sqrt(n)
-    return float(
-        stats.nct.sf(critical, n - 1, noncentrality)
-        + stats.nct.cdf(-critical, n - 1, noncentrality)
+    return min(
+        1.0,
+        noncentral_t_sf(critical, n - 1, noncentrality)
+        + noncentral_t_sf(critical, n - 1, -noncentrality),
     )
+
+
+def fewest_pairs(reaches: Callable[[int], bool], most: int = 10_000) -> int | None:
+    """The smallest n in [2, ``most``] with ``reaches(n)`` true, for a ``reaches`` monotone in n
+    (power at a fixed effect grows with n): doubling, then bisection. None when ``reaches(most)``
+    is false."""
+    if not reaches(most):
+        return None
+    low, high = 1, 2  # reaches(low) false (n = 1 has no test), reaches(high) once doubling stops
+    while high < most and not reaches(high):
+        low, high = high, min(2 * high, most)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if reaches(middle) else (middle, high)
+    return high
 
 
 def pairs_for_power(mean: float, sd: float, alpha: float, target: float = POWER) -> int | None:
@@ -208,10 +277,7 @@ def pairs_for_power(mean: float, sd: float, alpha: float, target: float = POWER)
     if not (math.isfinite(mean) and math.isfinite(sd)) or sd == 0 or mean == 0:
         return None
     effect = abs(mean) / sd
-    for n in range(2, 10_001):
-        if power(n, effect, alpha) >= target:
-            return n
-    return None
+    return fewest_pairs(lambda n: power(n, effect, alpha) >= target)
 
 
 class Comparison(NamedTuple):

@@ -1,0 +1,299 @@
+"""Verdicts that hold up: the power of a Holm-adjusted verdict, an exact sign-flip p, fragility
+to one seed, and a significant difference that is inside its margin.
+
+Pure functions of values (and of :class:`~gelus.report.stats.Comparison` results); the one random
+route (:func:`sign_flip_p` beyond 20 pairs) takes an explicit ``numpy.random.Generator``.
+"""
+
+import math
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from gelus.report.stats import (
+    ALPHA,
+    EQUIVALENCE_MARGINS,
+    POWER,
+    Comparison,
+    fewest_pairs,
+    holm,
+    noncentral_t_sf,
+    paired_t_test,
+)
+
+__all__ = [
+    "INSIDE_MARGIN",
+    "Fragility",
+    "fragile_marks",
+    "fragility",
+    "holm_adjust",
+    "holm_power",
+    "inside_margin",
+    "paired_t_p",
+    "pairs_for_holm_power",
+    "sign_flip_p",
+]
+
+
+# --------------------------------------------------------------------------- Holm-family power
+def _ordered_volume(bounds: Sequence[float]) -> float:
+    """Volume of {0 < u₁ < … < u_k : u_j ≤ b_j} for nondecreasing bounds b_j (1 for k = 0):
+    the iterated integral G_{j−1}(x) = ∫_x^{b_j} G_j(u) du from G_k = 1, at x = 0, exact in
+    polynomials."""
+    inner = np.polynomial.Polynomial([1.0])
+    for b in reversed(bounds):
+        antiderivative = inner.integ()
+        inner = antiderivative(b) - antiderivative
+    return float(inner(0.0))
+
+
+def _holm_passes(p: float, m: int, alpha: float) -> float:
+    """Q(p): the probability that Holm at level ``alpha`` over m comparisons rejects one whose p
+    is ``p`` when the other m − 1 p-values are independent uniforms (nulls).
+
+    With k nulls below p the comparison has rank k + 1 and is rejected iff p ≤ α/(m − k) and
+    the k smaller ones, sorted, pass their steps u_(j) ≤ α/(m − j + 1):
+
+        Q(p) = Σ_k C(m−1, k) (1 − p)^{m−1−k} · k! · vol{0 < u₁ < … < u_k : u_j ≤ min(α/(m−j+1), p)}.
+    """
+    if p <= alpha / m:
+        return 1.0
+    total = 0.0
+    for k in range(m):
+        if p > alpha / (m - k):
+            continue
+        bounds = [min(alpha / (m - j), p) for j in range(k)]  # rank j + 1's step, 0-based j
+        ways = math.comb(m - 1, k) * math.factorial(k) * (1 - p) ** (m - 1 - k)
+        total += ways * _ordered_volume(bounds)
+    return total
+
+
+def holm_power(n: int, effect: float, m: int, alpha: float = ALPHA) -> float:
+    """The probability that a Holm-adjusted verdict over m comparisons calls one real effect of
+    ``effect`` standard deviations (of its paired differences) real, in its own direction, with n
+    pairs, when the other m − 1 comparisons are true nulls independent of it (uniform p-values).
+
+    Let G(p) = P(the effect's two-sided p ≤ p, with the right sign) = P(T' > t_{1−p/2, n−1})
+    (T' noncentral t, δ = effect·√n; :func:`~gelus.report.stats.noncentral_t_sf`). When its p
+    lies in (α/(m−k+1), α/(m−k)] Holm rejects it iff at least k nulls lie below it and the k
+    smallest pass their steps, U_(j) ≤ α/(m−j+1) for j = 1..k (the larger ones' steps are above
+    p); that probability, Q_k (Q_0 = 1), does not depend on p within the piece, so exactly
+
+        power = Σ_{k=0}^{m−1} Q_k · [G(α/(m−k)) − G(α/(m−k+1))],   G(α/(m+1)) := 0.
+
+    Between G(α/m) (a lone test at α/m, a lower bound) and G(α). With m = 1 it is the one-sided
+    share of :func:`~gelus.report.stats.power`. Comparisons that share a reference share its
+    noise, so they are not quite independent: this is the independent case.
+    """
+    from scipy import stats
+
+    if n < 2:
+        return float("nan")
+    if m < 1:
+        raise ValueError(f"holm_power: m = {m} comparisons; a family has at least one")
+    nu, delta = n - 1, abs(effect) * math.sqrt(n)
+    steps = [alpha / (m - k) for k in range(m)]  # α/m, α/(m−1), …, α
+    reached = [noncentral_t_sf(float(stats.t.isf(p / 2, nu)), nu, delta) for p in steps]
+    below = [0.0, *reached[:-1]]
+    return float(sum(
+        _holm_passes(p, m, alpha) * (g - g_below)
+        for p, g, g_below in zip(steps, reached, below, strict=True)
+    ))  # fmt: skip
+
+
+def pairs_for_holm_power(
+    mean: float, sd: float, m: int, alpha: float = ALPHA, target: float = POWER
+) -> int | None:
+    """The fewest pairs with which a Holm verdict over m comparisons calls one real effect of
+    mean/sd (the others null) real with probability ``target`` (:func:`holm_power`); None when no
+    effect is seen or more than 10,000 pairs are needed. At most
+    :func:`~gelus.report.stats.pairs_for_power` at α/m (the lone test at Holm's strictest level,
+    a lower bound on the power)."""
+    if not (math.isfinite(mean) and math.isfinite(sd)) or sd == 0 or mean == 0:
+        return None
+    effect = abs(mean) / sd
+    return fewest_pairs(lambda n: holm_power(n, effect, m, alpha) >= target)
+
+
+# --------------------------------------------------------------------------- sign-flip test
+def _flip_sums(d: np.ndarray) -> np.ndarray:
+    """Σ s_i·d_i over all 2^len(d) sign patterns s (s_i = ±1)."""
+    signs = 1 - 2 * ((np.arange(2**d.size)[:, None] >> np.arange(d.size)) & 1)
+    return signs @ d
+
+
+def sign_flip_p(
+    differences: Sequence[float],
+    *,
+    max_exact: int = 20,
+    resamples: int = 100_000,
+    rng: np.random.Generator | None = None,
+) -> float:
+    """Two-sided paired permutation (sign-flip) p of mean(d) = 0: under a null symmetric about
+    0 every pattern of signs is as likely, so
+
+        p = #{s ∈ {±1}ⁿ : |Σ s_i d_i| ≥ |Σ d_i|} / 2ⁿ,
+
+    exact for n ≤ ``max_exact`` (the sums of the two halves' patterns, matched by sorting); beyond,
+    ``resamples`` random patterns from ``rng`` (required there), p = (1 + hits)/(1 + resamples).
+    Its floor is 2/2ⁿ (the observed pattern and its mirror): 0.0625 at n = 5, 0.25 at n = 3, so
+    below n = 6 it can never reach 0.05 alone, let alone after Holm. It needs no normality, but it
+    does assume the differences symmetric under the null. NaN below 1 pair; 1 when every d is 0.
+    """
+    d = np.asarray(differences, dtype=np.float64)
+    if d.size == 0:
+        return float("nan")
+    observed = abs(float(d.sum()))
+    slack = 1e-9 * float(np.abs(d).sum())  # a pattern equal to the observed one, up to rounding
+    if observed <= slack:
+        return 1.0  # a zero mean: every pattern is at least as far from 0
+    if d.size <= max_exact:
+        half = d.size // 2
+        first, second = _flip_sums(d[:half]), np.sort(_flip_sums(d[half:]))
+        # |a + b| ≥ T  ⟺  b ≥ T − a  or  b ≤ −T − a
+        above = second.size - np.searchsorted(second, observed - slack - first, side="left")
+        below = np.searchsorted(second, -observed + slack - first, side="right")
+        return float(min(1.0, (above.sum() + below.sum()) / 2.0**d.size))
+    if rng is None:
+        raise ValueError(
+            f"sign_flip_p: {d.size} pairs is beyond the exact enumeration ({max_exact}); "
+            "pass rng=numpy.random.default_rng(seed) for the Monte-Carlo p"
+        )
+    hits = 0
+    for start in range(0, resamples, 10_000):  # in blocks, to bound memory
+        size = min(10_000, resamples - start)
+        signs = rng.choice(np.array([-1.0, 1.0]), size=(size, d.size))
+        hits += int(np.sum(np.abs(signs @ d) >= observed - slack))
+    return (1 + hits) / (1 + resamples)
+
+
+# --------------------------------------------------------------------------- fragility
+def paired_t_p(differences: Any) -> np.ndarray:
+    """:func:`~gelus.report.stats.paired_t_test`'s two-sided p along the last axis, vectorised:
+    p = 2·P(T_{n−1} > |d̄/(s/√n)|); with s = 0, 0 for a nonzero mean and 1 for a zero one; NaN
+    below 2 pairs."""
+    from scipy import stats
+
+    d = np.asarray(differences, dtype=np.float64)
+    n = d.shape[-1]
+    if n < 2:
+        return np.full(d.shape[:-1], np.nan)
+    mean, sd = d.mean(axis=-1), d.std(axis=-1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = 2 * stats.t.sf(np.abs(mean / (sd / math.sqrt(n))), n - 1)
+    return np.where(sd == 0, np.where(mean != 0, 0.0, 1.0), p)
+
+
+def holm_adjust(pvalues: Any, axis: int = -1) -> np.ndarray:
+    """:func:`~gelus.report.stats.holm` along ``axis``, vectorised: sorted ascending,
+    p_(i)·(m − i + 1), made monotone and capped at 1; NaN left out of m and kept NaN."""
+    p = np.moveaxis(np.asarray(pvalues, dtype=np.float64), axis, -1)
+    missing = np.isnan(p)
+    m = (~missing).sum(axis=-1, keepdims=True)
+    order = np.argsort(np.where(missing, np.inf, p), axis=-1, kind="stable")
+    ranked = np.take_along_axis(np.where(missing, np.inf, p), order, axis=-1)
+    steps = m - np.arange(p.shape[-1])  # m − i for 0-based rank i
+    with np.errstate(invalid="ignore"):
+        scaled = np.minimum(1.0, ranked * np.maximum(steps, 1))
+    adjusted = np.empty_like(p)
+    np.put_along_axis(adjusted, order, np.maximum.accumulate(scaled, axis=-1), axis=-1)
+    return np.moveaxis(np.where(missing, np.nan, adjusted), -1, axis)
+
+
+def fragile_marks(
+    differences: Any, alpha: float = ALPHA
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fragility rule on families of comparisons that share their n seeds, vectorised.
+
+    ``differences`` has shape (..., m, n): m comparisons (one Holm family) of n paired
+    differences, seed j at index j in each. A comparison is *significant* when its Holm-adjusted
+    paired-t p < ``alpha``. A significant one is *fragile* when dropping one seed (from every
+    comparison, then the same t-test and Holm over the family)
+
+    - reverses the sign of its mean difference (reason 1), or
+    - carries it: dropping that seed leaves it not significant in its direction while dropping
+      any other seed keeps it (reason 2).
+
+    A reversal cannot follow a significant t-test: if dropping x_k flips the sign of S = Σx then
+    s > S/√n, so t < 1 (p > 0.3); at usual levels only "carries it" marks.
+
+    Returns (significant, fragile, reason, seed) of shape (..., m): reason 0 when not fragile,
+    seed the index of the seed named (−1 when none; for a reversal, the one that moves the mean
+    furthest the other way).
+    """
+    d = np.asarray(differences, dtype=np.float64)
+    n = d.shape[-1]
+    mean = d.mean(axis=-1)
+    significant = holm_adjust(paired_t_p(d), axis=-1) < alpha
+    keep = np.array([[k for k in range(n) if k != j] for j in range(n)], dtype=np.intp)
+    dropped = np.moveaxis(d[..., keep], -2, 0)  # (n, ..., m, n − 1): seed j dropped
+    kept_mean = dropped.mean(axis=-1)
+    still = (holm_adjust(paired_t_p(dropped), axis=-1) < alpha) & (kept_mean * mean > 0)
+    reversal = np.where(kept_mean * mean < 0, -kept_mean * np.sign(mean), -np.inf)
+    reverses = np.isfinite(reversal).any(axis=0)
+    losses = (~still).sum(axis=0)
+    carried = (losses == 1) & ~reverses
+    seed = np.where(reverses, np.argmax(reversal, axis=0), np.argmax(~still, axis=0))
+    reason = np.where(significant & reverses, 1, np.where(significant & carried, 2, 0))
+    return significant, reason > 0, reason, np.where(reason > 0, seed, -1)
+
+
+class Fragility(NamedTuple):
+    """Whether a verdict survives dropping one seed (:func:`fragility`)."""
+
+    fragile: bool
+    seed: int | None = None  # the seed named
+    reason: str = ""  # "reverses the sign" | "carries it" | "" (not fragile)
+
+
+def fragility(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Fragility]:
+    """:func:`fragile_marks`' rule on one Holm family of comparisons (those passed to
+    :func:`~gelus.report.stats.adjust` together), which may hold different seeds: each seed of
+    any of them is dropped in turn wherever it appears, and the paired t-test and Holm are run
+    again. Only a significant verdict (better or worse) can be fragile; the others get
+    ``Fragility(False)``."""
+    full = holm([c.p for c in comparisons])
+    seeds = sorted({s for c in comparisons for s in c.seeds})
+    outcomes = []  # per dropped seed: (mean, still significant) per comparison
+    for seed in seeds:
+        rest = [
+            [d for s, d in zip(c.seeds, c.differences, strict=True) if s != seed]
+            for c in comparisons
+        ]
+        tests = [paired_t_test(r) for r in rest]
+        adjusted = holm([t.p for t in tests])
+        outcomes.append([(t.mean, p < alpha) for t, p in zip(tests, adjusted, strict=True)])
+    marks = []
+    for i, (c, p_holm) in enumerate(zip(comparisons, full, strict=True)):
+        if not p_holm < alpha:
+            marks.append(Fragility(False))
+            continue
+        sign = math.copysign(1.0, c.mean)
+        moved = [(-sign * found[i][0], s) for s, found in zip(seeds, outcomes, strict=True)]
+        reversing = [(shift, s) for shift, s in moved if shift > 0]
+        if reversing:
+            _, seed = max(reversing, key=lambda found: (found[0], -found[1]))
+            marks.append(Fragility(True, seed, "reverses the sign"))
+            continue
+        losing = [
+            s for s, found in zip(seeds, outcomes, strict=True)
+            if not (found[i][1] and found[i][0] * sign > 0)
+        ]  # fmt: skip
+        marks.append(
+            Fragility(True, losing[0], "carries it") if len(losing) == 1 else Fragility(False)
+        )
+    return marks
+
+
+# --------------------------------------------------------------------------- margins
+INSIDE_MARGIN = "significant but inside the margin"
+
+
+def inside_margin(comparison: Comparison, alpha: float = ALPHA) -> bool:
+    """True when a verdict is significant (Holm-adjusted p < ``alpha``) but its mean difference
+    is smaller than the metric's margin, |d̄| < ``EQUIVALENCE_MARGINS[metric]``: real, but below
+    what the project calls a practical difference (shown as :data:`INSIDE_MARGIN`). False for a
+    metric with no margin."""
+    margin = EQUIVALENCE_MARGINS.get(comparison.metric)
+    return margin is not None and comparison.p_holm < alpha and abs(comparison.mean) < margin
