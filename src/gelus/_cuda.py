@@ -15,6 +15,8 @@ parameter gradients of bias-GELU, tensor-β Swish and generalized GELU (``bias_g
 one pass over the gradient, summed on the device) and stochastic GELU's seeded mask
 (``stochastic_gelu``, ``stochastic_gelu_backward``) are operators too, which the members call
 on a device that registers a kernel for them (docs/CUDA.md).
+
+The kernels' accuracy is docs/CUDA.md's table, the CPU routes' docs/NUMERICS.md's ("Accuracy").
 """
 
 from collections.abc import Callable

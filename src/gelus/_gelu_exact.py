@@ -1,9 +1,10 @@
-"""The exact GELU x·Φ(x): every route's kernels side by side (docs/NUMERICS.md, "Exact GELU").
+"""The exact GELU x·Φ(x): every route's kernels side by side (docs/NUMERICS.md, "Exact GELU";
+each route's accuracy: its "Accuracy" table, the one place it is written).
 
     eager, default        torch's fused kernel (``F.gelu``, ``aten.gelu_backward``), edges patched
-    eager, accurate       Φ in float64 (0.5 ulp for fp32, value and slope)
+    eager, accurate       Φ in float64, rounded once to fp32
     compiled, default     torch's formula on the clamped input, fused by inductor (CPU)
-    compiled, accurate    fp32 operations alone, ≤ 2 ulp (gelus._gelu_float32); CUDA's default too
+    compiled, accurate    fp32 operations alone (gelus._gelu_float32); CUDA's default too
     ONNX                  the ONNX ``Gelu`` op on the clamped input; accurate: Φ without erfc
     slope                 Φ(x) + x·φ(x) as a composition (double backward, jvp, compiled backward)
 

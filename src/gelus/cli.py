@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The GELU family for PyTorch and the GELU paper's experiments.",
         epilog=f"Errors are printed as one message; --debug (or {DEBUG_ENV}=1) shows the traceback.",
     )
+    parser.add_argument("--version", action="version", version=_version())
     debug_help = f"show the Python traceback of an error, for bug reports (also {DEBUG_ENV}=1)"
     parser.add_argument("--debug", action="store_true", help=debug_help)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -93,6 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
             "--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help
         )
     return parser
+
+
+def _version() -> str:
+    """``gelus 0.1.0 (torch 2.13.0+cpu, Python 3.11.7)``: what a bug report needs to name."""
+    import platform
+
+    import torch
+
+    from gelus import __version__
+
+    return f"gelus {__version__} (torch {torch.__version__}, Python {platform.python_version()})"
 
 
 def main(argv: list[str] | None = None) -> int:

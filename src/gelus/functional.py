@@ -70,15 +70,14 @@ def gelu(x: Tensor, approximate: str = "none", *, accurate: bool = False) -> Ten
         approximate: ``"none"`` (exact), ``"tanh"`` or ``"sigmoid"``; anything else raises
             ``ValueError``.
         accurate: exact form only (``ValueError`` with another form). ``True``: Φ without
-            cancellation or argument rounding, down to underflow: eager in float64 (0.5 ulp,
-            value and gradient), compiled in fp32 with split arguments (≤ 2.4 ulp value,
-            3.4 ulp gradient), at ~10× (eager) and ~5× (compiled) the cost of ``F.gelu``.
-            ``False`` (default): torch's kernel (eager) or formula (compiled), patched at the
-            edges: as fast as ``F.gelu`` and, like it, without relative accuracy below −3
-            (absolute error ≤ 1.2e-6 there).
+            cancellation or argument rounding, down to underflow: eager in float64, rounded
+            once; compiled in fp32 with split arguments; several times the cost of ``F.gelu``
+            (docs/PERFORMANCE.md). ``False`` (default): torch's kernel (eager) or formula
+            (compiled), patched at the edges: as fast as ``F.gelu`` and, like it, without
+            relative accuracy below −3 (only a small absolute error there).
 
-    Accuracy of every path: docs/NUMERICS.md ("Accuracy", one table for the library). The
-    tanh and sigmoid forms are within 4.73e-4 and 2.03e-2 (absolute) of the exact GELU.
+    Accuracy of every path and form, and how far each form is from the exact GELU: one table,
+    docs/NUMERICS.md ("Accuracy"; CUDA: docs/CUDA.md). Not repeated here.
 
     Only ``x`` is saved for backward; the backward recomputes.
 
@@ -152,7 +151,7 @@ def generalized_gelu(x: Tensor, mu: Tensor | float = 0.0, sigma: Tensor | float 
         do not promote: a bf16 ``x`` with float μ, σ gives bf16). Half types are computed in
         float32 and rounded once. Gradients flow to ``x``, ``mu`` and ``sigma`` (summed down to
         their shapes); only x, μ and σ are kept for backward. Φ is ½·erfc(−z/√2), accurate in
-        the negative tail (≤ 82 ulp in fp32, docs/NUMERICS.md), also in ONNX.
+        the negative tail (docs/NUMERICS.md, "Accuracy"), also in ONNX.
 
     Example::
 

@@ -10,10 +10,10 @@ as torch's ``nn.SiLU(inplace=True)`` does (the dtype is the input's); it saves n
 autograd records, since the backward needs the input (a copy is kept). :class:`GEGLU` changes
 the shape, so it accepts and ignores the flag.
 
-TorchScript: ``torch.jit.trace`` works (the traced graph holds the ``gelus::`` operators; call
-``import gelus`` before ``torch.jit.load``); ``torch.jit.script`` raises
-:class:`TorchScriptUnsupportedError`. TorchScript is deprecated in torch; use ``torch.compile``
-or ``torch.export``.
+TorchScript is deprecated in torch (``torch.jit.trace`` too, from torch 2.15): use
+``torch.compile`` or ``torch.export``. ``torch.jit.script`` raises
+:class:`TorchScriptUnsupportedError`, which says so; ``torch.jit.trace`` still records the
+``gelus::`` operators where torch allows it (call ``import gelus`` before ``torch.jit.load``).
 """
 
 import math
@@ -69,8 +69,7 @@ class _Member(nn.Module):
     def __prepare_scriptable__(self):
         raise TorchScriptUnsupportedError(
             f"torch.jit.script does not support gelus modules ({type(self).__name__}): "
-            "TorchScript is deprecated in torch. Use torch.compile or torch.export; "
-            "torch.jit.trace works too (call `import gelus` before torch.jit.load)."
+            "TorchScript is deprecated in torch. Use torch.compile or torch.export."
         )
 
     def _inplace_repr(self) -> str:
@@ -82,8 +81,9 @@ class GELU(_Member):
 
     ``approximate="tanh"``: ½x·(1 + tanh(√(2/π)·(x + 0.044715x³)));
     ``approximate="sigmoid"``: x·σ(1.702x).
-    ``accurate=True`` (exact form only) takes the path that is within 1 ulp in float32 over the
+    ``accurate=True`` (exact form only) takes the path without cancellation, accurate over the
     whole range, negative tail included, at a higher cost (see :func:`gelus.functional.gelu`).
+    Accuracy of every path: docs/NUMERICS.md, "Accuracy" (CUDA: docs/CUDA.md).
 
     Example::
 

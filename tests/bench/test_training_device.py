@@ -1,6 +1,6 @@
 """`gelus bench training --device`: the device bench's code path, run on the CPU at small sizes.
 
-Its figures are for a GPU (README); here the rows, the FLOP count and the shared-device
+Its figures are for a GPU (docs/HARNESS.md); here the rows, the FLOP count and the shared-device
 measurement are checked to be computed, against independent counts where there is one.
 """
 

@@ -19,7 +19,12 @@ QUICK_SIZES = "2^16,2^20"
 
 def register(subparsers) -> None:
     """Add ``gelus bench`` with its ``kernels`` and ``training`` subcommands."""
-    bench = subparsers.add_parser("bench", help="benchmarks: kernels, training, transformer")
+    bench = subparsers.add_parser(
+        "bench",
+        help="benchmarks: kernels, training, transformer",
+        description="Time the activations alone (kernels), the paper's models in training "
+        "(training), or the transformer engine's step (transformer).",
+    )
     commands = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
 
     kernels = commands.add_parser(
@@ -75,6 +80,8 @@ def register(subparsers) -> None:
     training = commands.add_parser(
         "training",
         help="training throughput of the paper's models",
+        description="The experiment engine's training time on the mnist-classification grid "
+        "against the seed-004 loop and a batched matmul: s/model-epoch, speed-up, GFLOP/s.",
         epilog="The transformer presets' engine, against a plain loop and the bmm rate: "
         "gelus bench transformer.",
     )
@@ -84,6 +91,8 @@ def register(subparsers) -> None:
     transformer = commands.add_parser(
         "transformer",
         help="the transformer engine's step vs a plain loop and the bmm rate, per activation",
+        description="Time one training step of the transformer presets' engine per activation, "
+        "against a plain PyTorch loop and the batched-matmul rate of the machine.",
     )
     transformer.set_defaults(func=_transformer_main)
     importlib.import_module("gelus.bench.transformer").add_arguments(transformer)

@@ -304,8 +304,8 @@ def environment() -> dict[str, object]:
 # (label, member key, compiled, reference key, reference compiled, limit), all on fwd+bwd time
 TARGETS = (
     ("exact GELU, eager ÷ F.gelu", "exact", False, "torch-gelu", False, 1.25),
-    # the tanh form is there to be cheaper than the exact form: held to exact F.gelu's time
-    ("tanh form, eager ÷ F.gelu (exact)", "tanh", False, "torch-gelu", False, 1.5),
+    # the tanh form as fast as torch's own tanh form, which it replaces (docs/PERFORMANCE.md)
+    ("tanh form, eager ÷ F.gelu(tanh)", "tanh", False, "torch-gelu-tanh", False, 1.0),
     ("tanh form, compiled ÷ compiled F.gelu(tanh)", "tanh", True, "torch-gelu-tanh", True, 1.1),
     ("sigmoid form, eager ÷ F.gelu", "sigmoid", False, "torch-gelu", False, 1.5),
     ("sigmoid form, compiled ÷ compiled F.gelu", "sigmoid", True, "torch-gelu", True, 1.1),

@@ -17,7 +17,12 @@ def register(subparsers) -> None:
     )
     parser.set_defaults(func=_list)
     actions = parser.add_subparsers(dest="data_action", metavar="ACTION")
-    fetch = actions.add_parser("fetch", help="download and verify a dataset into DATA_DIR/NAME")
+    fetch = actions.add_parser(
+        "fetch",
+        help="download and verify a dataset into DATA_DIR/NAME",
+        description="Download dataset NAME into DATA_DIR/NAME: each file is kept only once its "
+        "SHA-256 matches the recorded one; a failure leaves nothing behind.",
+    )
     fetch.add_argument("name", metavar="NAME", help="dataset name (see `gelus data`)")
     fetch.add_argument(
         "--data-dir",

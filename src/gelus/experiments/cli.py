@@ -22,7 +22,12 @@ __all__ = [
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``list`` and ``run`` subcommands."""
-    list_parser = subparsers.add_parser("list", help="list experiments, activations and datasets")
+    list_parser = subparsers.add_parser(
+        "list",
+        help="list experiments, activations and datasets",
+        description="List the experiment presets (with the dataset each needs), the registered "
+        "activations, the aliases from other libraries, and where each dataset was found.",
+    )
     list_parser.set_defaults(func=_list)
     _add_run_parser(subparsers)
 
@@ -154,7 +159,7 @@ def _list(args: argparse.Namespace) -> int:
         print(f"  {name:<22} {preset.title}  [data: {preset.dataset}{substitute}]")
     names = sorted(set(gelus.list_activations()) | set(STOCHASTIC_ACTIVATIONS))
     print("activations:\n  " + ", ".join(names))
-    print("  or your own, as module:attribute or label=module:attribute (see README)")
+    print("  or your own, as module:attribute or label=module:attribute (see docs/HARNESS.md)")
     print("aliases (names from other libraries):")
     for alias, (canonical, kwargs, source) in sorted(gelus.ALIASES.items()):
         arguments = ", ".join(f"{key}={value!r}" for key, value in kwargs.items())

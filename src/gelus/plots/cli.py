@@ -7,11 +7,17 @@ __all__ = ["register"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("plot", help="draw figures of the activation functions")
+    parser = subparsers.add_parser(
+        "plot",
+        help="draw figures of the activation functions",
+        description="Draw figures of the activation functions (no training records needed).",
+    )
     kinds = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
     activations = kinds.add_parser(
         "activations",
         help="Figure 1 (GELU, ReLU, ELU), derivatives, approximation errors and the float32 accuracy table",
+        description="Write the paper's Figure 1 (GELU, ReLU, ELU), the derivatives, the "
+        "approximations' errors and the float32 accuracy table into --out.",
     )
     activations.add_argument(
         "--out", type=Path, default=Path("figures"), help="output directory (default: figures)"

@@ -20,7 +20,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _register_report(subparsers: argparse._SubParsersAction) -> None:
     report = subparsers.add_parser(
-        "report", help="write the HTML and Markdown report of a run directory"
+        "report",
+        help="write the HTML and Markdown report of a run directory",
+        description="Write the HTML and Markdown report of RUN_DIR's records: each experiment's "
+        "result against the paper's, with paired tests, figures and the evidence behind them.",
     )
     report.add_argument(
         "run_dir", type=Path, metavar="RUN_DIR", help="a directory holding records.sqlite"
@@ -44,7 +47,10 @@ def _register_report(subparsers: argparse._SubParsersAction) -> None:
 
 def _register_export(subparsers: argparse._SubParsersAction) -> None:
     export = subparsers.add_parser(
-        "export", help="write a run directory's records as tidy CSV (or Parquet) tables"
+        "export",
+        help="write a run directory's records as tidy CSV (or Parquet) tables",
+        description="Write RUN's records as tidy tables, one row per observation (runs, "
+        "records per epoch and metric, the report's verdicts), in CSV or Parquet.",
     )
     export.add_argument(
         "run_dir", type=Path, metavar="RUN", help="a directory holding records.sqlite"
@@ -58,7 +64,10 @@ def _register_export(subparsers: argparse._SubParsersAction) -> None:
 
 def _register_reproduce(subparsers: argparse._SubParsersAction) -> None:
     repro = subparsers.add_parser(
-        "reproduce", help="run every experiment whose data is present, then write the report"
+        "reproduce",
+        help="run every experiment whose data is present, then write the report",
+        description="Run every experiment preset whose dataset is present (the runs already "
+        "finished are kept), then write the report; --plan prices it without training.",
     )
     repro.add_argument(
         "--quick",
