@@ -7,7 +7,6 @@ import pytest
 
 import gelus
 from gelus.experiments import PRESETS
-from gelus.experiments.cnn_config import CIFAR10AllConvConfig
 from gelus.experiments.config import (
     ConfigError,
     MLPExperimentConfig,
@@ -16,6 +15,7 @@ from gelus.experiments.config import (
     config_keys,
     validate,
 )
+from gelus.experiments.engines.cnn.config import CIFAR10AllConvConfig
 from gelus.experiments.errors import SettingError
 from gelus.experiments.run import resolve_config as resolve_preset
 

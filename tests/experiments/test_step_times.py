@@ -32,7 +32,8 @@ def test_every_activation_gets_one_positive_time_per_round_at_one_thread(corpus,
     config = apply_overrides(TransformerExperimentConfig(), list(TINY))
     validate(config)
     seen_threads = []
-    from gelus.experiments import step_times, transformer
+    from gelus.experiments import step_times
+    from gelus.experiments.engines.transformer import engine as transformer
 
     original = transformer.TransformerEngine.train_epoch
 
@@ -60,7 +61,8 @@ def test_every_activation_gets_one_positive_time_per_round_at_one_thread(corpus,
 
 
 def test_a_stacked_sweep_is_timed_as_its_whole_job_per_run_step(corpus, monkeypatch):
-    from gelus.experiments import step_times, transformer_stacked
+    from gelus.experiments import step_times
+    from gelus.experiments.engines.transformer import stacked as transformer_stacked
 
     config = apply_overrides(
         TransformerExperimentConfig(),

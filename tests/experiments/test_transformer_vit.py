@@ -13,9 +13,9 @@ from gelus.experiments.activation_spec import resolve_activation, resolve_activa
 from gelus.experiments.budget import price, workload
 from gelus.experiments.config import ViTExperimentConfig, apply_overrides, validate
 from gelus.experiments.datasets import load_dataset
+from gelus.experiments.engines.vit.engine import ViTEngine, build_vit
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import plan_jobs, train_size
-from gelus.experiments.vit import ViTEngine, build_vit
 from test_run import write_tiny_mnist
 
 TINY = (

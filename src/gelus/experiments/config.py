@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gelus._common import APPROXIMATIONS
-from gelus.experiments.cnn_config import CIFAR10AllConvConfig, CNNConfig
-from gelus.experiments.errors import ConfigError
-from gelus.experiments.transformer_config import (
+from gelus.experiments.engines.cnn.config import CIFAR10AllConvConfig, CNNConfig
+from gelus.experiments.engines.transformer.config import (
     TransformerModelConfig,
     TransformerOptimConfig,
     TransformerTrainConfig,
@@ -35,6 +34,7 @@ from gelus.experiments.transformer_config import (
     lm_checks,
     vit_checks,
 )
+from gelus.experiments.errors import ConfigError
 
 __all__ = [
     "BOOKKEEPING_KEYS",
@@ -170,7 +170,7 @@ class CNNExperimentConfig:
 class TransformerExperimentConfig:
     """The transformer engine's config: a byte-level decoder-only language model per run, its FFN
     activation the swept axis (keys ``model.*``, ``optim.*``, ``train.*`` of
-    :mod:`gelus.experiments.transformer_config`)."""
+    :mod:`gelus.experiments.engines.transformer.config`)."""
 
     task: str = "lm"
     dataset: str = "fortunes"  # gelus.data name of a byte corpus (fortunes, text)

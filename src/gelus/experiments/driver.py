@@ -15,14 +15,14 @@ from typing import Any
 import torch
 
 from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint, set_aside
-from gelus.experiments.cnn import CNNEngine
 from gelus.experiments.engine import state_mismatch
+from gelus.experiments.engines.cnn.engine import CNNEngine
+from gelus.experiments.engines.mlp.engine import MLPEngine
+from gelus.experiments.engines.transformer.engine import TransformerEngine
+from gelus.experiments.engines.transformer.stacked import StackedTransformerEngine, StackedViTEngine
+from gelus.experiments.engines.vit.engine import ViTEngine
 from gelus.experiments.plan import Job
 from gelus.experiments.reuse import evaluate_kept_models, keep_models
-from gelus.experiments.train_mlp import MLPEngine
-from gelus.experiments.transformer import TransformerEngine
-from gelus.experiments.transformer_stacked import StackedTransformerEngine, StackedViTEngine
-from gelus.experiments.vit import ViTEngine
 
 __all__ = ["ENGINES", "train_job"]
 

@@ -28,8 +28,8 @@ from gelus.experiments.config import (
     config_hash,
     config_to_dict,
 )
+from gelus.experiments.engines.transformer.config import stacks_runs
 from gelus.experiments.records import RunKey
-from gelus.experiments.transformer_config import stacks_runs
 
 __all__ = [
     "Job",

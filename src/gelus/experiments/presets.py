@@ -17,7 +17,6 @@ Validation and test sets stay whole.
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gelus.experiments.cnn_config import CIFAR10AllConvConfig, CIFAR100WRNConfig
 from gelus.experiments.config import (
     CNNExperimentConfig,
     CNNOptimConfig,
@@ -31,14 +30,15 @@ from gelus.experiments.config import (
     TransformerExperimentConfig,
     ViTExperimentConfig,
 )
-from gelus.experiments.protocol import FigureSpec, Protocol
-from gelus.experiments.transformer_config import (
+from gelus.experiments.engines.cnn.config import CIFAR10AllConvConfig, CIFAR100WRNConfig
+from gelus.experiments.engines.transformer.config import (
     TransformerModelConfig,
     TransformerOptimConfig,
     TransformerTrainConfig,
     ViTModelConfig,
     ViTTrainConfig,
 )
+from gelus.experiments.protocol import FigureSpec, Protocol
 
 __all__ = ["PRESETS", "Preset"]
 

@@ -21,14 +21,14 @@ from gelus.experiments.activation_spec import ActivationSpec
 from gelus.experiments.config import ConfigError, MLPExperimentConfig
 from gelus.experiments.divergence import TRIVIAL_METRIC
 from gelus.experiments.engine import Log
-from gelus.experiments.plan import Job
-from gelus.experiments.stacked import (
+from gelus.experiments.engines.mlp.stacked import (
     MemberRandomness,
     StackedAdam,
     StackedMLP,
     classification_loss,
     reconstruction_loss,
 )
+from gelus.experiments.plan import Job
 
 __all__ = [
     "MLPEngine",

@@ -24,16 +24,16 @@ from torch import Tensor, nn
 
 import gelus
 from gelus.experiments.activation_spec import ActivationSpec
-from gelus.experiments.cnn_config import CIFAR10AllConvConfig, CIFAR100WRNConfig, CNNConfig
-from gelus.experiments.cnn_data import (
+from gelus.experiments.device_batches import draw_epoch, pad_once
+from gelus.experiments.engine import Log, check_optimizer_state
+from gelus.experiments.engines.cnn.config import CIFAR10AllConvConfig, CIFAR100WRNConfig, CNNConfig
+from gelus.experiments.engines.cnn.data import (
     apply_zca,
     fit_zca,
     load_splits,
     mean_image,
 )
-from gelus.experiments.cnn_models import AllConvNet, WideResNet
-from gelus.experiments.device_batches import draw_epoch, pad_once
-from gelus.experiments.engine import Log, check_optimizer_state
+from gelus.experiments.engines.cnn.models import AllConvNet, WideResNet
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import Job
 

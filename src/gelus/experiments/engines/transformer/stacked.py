@@ -8,7 +8,7 @@ cost little more than one: on an H200 (bf16), 15 stacked members took 0.30–0.3
 step per member (``gelus bench transformer --stack 15``, two runs). On one CPU thread a stacked
 member's step took 1.06× the plain loop's (3 stacked, idle; 1.17–1.22× under load) against the
 one-run engine's 1.004×, so
-``train.stack=auto`` stacks on CUDA only (:func:`~gelus.experiments.transformer_config.stacks_runs`
+``train.stack=auto`` stacks on CUDA only (:func:`~gelus.experiments.engines.transformer.config.stacks_runs`
 decides, the planner groups the jobs).
 
 How: each member holds exactly what its single-run engine would build — ``build_model(config,
@@ -22,8 +22,8 @@ loss's). Then each member clips its own global gradient norm and steps its own A
 ``lm_lr``. A member thus equals its run trained alone to float tolerance: only the batched
 kernels' order of summation differs.
 
-Logs per member what :class:`~gelus.experiments.transformer.TransformerEngine` (the
-:class:`~gelus.experiments.vit.ViTEngine`) logs.
+Logs per member what :class:`~gelus.experiments.engines.transformer.engine.TransformerEngine` (the
+:class:`~gelus.experiments.engines.vit.engine.ViTEngine`) logs.
 """
 
 import contextlib
@@ -38,10 +38,7 @@ from torch import Tensor
 from torch.func import functional_call, vmap
 
 from gelus.experiments.engine import Log
-from gelus.experiments.errors import ConfigError
-from gelus.experiments.plan import Job
-from gelus.experiments.records import RunKey
-from gelus.experiments.transformer import (
+from gelus.experiments.engines.transformer.engine import (
     LN2,
     SteppedState,
     TransformerEngine,
@@ -52,8 +49,11 @@ from gelus.experiments.transformer import (
     make_optimizer,
     model_size,
 )  # fmt: skip
-from gelus.experiments.transformer_models import VOCAB
-from gelus.experiments.vit import ViTEngine, build_vit, image_splits
+from gelus.experiments.engines.transformer.models import VOCAB
+from gelus.experiments.engines.vit.engine import ViTEngine, build_vit, image_splits
+from gelus.experiments.errors import ConfigError
+from gelus.experiments.plan import Job
+from gelus.experiments.records import RunKey
 
 __all__ = ["StackedMembers", "StackedTransformerEngine", "StackedViTEngine"]
 
@@ -226,7 +226,7 @@ class StackedViTEngine(StackedMembers):
     """The engine protocol for the ViT runs of one job (one activation; members = seeds ×
     learning rates), trained stacked: each member its single-run engine's model
     (``build_vit``), AdamW, clipping, lr schedule and ``randperm`` batch order, so it logs what
-    :class:`~gelus.experiments.vit.ViTEngine` logs, to float tolerance."""
+    :class:`~gelus.experiments.engines.vit.engine.ViTEngine` logs, to float tolerance."""
 
     evaluates_before_training = False
     check_activation = staticmethod(ViTEngine.check_activation)

@@ -1,0 +1,1 @@
+"""The engines, one package each: its config, its trainer and its models together."""

@@ -1,0 +1,1 @@
+"""The CNN engine: the CIFAR networks, one run per job."""

@@ -1,0 +1,1 @@
+"""The stacked-MLP engine: the MNIST, Twitter POS and TIMIT networks, an ensemble per job."""

@@ -1,0 +1,1 @@
+"""The transformer engine: the byte-level language model of transformer-lm."""
