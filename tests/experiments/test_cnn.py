@@ -12,9 +12,9 @@ from torch import nn
 
 import gelus
 from gelus.experiments.activation_spec import ActivationError, resolve_activation
-from gelus.experiments.config import CNNExperimentConfig, CNNTrainConfig
 from gelus.experiments.driver import train_job
 from gelus.experiments.engines.cnn import engine as cnn
+from gelus.experiments.engines.cnn.config import CNNExperimentConfig, CNNTrainConfig
 from gelus.experiments.engines.cnn.data import apply_zca, fit_zca, random_crop_flip
 from gelus.experiments.engines.cnn.engine import (
     CIFAR10AllConvConfig,

@@ -10,7 +10,8 @@ import torch
 from gelus.data.text import load_text_file
 from gelus.experiments import PRESETS, read_records, read_runs
 from gelus.experiments.activation_spec import resolve_activations
-from gelus.experiments.config import TransformerExperimentConfig, apply_overrides, validate
+from gelus.experiments.config import apply_overrides, validate
+from gelus.experiments.engines.transformer.config import TransformerExperimentConfig
 from gelus.experiments.records import RecordStore, read_step_times
 from gelus.experiments.runner import run_experiment
 from gelus.experiments.step_times import measure_step_times

@@ -15,14 +15,9 @@ from gelus.data.text import load_text_file
 from gelus.experiments import PRESETS
 from gelus.experiments.activation_spec import resolve_activation, resolve_activations
 from gelus.experiments.budget import price, workload
-from gelus.experiments.config import (
-    TransformerExperimentConfig,
-    apply_overrides,
-    config_hash,
-    validate,
-)
+from gelus.experiments.config import apply_overrides, config_hash, validate
 from gelus.experiments.engines.mlp.engine import MLPEngine
-from gelus.experiments.engines.transformer.config import gated_hidden
+from gelus.experiments.engines.transformer.config import TransformerExperimentConfig, gated_hidden
 from gelus.experiments.engines.transformer.engine import (
     TransformerEngine,
     build_model,

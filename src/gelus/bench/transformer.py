@@ -110,7 +110,8 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def _config(args):
-    from gelus.experiments.config import TransformerExperimentConfig, apply_overrides
+    from gelus.experiments.config import apply_overrides
+    from gelus.experiments.engines.transformer.config import TransformerExperimentConfig
 
     return apply_overrides(TransformerExperimentConfig(), [
         f"model.d_model={args.d_model}", f"model.layers={args.layers}",

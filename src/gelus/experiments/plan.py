@@ -19,16 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from gelus.experiments.activation_spec import ActivationSpec
-from gelus.experiments.config import (
-    ONE_RUN_PER_JOB,
-    CNNExperimentConfig,
-    ExperimentConfig,
-    TransformerExperimentConfig,
-    ViTExperimentConfig,
-    config_hash,
-    config_to_dict,
-)
-from gelus.experiments.engines.transformer.config import stacks_runs
+from gelus.experiments.config import ExperimentConfig, config_hash, config_to_dict
+from gelus.experiments.engine import plugin_for
 from gelus.experiments.records import RunKey
 
 __all__ = [
@@ -48,8 +40,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work for ``engine`` ("mlp", "transformer-stacked", "vit-stacked": a stacked
-    ensemble; "cnn", "transformer", "vit": one network)."""
+    """One unit of work for the trainer ``engine`` names (``gelus.experiments.engine.trainer_for``):
+    one network, or a stacked ensemble of ``members``."""
 
     engine: str
     experiment: str
@@ -72,7 +64,7 @@ class Job:
     def label(self) -> str:
         setting = f" {self.setting}" if self.setting else ""
         first = self.members[0]
-        one = self.engine != "mlp" and len(self.members) == 1
+        one = plugin_for(self.config).one_run_per_job and len(self.members) == 1
         lr = f" lr={first.lr:g} seed={first.seed}" if one else ""
         return f"{self.activation.label}{setting}{lr} ×{len(self.members)}"
 
@@ -91,42 +83,27 @@ def run_id(experiment: str, chash: str, activation: str, setting: str, lr: float
 
 
 def settings(config: ExperimentConfig, activation: ActivationSpec) -> list[tuple[str, float]]:
-    """``(setting, dropout keep)`` of each setting ``activation`` runs in: one per keep
-    probability for a classifier with a deterministic activation, else one (no dropout)."""
-    if isinstance(config, ONE_RUN_PER_JOB):
-        return [("", 1.0)]
-    if activation.stochastic or config.task == "autoencode":
-        return [("keep=1.0", 1.0)] if config.task == "classify" else [("", 1.0)]
-    return [(f"keep={float(keep)!r}", keep) for keep in dict.fromkeys(config.train.keep)]
+    """``(setting, dropout keep)`` of each setting ``activation`` runs in (its engine's
+    ``settings``: one per keep probability for an MLP classifier with a deterministic activation,
+    else one)."""
+    return plugin_for(config).settings(config, activation)
 
 
 def train_size(config: ExperimentConfig, train: int, val: int) -> int:
-    """Samples one run trains on, given the sizes of the train and validation splits (for the
-    transformer: the windows of one epoch, steps_per_epoch × batch_size, drawn from the bytes)."""
-    if isinstance(config, TransformerExperimentConfig):
-        return config.train.steps_per_epoch * config.train.batch_size
-    if isinstance(config, ViTExperimentConfig):
-        return min(train, config.train.train_subset) if config.train.train_subset else train
-    if isinstance(config, CNNExperimentConfig):
-        return train + (val if config.cnn.retrain_full else 0)
-    n = train + (val if config.train_on == "train+val" else 0)
-    return min(n, config.train.train_subset) if config.train.train_subset else n
+    """Samples one run trains on, given the sizes of the train and validation splits (its
+    engine's ``train_size``)."""
+    return plugin_for(config).train_size(config, train, val)
 
 
 def holds_out_validation(config: ExperimentConfig) -> bool:
     """Whether the run's data keep a validation split apart (not trained on)."""
-    if isinstance(config, ONE_RUN_PER_JOB):
-        return True
-    return config.train_on == "train"
+    return plugin_for(config).holds_out_validation(config)
 
 
 def job_engine(config: ExperimentConfig, device: str) -> str:
-    """The engine of ``config``'s jobs on ``device``: its own, or its stacked variant
-    (``"transformer-stacked"``) where a transformer's runs train stacked (``stacks_runs``)."""
-    transformer = isinstance(config, TransformerExperimentConfig | ViTExperimentConfig)
-    return (
-        f"{config.engine}-stacked" if transformer and stacks_runs(config, device) else config.engine
-    )
+    """The trainer of ``config``'s jobs on ``device``: its engine's own, or its stacked one where
+    the engine stacks an activation's runs there (``EnginePlugin.job_engine``)."""
+    return plugin_for(config).job_engine(config, device)
 
 
 def makespan(loads: Iterable[float], workers: int) -> float:
@@ -165,7 +142,7 @@ def timed_config(config: ExperimentConfig, engine: str) -> ExperimentConfig:
     """The config whose step is timed: where the sweep's runs train stacked (``engine`` is
     ``job_engine``'s), the sweep's own (its whole job of seeds × lrs: a step's time is then per
     run-step); else seed 0 at the first lr, as a step's arithmetic depends on neither."""
-    if engine != config.engine:
+    if engine != plugin_for(config).name:
         return config
     return dataclasses.replace(
         config,
@@ -190,11 +167,11 @@ def plan_jobs(
 ) -> list[Job]:
     """The jobs of ``experiment`` whose runs are not all ``done`` (their done members left out).
 
-    The MLP engine trains one ensemble per activation and setting, split into one per learning
-    rate when that balances ``workers`` (a member's arithmetic does not depend on its ensemble);
-    the CNN and transformer engines one job per run, but a transformer's runs go the MLP's way
-    where ``stacks_runs`` (``train.stack``, the device) says they train stacked. The count of
-    runs is checked where the run is resolved (``run.resolve_run``).
+    An engine of one run per job (``EnginePlugin.one_run_per_job``) gets one job per run, unless
+    its ``job_engine`` on ``device`` is a stacked trainer; the others (the MLPs, a stacked
+    transformer) one ensemble per activation and setting, split into one per learning rate when
+    that balances ``workers`` (a member's arithmetic does not depend on its ensemble). The count
+    of runs is checked where the run is resolved (``run.resolve_run``).
     """
     config_json = json.dumps(config_to_dict(config), sort_keys=True)
     common = _Common(experiment, config, config_hash(config), config_json, train_size, out_dir)
@@ -212,8 +189,7 @@ def _plan(common: "_Common", activations, done: Iterable[str], workers: int) -> 
         for spec in activations
         for setting, keep in settings(config, spec)
     }
-    stacked = common.engine != config.engine
-    if isinstance(config, ONE_RUN_PER_JOB) and not stacked:
+    if plugin_for(config).one_run_per_job and common.engine == plugin_for(config).name:
         return [common.job(*k, (m,)) for k, group in members.items() for m in group]
     whole = [common.job(*k, group) for k, group in members.items() if group]
     by_lr = [

@@ -29,6 +29,7 @@ from gelus.experiments.config import (
 )
 from gelus.experiments.datasets import load_data
 from gelus.experiments.device import DEVICES, default_workers, environment_metadata, local_device
+from gelus.experiments.engine import plugin_for
 from gelus.experiments.errors import SettingError
 from gelus.experiments.plan import job_engine, settings, train_size
 from gelus.experiments.presets import PRESETS, Preset
@@ -75,7 +76,7 @@ class RunOptions:
 class Run:
     """One command's run, resolved and checked: what planning, execution, step timing and the
     summary read. ``config`` names the dataset used, ``data`` is that dataset (loaded once) and
-    ``engine`` the jobs' engine (``"transformer-stacked"`` where the runs train stacked);
+    ``engine`` the jobs' trainer (``plan.job_engine``: a stacked one where the runs stack);
     ``done`` and ``timed`` are what the records held when it was resolved: the runs done, and the
     activations whose steps are timed at this config and device."""
 
@@ -183,8 +184,6 @@ def resolve_config(
     overrides, validated; and the config's activations resolved once (imported, built and
     probed) and checked to suit the config's engine. ``workers`` and ``threads`` are checked for
     their lower bounds (the upper bound of ``workers`` needs the count of runs)."""
-    from gelus.experiments.driver import ENGINES
-
     preset = find_preset(name)
     _check_count("seeds", seeds, 1, LIMITS["seeds"])
     _check_count("epochs", epochs, 1, LIMITS["epochs"])
@@ -206,7 +205,7 @@ def resolve_config(
     try:
         specs = resolve_activations(config.activations, config.model.approximate)
         for spec in specs:
-            ENGINES[config.engine].check_activation(spec)
+            plugin_for(config).check_activation(spec)
     except SettingError as error:
         raise ActivationError(f"{name}: {error.template}") from None
     return preset, config, specs
@@ -266,13 +265,13 @@ def resolve_text_file(
     named = path.startswith(TEXT_FILE_PREFIX)
     if path in DATASETS or not (named or is_text_path(path)):
         return None
-    if config.task != "lm":
+    context = plugin_for(config).text_context(config)
+    if context is None:
         raise SettingError(
             "dataset",
             f"{preset.name}: a text file is a byte corpus, for the language model "
             "(transformer-lm); give {dataset} a dataset name (gelus data lists them)",
         )
-    context = config.model.context
     file = path.removeprefix(TEXT_FILE_PREFIX).partition(":")[2] if named else path
     if not Path(file).expanduser().exists():  # one that is there but not a file: refused below
         raise SettingError(
@@ -311,10 +310,7 @@ def resolve_device(device: str, config: ExperimentConfig, executor: Executor | N
             resolved = local_device(device)
         except ValueError as error:
             raise SettingError("device", str(error)) from None
-    if config.task == "cnn" and config.cnn.amp_dtype == "fp16" and resolved != "cuda":
-        raise SettingError(
-            "amp", "fp16 autocast ({amp} fp16) needs CUDA; use {amp} bf16 on the CPU"
-        )
+    plugin_for(config).check_device(config, resolved)  # e.g. fp16 autocast needs CUDA
     return resolved
 
 
@@ -336,10 +332,9 @@ def _check_sizes(
             f"{n_train} training samples: no full batch, so no step per epoch; set "
             f"train.batch_size to {n_train} or less"
         )
-    from gelus.experiments.driver import ENGINES
-
-    if (check_data := getattr(ENGINES[config.engine], "check_data", None)) is not None:
-        check_data(config, data)  # an engine's own needs (a corpus long enough for its context)
+    plugin_for(config).check_data(
+        config, data
+    )  # its own needs (a corpus long enough for its context)
     if runs > LIMITS["runs"]:
         raise ConfigError(
             f"{runs:,} runs planned, more than {LIMITS['runs']:,}; use fewer seeds, learning "

@@ -25,13 +25,11 @@ __all__ = [
     "measure_jobs",
     "measure_step_times",
     "time_steps",
-    "timed_engines",
 ]
 
 ROUNDS = 5  # interleaved rounds; the report takes the median
 STEPS = 5  # optimizer steps per activation per round (repeated up to MIN_ROUND_SECONDS)
 MIN_ROUND_SECONDS = 0.5
-timed_engines = ("transformer", "vit")  # engines whose step is "one optimizer step of a run"
 
 
 def time_steps(run: Any, jobs: Sequence[Any], say: Callable[[str], None] | None = None) -> None:
@@ -40,9 +38,10 @@ def time_steps(run: Any, jobs: Sequence[Any], say: Callable[[str], None] | None 
     measurement, and store the rounds in its records; nothing where its engine's steps are not
     timed, or where the records held all their timings at this config and device already
     (``run.timed``: a resumed sweep). ``say`` announces the measurement."""
+    from gelus.experiments.engine import plugin_for
     from gelus.experiments.records import RecordStore
 
-    if run.config.engine not in timed_engines:
+    if not plugin_for(run.config).steps_timed:  # its step is not "one optimizer step of a run"
         return
     if torch.device(run.device).type == "cuda" and not torch.cuda.is_available():
         print(f"{run.name}: no step times: this machine has no CUDA device (the runs' was cuda)")
@@ -103,7 +102,7 @@ def measure_jobs(
     runs. On a CPU the measurement runs at one torch thread, as a sweep's worker does, and
     restores the caller's setting; on CUDA each epoch ends in a ``.item()``, which waits for the
     device."""
-    from gelus.experiments.driver import ENGINES
+    from gelus.experiments.engine import trainer_for
 
     if rounds < 1 or steps < 1:
         raise ValueError(f"rounds={rounds} and steps={steps} must both be at least 1")
@@ -114,7 +113,7 @@ def measure_jobs(
         if device.type == "cpu":
             torch.set_num_threads(1)
         for job in jobs:
-            engine = ENGINES[job.engine](job, data, device)
+            engine = trainer_for(job.engine)(job, data, device)
             epoch[job.activation.label] = lambda engine=engine: engine.train_epoch(1)
             members[job.activation.label] = len(job.members)
         times = _interleaved(epoch, rounds, steps)

@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gelus.experiments.activation_spec import ActivationSpec
-from gelus.experiments.config import ConfigError, MLPExperimentConfig
 from gelus.experiments.divergence import TRIVIAL_METRIC
 from gelus.experiments.engine import Log
+from gelus.experiments.engines.mlp.config import MLPExperimentConfig
 from gelus.experiments.engines.mlp.stacked import (
     MemberRandomness,
     StackedAdam,
@@ -28,6 +28,7 @@ from gelus.experiments.engines.mlp.stacked import (
     classification_loss,
     reconstruction_loss,
 )
+from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import Job
 
 __all__ = [
