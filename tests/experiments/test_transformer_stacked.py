@@ -330,8 +330,8 @@ def _vit_jobs(activation: str, stack: str, data, device="cpu"):
 
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 def test_each_vit_member_equals_its_run_trained_alone(images, activation):
-    from gelus.experiments.engines.vit.stacked import StackedViTEngine
     from gelus.experiments.engines.vit.engine import ViTEngine
+    from gelus.experiments.engines.vit.stacked import StackedViTEngine
 
     _, data = images
     (job,) = _vit_jobs(activation, "on", data)
@@ -354,8 +354,8 @@ def test_each_vit_member_equals_its_run_trained_alone(images, activation):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_cuda_each_vit_member_equals_its_run_trained_alone_there(images):
     # The ViT's attention is not causal: another SDPA call under vmap than the language model's.
-    from gelus.experiments.engines.vit.stacked import StackedViTEngine
     from gelus.experiments.engines.vit.engine import ViTEngine
+    from gelus.experiments.engines.vit.stacked import StackedViTEngine
 
     _, data = images
     cuda = torch.device("cuda")

@@ -12,7 +12,8 @@ from typing import ClassVar
 
 import torch
 
-from gelus.experiments.engine import EnginePlugin, register_engine
+from gelus.experiments.config import register_engine
+from gelus.experiments.engine import EnginePlugin
 
 
 @dataclass(frozen=True)

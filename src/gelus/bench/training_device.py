@@ -82,7 +82,7 @@ def _variants(name: str, preset, compile_mode: str | None):
     """(label, autocast, workload) rows of one preset: the CNNs in fp32 and bf16, eager and, with
     ``compile_mode``, compiled in that mode."""
     from gelus.experiments.budget import workload
-    from gelus.experiments.engine import plugin_for
+    from gelus.experiments.config import plugin_for
 
     work = workload(preset)
     variants = plugin_for(work.config).precision_variants(work.config, compile_mode)
@@ -123,8 +123,8 @@ def shared_speedup(work, device: str, processes: int, repeats: int) -> float:
 def main(args: argparse.Namespace) -> int:
     """Print the device bench (see the module docstring); returns 0."""
     from gelus.experiments.budget import budget_table, price, workload
+    from gelus.experiments.config import plugin_for
     from gelus.experiments.device import local_device
-    from gelus.experiments.engine import plugin_for
     from gelus.experiments.errors import CommandError
     from gelus.experiments.presets import PRESETS
 

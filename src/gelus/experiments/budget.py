@@ -27,8 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from gelus.experiments.activation_spec import resolve_activations
-from gelus.experiments.config import ExperimentConfig, apply_overrides
-from gelus.experiments.engine import plugin_for, trainer_for
+from gelus.experiments.config import ExperimentConfig, apply_overrides, plugin_for, trainer_for
 from gelus.experiments.plan import Job, holds_out_validation, makespan, plan_jobs, train_size
 
 __all__ = [
@@ -124,9 +123,14 @@ def workload(preset, quick: bool = False, device: str = "cpu") -> Workload:
         config, train_split, sizes.val if kept_apart else 0, sizes.test
     )
     return Workload(
-        preset.name, config, tuple(planned), n_train // config.train.batch_size, eval_samples,
-        tuple(spec.sample_shape), spec.num_classes or 0,
-    )  # fmt: skip
+        preset.name,
+        config,
+        tuple(planned),
+        n_train // config.train.batch_size,
+        eval_samples,
+        tuple(spec.sample_shape),
+        spec.num_classes or 0,
+    )
 
 
 def _median_seconds(function, repeats: int, device: torch.device, warmups: int = 1) -> float:
@@ -216,10 +220,17 @@ def _calibration_key(work: Workload, device: str) -> str:
 
     job = max(work.planned, key=lambda j: len(j.members))
     parts = [
-        work.experiment, config_hash(work.config), job.activation.label, len(job.members), device,
-        code_version(), torch.__version__, platform.processor() or platform.machine(),
-        _cpu_model(), "one thread per CPU worker",
-    ]  # fmt: skip
+        work.experiment,
+        config_hash(work.config),
+        job.activation.label,
+        len(job.members),
+        device,
+        code_version(),
+        torch.__version__,
+        platform.processor() or platform.machine(),
+        _cpu_model(),
+        "one thread per CPU worker",
+    ]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
 
@@ -337,8 +348,12 @@ def cached_price(work: Workload, device: str = "cpu") -> tuple[Cost, dict]:
         cost = price(work, device, repeats=1)
     finally:
         torch.set_num_threads(threads)
-    entry = {"step": cost.step_seconds, "eval": cost.eval_seconds_per_sample, "load": load,
-             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
+    entry = {
+        "step": cost.step_seconds,
+        "eval": cost.eval_seconds_per_sample,
+        "load": load,
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     # only valid entries are written back: nothing damaged (or nested without bound) is kept
     cache = {k: v for k, v in cache.items() if _entry_problem(v) is None} | {key: entry}
     try:

@@ -4,7 +4,8 @@ Each engine has its own config, a frozen dataclass with one commented default pe
 only what that engine reads (:mod:`gelus.experiments.engines`: ``mlp/config.py``,
 ``cnn/config.py``, ``transformer/config.py``, ``vit/config.py``), so a key an engine does not read
 does not exist for its presets; its engine (:func:`gelus.experiments.engine.plugin_for`) adds its
-range checks and the shape it is stored in. An override is ``key=value`` with a dotted key into
+range checks and the shape it is stored in; the registry of engines, keyed by config type
+(:func:`register_engine`, :func:`plugin_for`), is here. An override is ``key=value`` with a dotted key into
 the config (``optim.lr=1e-3``, ``train.epochs=10``, ``activations=gelu,relu``); tuple fields take
 comma-separated values. An unknown key or a value of the wrong type is a :class:`ConfigError`
 that lists the valid keys; :func:`validate` then checks ranges. Activation names are resolved
@@ -22,13 +23,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from gelus._common import APPROXIMATIONS
-from gelus.experiments.engine import plugin_for, plugins
 from gelus.experiments.errors import ConfigError
 
 __all__ = [
     "BOOKKEEPING_KEYS",
     "LIMITS",
     "SWEEP_KEYS",
+    "TRAINERS",
     "ConfigError",
     "ExperimentConfig",
     "apply_overrides",
@@ -38,7 +39,11 @@ __all__ = [
     "failed_checks",
     "flat_config",
     "identity_keys",
+    "plugin_for",
+    "plugins",
     "positive_finite",
+    "register_engine",
+    "trainer_for",
     "validate",
 ]
 
@@ -47,13 +52,67 @@ LIMITS = {"seeds": 10_000, "epochs": 100_000, "runs": 1_000_000}
 # Any registered engine's config (gelus.experiments.engine.plugin_for gives its engine).
 ExperimentConfig = Any
 
+_PLUGINS: dict[type, Any] = {}  # config type -> its engine (an EnginePlugin), as registered
+_TRAINERS: dict[str, type] = {}  # Job.engine -> trainer class
+TRAINERS: Mapping[str, type] = types.MappingProxyType(_TRAINERS)  # read-only view
+
+
+def register_engine(plugin: Any) -> Any:
+    """Add ``plugin``'s engine (a :class:`~gelus.experiments.engine.EnginePlugin`): its config
+    type and its trainers' names. An engine of the same
+    config type (by its module and name: a module imported again) is replaced; a trainer name of
+    another engine is a ValueError. Returns ``plugin``."""
+    key = _qualified(plugin.config_type)
+    for kind in [k for k in _PLUGINS if _qualified(k) == key]:
+        for name in _PLUGINS.pop(kind).trainers:
+            _TRAINERS.pop(name, None)
+    if taken := sorted(set(plugin.trainers) & set(_TRAINERS)):
+        raise ValueError(f"engine names {taken} are registered already, by other engines")
+    _PLUGINS[plugin.config_type] = plugin
+    _TRAINERS.update(plugin.trainers)
+    return plugin
+
+
+def _qualified(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def plugins() -> tuple[Any, ...]:
+    """Every registered engine, in registration order."""
+    return tuple(_PLUGINS.values())
+
+
+def plugin_for(config: Any) -> Any:
+    """The engine of ``config`` (by its type, or the nearest registered base class)."""
+    for kind in type(config).__mro__:
+        if (plugin := _PLUGINS.get(kind)) is not None:
+            return plugin
+    raise TypeError(
+        f"no engine is registered for a {type(config).__name__} config; register one with "
+        "gelus.experiments.config.register_engine"
+    )
+
+
+def trainer_for(job_engine: str) -> type:
+    """The trainer class a job's ``engine`` names."""
+    try:
+        return _TRAINERS[job_engine]
+    except KeyError:
+        raise KeyError(
+            f"no trainer {job_engine!r} is registered; registered: {', '.join(_TRAINERS)}"
+        ) from None
+
+
 # Sweep axes: each value is its own run, so they are not part of a run's identity hash.
 SWEEP_KEYS = ("activations", "optim.lr", "train.seeds", "train.keep")
 # Keys that do not change a run's results (``train.stack``: a run trained stacked equals the same
 # run trained alone to float tolerance).
 BOOKKEEPING_KEYS = (
-    "train.checkpoint_every", "train.eval_batch_size", "train.keep_models", "train.stack",
-)  # fmt: skip
+    "train.checkpoint_every",
+    "train.eval_batch_size",
+    "train.keep_models",
+    "train.stack",
+)
 # Keys users reach for that live elsewhere, for the "did you mean" of an unknown key.
 _SEE_ALSO = {
     "optim.eps": "cnn.adam_eps",

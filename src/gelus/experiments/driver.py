@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint, set_aside
-from gelus.experiments.engine import state_mismatch, trainer_for
+from gelus.experiments.config import trainer_for
+from gelus.experiments.engine import state_mismatch
 from gelus.experiments.plan import Job
 from gelus.experiments.reuse import evaluate_kept_models, keep_models
 

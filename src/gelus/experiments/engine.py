@@ -1,7 +1,7 @@
-"""The engine protocol: what the harness needs of an engine, and the registry of engines.
+"""The engine protocol: what the harness needs of an engine.
 
-An engine is a plug-in in two parts, registered once (:func:`register_engine`), keyed by the type
-of its config:
+An engine is a plug-in in two parts, registered once
+(:func:`gelus.experiments.config.register_engine`), keyed by the type of its config:
 
 * an :class:`EnginePlugin` answers what the harness asks about its config before any job runs: its
   range checks, the samples a run trains on, whether a validation split is kept apart, each
@@ -11,10 +11,12 @@ of its config:
   runs of one job (a stacked ensemble trains many). The executors, the checkpoints, the Ray path and
   the budget use only this protocol::
 
-      engine = trainer_for(job.engine)(job, data, device)  # prepare: model, optimizer, randomness
-      engine.train_epoch(epoch)                            # one pass over the training data
-      engine.evaluate(epoch, log)                          # log(run, epoch, split, metric, value)
-      engine.state() / engine.load_state(state)            # what a checkpoint holds
+      engine = TRAINERS[job.engine](job, data, device)  # model, optimizer, random streams
+      engine.train_epoch(epoch)                         # one pass over the training data
+      engine.evaluate(epoch, log)                       # log(run, epoch, split, metric, value)
+      engine.state() / engine.load_state(state)         # what a checkpoint holds
+
+(``TRAINERS``: :data:`gelus.experiments.config.TRAINERS`.)
 
 :func:`gelus.experiments.driver.train_job` is the loop around it. The harness's core reads of any
 config only ``task``, ``dataset``, ``activations``, ``model.approximate``, ``optim.lr`` and
@@ -29,17 +31,7 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 
-__all__ = [
-    "Engine",
-    "EnginePlugin",
-    "Log",
-    "check_optimizer_state",
-    "plugin_for",
-    "plugins",
-    "register_engine",
-    "state_mismatch",
-    "trainer_for",
-]
+__all__ = ["Engine", "EnginePlugin", "Log", "check_optimizer_state", "state_mismatch"]
 
 Log = Callable[[Any, int, str, str, float], None]  # (run key, epoch, split, metric, value)
 
@@ -77,7 +69,8 @@ class Engine(Protocol):
 class EnginePlugin:
     """What the harness asks an engine about its config; subclass it, set the class attributes,
     override what differs from these defaults (one run per job, a validation split kept apart,
-    one setting per activation) and :func:`register_engine` an instance."""
+    one setting per activation) and register an instance
+    (:func:`gelus.experiments.config.register_engine`)."""
 
     name: ClassVar[str]  # its jobs' engine (``Job.engine``) when they are not stacked
     config_type: ClassVar[type]  # the frozen dataclass of its presets' configs
@@ -170,55 +163,6 @@ class EnginePlugin:
         """``gelus bench training``'s (autocast, compile mode, config) rows of ``config``; None:
         the config alone."""
         return None
-
-
-_PLUGINS: dict[type, EnginePlugin] = {}  # config type -> its engine, in registration order
-_TRAINERS: dict[str, type] = {}  # Job.engine -> trainer class
-
-
-def register_engine(plugin: EnginePlugin) -> EnginePlugin:
-    """Add ``plugin``'s engine: its config type and its trainers' names. An engine of the same
-    config type (by its module and name: a module imported again) is replaced; a trainer name of
-    another engine is a ValueError. Returns ``plugin``."""
-    key = _qualified(plugin.config_type)
-    for kind in [k for k in _PLUGINS if _qualified(k) == key]:
-        for name in _PLUGINS.pop(kind).trainers:
-            _TRAINERS.pop(name, None)
-    if taken := sorted(set(plugin.trainers) & set(_TRAINERS)):
-        raise ValueError(f"engine names {taken} are registered already, by other engines")
-    _PLUGINS[plugin.config_type] = plugin
-    _TRAINERS.update(plugin.trainers)
-    return plugin
-
-
-def _qualified(kind: type) -> str:
-    return f"{kind.__module__}.{kind.__qualname__}"
-
-
-def plugins() -> tuple[EnginePlugin, ...]:
-    """Every registered engine, in registration order."""
-    return tuple(_PLUGINS.values())
-
-
-def plugin_for(config: Any) -> EnginePlugin:
-    """The engine of ``config`` (by its type, or the nearest registered base class)."""
-    for kind in type(config).__mro__:
-        if (plugin := _PLUGINS.get(kind)) is not None:
-            return plugin
-    raise TypeError(
-        f"no engine is registered for a {type(config).__name__} config; register one with "
-        "gelus.experiments.engine.register_engine"
-    )
-
-
-def trainer_for(job_engine: str) -> type:
-    """The trainer class a job's ``engine`` names."""
-    try:
-        return _TRAINERS[job_engine]
-    except KeyError:
-        raise KeyError(
-            f"no trainer {job_engine!r} is registered; registered: {', '.join(_TRAINERS)}"
-        ) from None
 
 
 def state_mismatch(fresh: Any, saved: Any, where: str = "state") -> str | None:

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gelus.experiments.activation_spec import ActivationSpec
-from gelus.experiments.config import ExperimentConfig, config_hash, config_to_dict
-from gelus.experiments.engine import plugin_for
+from gelus.experiments.config import ExperimentConfig, config_hash, config_to_dict, plugin_for
 from gelus.experiments.records import RunKey
 
 __all__ = [
@@ -132,7 +131,7 @@ def step_time_jobs(run: Any, steps: int) -> list[Job]:
     ``config_json`` stays the sweep's)."""
     common = dataclasses.replace(
         _Common.of(run),
-        config=timed_config(run.config, run.engine),
+        config=_timed(run.config, stacked=run.engine != run.plugin.name),
         train_size=steps * run.config.train.batch_size,
     )
     return [job for spec in run.activations for job in _plan(common, [spec], (), 1)]
@@ -142,7 +141,11 @@ def timed_config(config: ExperimentConfig, engine: str) -> ExperimentConfig:
     """The config whose step is timed: where the sweep's runs train stacked (``engine`` is
     ``job_engine``'s), the sweep's own (its whole job of seeds × lrs: a step's time is then per
     run-step); else seed 0 at the first lr, as a step's arithmetic depends on neither."""
-    if engine != plugin_for(config).name:
+    return _timed(config, stacked=engine != plugin_for(config).name)
+
+
+def _timed(config: ExperimentConfig, stacked: bool) -> ExperimentConfig:
+    if stacked:
         return config
     return dataclasses.replace(
         config,
@@ -173,23 +176,33 @@ def plan_jobs(
     that balances ``workers`` (a member's arithmetic does not depend on its ensemble). The count
     of runs is checked where the run is resolved (``run.resolve_run``).
     """
-    config_json = json.dumps(config_to_dict(config), sort_keys=True)
-    common = _Common(experiment, config, config_hash(config), config_json, train_size, out_dir)
-    common = dataclasses.replace(
-        common, data_dir=data_dir, verify=verify, metadata=metadata, device=device,
-        engine=job_engine(config, device),
-    )  # fmt: skip
+    plugin = plugin_for(config)
+    common = _Common(
+        experiment=experiment,
+        config=config,
+        chash=config_hash(config),
+        config_json=json.dumps(config_to_dict(config), sort_keys=True),
+        train_size=train_size,
+        out_dir=out_dir,
+        data_dir=data_dir,
+        verify=verify,
+        metadata=metadata,
+        device=device,
+        engine=plugin.job_engine(config, device),
+        plugin=plugin,
+        settings={spec.label: tuple(plugin.settings(config, spec)) for spec in activations},
+    )
     return _plan(common, activations, done, workers)
 
 
 def _plan(common: "_Common", activations, done: Iterable[str], workers: int) -> list[Job]:
-    done, config = set(done), common.config
+    done = set(done)
     members = {
         (spec, setting, keep): _members(common, spec, setting, done)
         for spec in activations
-        for setting, keep in settings(config, spec)
+        for setting, keep in common.settings[spec.label]
     }
-    if plugin_for(config).one_run_per_job and common.engine == plugin_for(config).name:
+    if common.plugin.one_run_per_job and common.engine == common.plugin.name:
         return [common.job(*k, (m,)) for k, group in members.items() for m in group]
     whole = [common.job(*k, group) for k, group in members.items() if group]
     by_lr = [
@@ -205,11 +218,18 @@ def _plan(common: "_Common", activations, done: Iterable[str], workers: int) -> 
 def _members(common: "_Common", spec, setting, done) -> tuple[RunKey, ...]:
     experiment, config, chash = common.experiment, common.config, common.chash
     keys = (
-        RunKey(run_id(experiment, chash, spec.label, setting, lr, seed),
-               experiment, chash, spec.label, seed, lr, setting)
+        RunKey(
+            run_id(experiment, chash, spec.label, setting, lr, seed),
+            experiment,
+            chash,
+            spec.label,
+            seed,
+            lr,
+            setting,
+        )
         for lr in config.optim.lr
         for seed in range(config.train.seeds)
-    )  # fmt: skip
+    )
     return tuple(key for key in keys if key.run_id not in done)
 
 
@@ -223,22 +243,32 @@ class _Common:
     config_json: str  # the config as its runs record it
     train_size: int
     out_dir: str | Path
-    data_dir: str | None = None
-    verify: bool = True
-    metadata: dict | None = None
-    device: str = "cpu"
-    engine: str = ""
+    data_dir: str | None
+    verify: bool
+    metadata: dict | None
+    device: str
+    engine: str  # the jobs' trainer
+    plugin: Any  # the config's engine (EnginePlugin)
+    settings: dict[str, tuple[tuple[str, float], ...]]  # activation -> its (setting, keep)
 
     @classmethod
     def of(cls, run: Any) -> "_Common":
         """What the jobs of a resolved Run share."""
-        common = cls(
-            run.name, run.config, run.config_hash, run.config_json, run.train_size, run.out_dir
+        return cls(
+            experiment=run.name,
+            config=run.config,
+            chash=run.config_hash,
+            config_json=run.config_json,
+            train_size=run.train_size,
+            out_dir=run.out_dir,
+            data_dir=run.data_dir,
+            verify=run.verify,
+            metadata=dict(run.metadata),
+            device=run.device,
+            engine=run.engine,
+            plugin=run.plugin,
+            settings=dict(run.settings),
         )
-        return dataclasses.replace(
-            common, data_dir=run.data_dir, verify=run.verify, metadata=dict(run.metadata),
-            device=run.device, engine=run.engine,
-        )  # fmt: skip
 
     def job(self, spec: ActivationSpec, setting: str, keep: float, group) -> Job:
         run_ids = "\n".join(k.run_id for k in group)

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint
-from gelus.experiments.config import config_hash
-from gelus.experiments.engine import plugin_for
+from gelus.experiments.config import config_hash, plugin_for
 from gelus.experiments.plan import Job
 
 __all__ = ["MODELS", "evaluate_kept_models", "keep_models", "training_key"]

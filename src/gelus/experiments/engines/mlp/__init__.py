@@ -2,7 +2,7 @@
 (``config.py``, ``engine.py`` the trainer, ``stacked.py`` the ensemble, ``plugin.py``); importing
 it registers it."""
 
-from gelus.experiments.engine import register_engine
+from gelus.experiments.config import register_engine
 from gelus.experiments.engines.mlp.plugin import MLPPlugin
 
 register_engine(MLPPlugin())
