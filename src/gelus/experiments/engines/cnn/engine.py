@@ -341,8 +341,9 @@ class CNNEngine:
         self.model.train()
         self.recipe.start_epoch(self.optimizer, epoch)
         # the draws of a per-batch loop (order, then each batch's crops and flips), made up front
-        plan = draw_epoch(len(self.y_train), self.batch_size, self.order, self.recipe.padding,
-                          self.device)  # fmt: skip
+        plan = draw_epoch(
+            len(self.y_train), self.batch_size, self.order, self.recipe.padding, self.device
+        )
         for i in range(self.steps):
             index, xb = plan.batch(self.x_train, i, flip=self.recipe.flip)
             self.recipe.start_step(self.optimizer, (epoch - 1) * self.steps + i)

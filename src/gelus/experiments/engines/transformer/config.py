@@ -105,13 +105,19 @@ def optim_checks(optim: TransformerOptimConfig) -> list[tuple[bool, str, str]]:
     return [
         (0 <= optim.beta1 < 1 and 0 <= optim.beta2 < 1, "optim.beta1/beta2", "in [0, 1)"),
         (positive_finite([optim.eps]), "optim.eps", "finite and positive"),
-        (math.isfinite(optim.weight_decay) and optim.weight_decay >= 0, "optim.weight_decay",
-         "finite and non-negative"),
+        (
+            math.isfinite(optim.weight_decay) and optim.weight_decay >= 0,
+            "optim.weight_decay",
+            "finite and non-negative",
+        ),
         (0 <= optim.warmup < 1, "optim.warmup", "a fraction in [0, 1)"),
         (0 <= optim.min_lr <= 1, "optim.min_lr", "a fraction in [0, 1]"),
-        (math.isfinite(optim.grad_clip) and optim.grad_clip >= 0, "optim.grad_clip",
-         "finite and non-negative (0: no clipping)"),
-    ]  # fmt: skip
+        (
+            math.isfinite(optim.grad_clip) and optim.grad_clip >= 0,
+            "optim.grad_clip",
+            "finite and non-negative (0: no clipping)",
+        ),
+    ]
 
 
 def model_sizes(model, names: tuple[str, ...]) -> list[tuple[bool, str, str]]:
@@ -138,7 +144,7 @@ def lm_checks(config) -> list[tuple[bool, str, str]]:
         (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
         (train.stack in STACK_MODES, "train.stack", f"one of {', '.join(STACK_MODES)}"),
         *optim_checks(config.optim),
-    ]  # fmt: skip
+    ]
 
 
 def step_flops(config) -> float:

@@ -49,7 +49,7 @@ from gelus.experiments.engines.transformer.engine import (
     lm_lr,
     make_optimizer,
     model_size,
-)  # fmt: skip
+)
 from gelus.experiments.engines.transformer.models import VOCAB
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import Job
@@ -168,8 +168,9 @@ class StackedTransformerEngine(StackedMembers):
             if getattr(data, name) is not None
         }
         self.train_loss = [float("nan")] * len(self.members)
-        self.size = model_size(self.template, config.model.d_model, config.model.layers,
-                               self.context)  # fmt: skip
+        self.size = model_size(
+            self.template, config.model.d_model, config.model.layers, self.context
+        )
 
     def _windows(self, data: Tensor, starts: Tensor) -> Tensor:
         """Windows of ``context + 1`` bytes at ``starts`` [..., B]: int64 [..., B, context + 1]."""
@@ -187,10 +188,13 @@ class StackedTransformerEngine(StackedMembers):
     def train_epoch(self, epoch: int) -> None:
         self._train_mode(True)
         high = len(self.train_bytes) - self.context  # offsets 0 .. len - context - 1
-        starts = torch.stack([
-            torch.randint(0, high, (self.steps, self.batch_size), generator=member.order)
-            for member in self.members
-        ], dim=1)  # [steps, M, B]: each member's own draws, as its single engine's  # fmt: skip
+        starts = torch.stack(
+            [
+                torch.randint(0, high, (self.steps, self.batch_size), generator=member.order)
+                for member in self.members
+            ],
+            dim=1,
+        )  # [steps, M, B]: each member's own draws, as its single engine's
         total = torch.zeros(len(self.members), dtype=torch.float64, device=self.device)
         train_loss = partial(self._member_loss, reduction="mean")
         for i in range(self.steps):

@@ -28,7 +28,7 @@ from gelus.experiments.engines.transformer.engine import (
     lm_lr,
     make_optimizer,
     model_size,
-)  # fmt: skip
+)
 from gelus.experiments.engines.transformer.models import PatchViT, init_parameters
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import Job

@@ -34,8 +34,13 @@ class StackedViTEngine(StackedMembers):
         config = self.config = job.config
         self.device, self.batch_size = device, config.train.batch_size
         shape = tuple(data.train.sample_shape)
-        self._start(job, [build_vit(config, job.activation, key.seed, shape, data.num_classes)
-                          for key in job.members])  # fmt: skip
+        self._start(
+            job,
+            [
+                build_vit(config, job.activation, key.seed, shape, data.num_classes)
+                for key in job.members
+            ],
+        )
         self.n_train = job.train_size
         self.steps = self.n_train // self.batch_size
         if self.steps == 0:
