@@ -127,8 +127,10 @@ class EnginePlugin:
         if (check := getattr(self.trainers[self.name], "check_data", None)) is not None:
             check(config, data)
 
-    def check_device(self, config: Any, device: str) -> None:
-        """Raise a SettingError for a config that cannot run on ``device``."""
+    def device_problem(self, config: Any, device: str) -> tuple[str, str] | None:
+        """Why ``config`` cannot run on ``device``, as the parameter to name and the message (a
+        ``SettingError`` template); None when it can."""
+        return None
 
     def text_context(self, config: Any) -> int | None:
         """For a model of byte text: the context a text file must hold windows of; else None (a

@@ -121,8 +121,7 @@ def resolve_run(options: RunOptions, executor: Executor | None = None) -> Run:
     config = dataclasses.replace(config, dataset=used)
     validation = plugin.holds_out_validation(config)
     data = load_dataset(used, data_dir, validation=validation, verify=options.verify)
-    n_val = len(data.val) if data.val is not None else 0
-    n_train = plugin.train_size(config, len(data.train), n_val)
+    n_train = plugin.train_size(config, len(data.train), len(data.val or ()))  # val: or None
     if config.train.batch_size > n_train:
         raise ConfigError(
             f"{preset.name}: train.batch_size={config.train.batch_size} is larger than the "
@@ -130,7 +129,8 @@ def resolve_run(options: RunOptions, executor: Executor | None = None) -> Run:
             f"train.batch_size to {n_train} or less"
         )
     plugin.check_data(config, data)  # its own needs (a corpus long enough for its context)
-    plugin.check_device(config, device)  # e.g. fp16 autocast needs CUDA
+    if (problem := plugin.device_problem(config, device)) is not None:  # fp16 autocast on a CPU
+        raise SettingError(*problem)
     chash, out_dir = config_hash(config), Path(options.out_dir)
     recorded = read_state(out_dir, preset.name, chash, device)  # the database, opened once
     if (edited := recorded.edited_code(preset.name, asked.sources)) is not None:
@@ -374,9 +374,10 @@ def resolve_device(device: str, config: ExperimentConfig, executor: Executor | N
     """The device the jobs run on, "cpu" or "cuda", with "auto" meaning "cuda" when there is a GPU
     (on this machine, or in the executor's cluster when it has a ``resolve_device`` method), for
     every engine; SettingError for a device that is not there, or one the config cannot run on
-    (its engine's ``check_device``)."""
+    (its engine's ``device_problem``)."""
     resolved = _device(device, executor)
-    plugin_for(config).check_device(config, resolved)
+    if (problem := plugin_for(config).device_problem(config, resolved)) is not None:
+        raise SettingError(*problem)
     return resolved
 
 

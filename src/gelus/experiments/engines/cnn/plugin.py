@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.engines.cnn.config import CNNExperimentConfig, cnn_checks, stored_shape
 from gelus.experiments.engines.cnn.engine import CNNEngine
-from gelus.experiments.errors import SettingError
 
 __all__ = ["CNNPlugin"]
 
@@ -41,11 +40,10 @@ class CNNPlugin(EnginePlugin):
     def config_to_dict(self, config: CNNExperimentConfig) -> dict[str, Any]:
         return stored_shape(config)
 
-    def check_device(self, config: CNNExperimentConfig, device: str) -> None:
+    def device_problem(self, config: CNNExperimentConfig, device: str) -> tuple[str, str] | None:
         if config.cnn.amp_dtype == "fp16" and device != "cuda":
-            raise SettingError(
-                "amp", "fp16 autocast ({amp} fp16) needs CUDA; use {amp} bf16 on the CPU"
-            )
+            return "amp", "fp16 autocast ({amp} fp16) needs CUDA; use {amp} bf16 on the CPU"
+        return None
 
     def precision_variants(self, config: CNNExperimentConfig, compile_mode: str | None) -> list:
         """fp32 and bf16 autocast, eager and (with ``compile_mode``) compiled."""

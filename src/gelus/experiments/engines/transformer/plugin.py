@@ -6,7 +6,7 @@ device (:func:`~gelus.experiments.engines.transformer.config.stacks_runs`); a ru
 so a text file's path is a dataset for it; its step is priced on random bytes.
 """
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.engines.transformer.config import (
@@ -55,6 +55,3 @@ class TransformerPlugin(EnginePlugin):
         window = config.model.context + 1
         train, test = (sizes[0] + 4) * window, EVAL_WINDOWS * window
         return random_text((train, test), name=config.dataset), (train, test)
-
-    def evaluated_samples(self, config: Any, train: int, val: int, test: int) -> int:
-        return TransformerEngine.evaluated_samples(config, train, val, test)
