@@ -8,7 +8,7 @@ One torch thread throughout (one Ray task = one CPU). For each preset, with ``--
   preset's members = lrs × seeds, its network, batch size and dropout) over synthetic inputs of
   the real shapes. Seconds per epoch = training steps per epoch × measured seconds per step +
   evaluated samples per epoch (train subset, val, test) × measured seconds per sample.
-- CNN presets: ``gelus.experiments.cnn.measure_training_step`` (forward, backward, update on a
+- CNN presets: ``gelus.experiments.engines.cnn.engine.measure_training_step`` (forward, backward, update on a
   full batch) and a timed evaluation batch; seconds per epoch = steps × step + evaluated images ×
   seconds per image. FLOPs per training step are counted with ``torch.utils.flop_counter`` for
   the GPU order of magnitude.
@@ -27,10 +27,11 @@ from pathlib import Path
 import torch
 
 from gelus.data import TensorSplit
-from gelus.experiments import PRESETS, cnn
+from gelus.experiments import PRESETS
+from gelus.experiments.engines.cnn import engine as cnn
+from gelus.experiments.engines.mlp.engine import build_ensemble, evaluate, train_epoch
 from gelus.experiments.plan import plan_jobs
 from gelus.experiments.run import resolve_config
-from gelus.experiments.train_mlp import build_ensemble, evaluate, train_epoch
 
 # (train, val, test) sizes, inputs per sample, classes. POS: Gimpel et al.'s Twitter set (1,000 /
 # 327 / 547 tweets); TIMIT: 3,696 / 400 / 192 utterances at 100 frames per second, approximately.

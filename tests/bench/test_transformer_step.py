@@ -95,13 +95,9 @@ def test_heads_zero_is_refused_by_the_command_without_a_traceback():
 
 
 def test_the_presets_checks_never_divide_by_zero_heads():
-    from gelus.experiments.config import (
-        ConfigError,
-        TransformerExperimentConfig,
-        ViTExperimentConfig,
-        apply_overrides,
-        validate,
-    )
+    from gelus.experiments.config import ConfigError, apply_overrides, validate
+    from gelus.experiments.engines.transformer.config import TransformerExperimentConfig
+    from gelus.experiments.engines.vit.config import ViTExperimentConfig
 
     for config in (TransformerExperimentConfig(), ViTExperimentConfig()):
         for override, key in (

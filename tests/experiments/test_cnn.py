@@ -11,9 +11,12 @@ import torch
 from torch import nn
 
 import gelus
-from gelus.experiments import cnn
 from gelus.experiments.activation_spec import ActivationError, resolve_activation
-from gelus.experiments.cnn import (
+from gelus.experiments.driver import train_job
+from gelus.experiments.engines.cnn import engine as cnn
+from gelus.experiments.engines.cnn.config import CNNExperimentConfig, CNNTrainConfig
+from gelus.experiments.engines.cnn.data import apply_zca, fit_zca, random_crop_flip
+from gelus.experiments.engines.cnn.engine import (
     CIFAR10AllConvConfig,
     CIFAR100WRNConfig,
     allconv_beta1,
@@ -21,10 +24,7 @@ from gelus.experiments.cnn import (
     build_cnn,
     cosine_lr,
 )
-from gelus.experiments.cnn_data import apply_zca, fit_zca, random_crop_flip
-from gelus.experiments.cnn_models import AllConvNet, WideResNet
-from gelus.experiments.config import CNNExperimentConfig, CNNTrainConfig
-from gelus.experiments.driver import train_job
+from gelus.experiments.engines.cnn.models import AllConvNet, WideResNet
 from gelus.experiments.plan import plan_jobs
 
 

@@ -7,15 +7,15 @@ import pytest
 
 import gelus
 from gelus.experiments import PRESETS
-from gelus.experiments.cnn_config import CIFAR10AllConvConfig
 from gelus.experiments.config import (
     ConfigError,
-    MLPExperimentConfig,
     apply_overrides,
     config_hash,
     config_keys,
     validate,
 )
+from gelus.experiments.engines.cnn.config import CIFAR10AllConvConfig
+from gelus.experiments.engines.mlp.config import MLPExperimentConfig
 from gelus.experiments.errors import SettingError
 from gelus.experiments.run import resolve_config as resolve_preset
 

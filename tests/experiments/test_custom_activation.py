@@ -139,8 +139,8 @@ def test_the_wrn_init_uses_a_custom_activations_own_gain(workspace):
     """He init with gain 1/√E[f(z)²]: f = Bent has E[f²] by scipy quadrature, not ReLU's 2."""
     from scipy import integrate, stats
 
-    from gelus.experiments.cnn import build_cnn
-    from gelus.experiments.cnn_config import CIFAR100WRNConfig
+    from gelus.experiments.engines.cnn.config import CIFAR100WRNConfig
+    from gelus.experiments.engines.cnn.engine import build_cnn
 
     _, module = workspace
 

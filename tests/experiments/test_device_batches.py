@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from gelus.experiments.cnn_data import random_crop_flip
 from gelus.experiments.device_batches import draw_epoch, pad_once
+from gelus.experiments.engines.cnn.data import random_crop_flip
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

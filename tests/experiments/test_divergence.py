@@ -64,7 +64,7 @@ def test_marking_turns_every_measurement_of_a_diverged_run_into_nan_and_keeps_bo
 def test_the_autoencoder_engine_records_the_trivial_loss_of_the_training_mean():
     import torch
 
-    from gelus.experiments.train_mlp import trivial_losses
+    from gelus.experiments.engines.mlp.engine import trivial_losses
 
     class Split:
         def __init__(self, x):

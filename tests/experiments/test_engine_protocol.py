@@ -1,6 +1,8 @@
-"""The engine protocol is all the harness needs: a toy engine goes through the local executor,
-a kill -9 and its resume, Ray and the budget with nothing else; every preset keeps its hash."""
+"""The engine protocol is all the harness needs: a toy engine, registered from its own module,
+goes through `gelus run` (its config validated), the local executor, a kill -9 and its resume, Ray
+and the budget with nothing else; every preset keeps its hash."""
 
+import json
 import math
 import os
 import signal
@@ -11,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from gelus.experiments import PRESETS, read_records, read_runs
+from gelus.cli import main
+from gelus.experiments import PRESETS, Preset, read_records, read_runs
 from gelus.experiments.activation_spec import resolve_activations
 from gelus.experiments.budget import Workload, price
-from gelus.experiments.config import apply_overrides, config_hash
+from gelus.experiments.config import apply_overrides, config_hash, config_keys, plugin_for
 from gelus.experiments.plan import plan_jobs
 from gelus.experiments.sweep import LocalExecutor
 from test_run import write_tiny_mnist
-from toy_engine import ToyConfig
+from toy_engine import ToyConfig, ToyPlugin
 
 TESTS = Path(__file__).resolve().parent
 # the hashes before the configs were split per engine: old run folders must keep resuming
@@ -49,6 +52,55 @@ def data_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
     write_tiny_mnist(root / "mnist")
     return root
+
+
+@pytest.fixture
+def toy_preset(monkeypatch):
+    """The toy as a preset, as a user's own experiment would be added (no harness module edited)."""
+    preset = Preset("toy", "least squares by SGD", "a test", ToyConfig(), {}, "none", {})
+    monkeypatch.setitem(PRESETS, "toy", preset)
+    return preset
+
+
+def _gelus_run(data_dir, out, *extra) -> int:
+    argv = ["run", "toy", "--data-dir", str(data_dir), "--no-verify", "--workers", "0"]
+    return main([*argv, "--out", str(out), "--epochs", "2", *extra])
+
+
+def test_the_toy_config_holds_only_its_own_keys():
+    assert config_keys(ToyConfig()) == [
+        "task", "dataset", "activations", "model.approximate", "model.width", "optim.lr",
+        "train.epochs", "train.seeds", "train.batch_size",
+    ]  # fmt: skip
+    assert isinstance(plugin_for(ToyConfig()), ToyPlugin)
+
+
+def test_gelus_run_trains_the_toy_engine(data_dir, tmp_path, toy_preset, capsys):
+    assert _gelus_run(data_dir, tmp_path / "out") == 0
+    runs = read_runs(tmp_path / "out")
+    assert len(runs) == 2 * 2 * 2 and {run.status for run in runs} == {
+        "done"
+    }  # 2 acts × lrs × seeds
+    assert {json.loads(run.metadata_json)["train_size"] for run in runs} == {300}  # the train split
+    values = _values(tmp_path / "out")
+    assert {key[1] for key in values} == {1, 2}  # no epoch 0: the toy does not evaluate before
+    assert {key[2] for key in values} == {"train", "val", "test"}  # a validation split kept apart
+    assert all(math.isfinite(v) for v in values.values())
+    summary = capsys.readouterr().out
+    assert summary.startswith("toy: test loss, median") and "relu" in summary and "gelu" in summary
+
+
+def test_gelus_run_validates_the_toy_config_by_its_own_checks(
+    data_dir, tmp_path, toy_preset, capsys
+):
+    assert _gelus_run(data_dir, tmp_path / "a", "--set", "model.width=0") == 2
+    assert "model.width: invalid value; expected at least 1" in capsys.readouterr().err
+    assert _gelus_run(data_dir, tmp_path / "b", "--set", "train.keep=0.5") == 2  # an MLP key
+    err = capsys.readouterr().err
+    assert "unknown config key 'train.keep'" in err and "model.width" in err
+    assert _gelus_run(data_dir, tmp_path / "c", "--set", "task=classify") == 2  # another engine's
+    assert "task: invalid value; expected one of toy" in capsys.readouterr().err
+    assert not (tmp_path / "a" / "records.sqlite").exists()  # refused before anything is written
 
 
 def _jobs(out_dir, data_dir):

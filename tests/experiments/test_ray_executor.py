@@ -19,9 +19,10 @@ import torch
 from _data_fixtures import cifar100_binary_members, write_mnist, write_tar
 from gelus.cli import main as gelus_main
 from gelus.data import DatasetNotFoundError
-from gelus.experiments import cnn, plan, read_records, read_runs, run_experiment
+from gelus.experiments import plan, read_records, read_runs, run_experiment
 from gelus.experiments.activation_spec import resolve_activations
 from gelus.experiments.device import WORKERS_PER_GPU
+from gelus.experiments.engines.cnn import engine as cnn
 from gelus.experiments.errors import SettingError
 from gelus.experiments.ray_executor import (
     INSTALL_HINT,

@@ -439,7 +439,7 @@ INTERRUPTED_SETTINGS = dict(
 def test_a_checkpoint_written_by_the_previous_layout_resumes(data_dir, tmp_path, monkeypatch):
     import shutil
 
-    from gelus.experiments.train_mlp import MLPEngine
+    from gelus.experiments.engines.mlp.engine import MLPEngine
 
     shutil.copytree(INTERRUPTED, tmp_path / "resumed")
     (checkpoint,) = (tmp_path / "resumed" / "checkpoints").glob("*.pt")

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from gelus.experiments.activation_spec import resolve_activation
-from gelus.experiments.stacked import MemberRandomness, StackedAdam, StackedMLP
-from gelus.experiments.train_mlp import train_epoch
+from gelus.experiments.engines.mlp.engine import train_epoch
+from gelus.experiments.engines.mlp.stacked import MemberRandomness, StackedAdam, StackedMLP
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -119,8 +119,8 @@ def test_the_compiled_cnn_step_on_cuda_equals_the_eager_one(mode, monkeypatch):
     # the fused Nesterov SGD must end where eager fp32 ends (no dropout: inductor draws its own).
     import dataclasses
 
-    from gelus.experiments.cnn import build_cnn, make_optimizer, make_training_step
-    from gelus.experiments.cnn_config import CIFAR100WRNConfig
+    from gelus.experiments.engines.cnn.config import CIFAR100WRNConfig
+    from gelus.experiments.engines.cnn.engine import build_cnn, make_optimizer, make_training_step
 
     cfg = CIFAR100WRNConfig(blocks_per_stage=1, widths=(8, 16, 16, 32), dropout=0.0)
     device = torch.device("cuda")
@@ -152,7 +152,7 @@ def test_the_compiled_cnn_step_on_cuda_equals_the_eager_one(mode, monkeypatch):
 
 
 def test_zca_fitted_on_cuda_equals_the_cpu_fit():
-    from gelus.experiments.cnn_data import apply_zca, fit_zca
+    from gelus.experiments.engines.cnn.data import apply_zca, fit_zca
 
     x = torch.rand(3000, 3, 8, 8, generator=torch.Generator().manual_seed(0))
     mean_cpu, w_cpu = fit_zca(x, 1e-2)
@@ -170,9 +170,14 @@ def test_a_cnn_training_batch_never_waits_on_the_host():
     # The run's per-batch work (the planned gather of crops and flips, the labels, forward,
     # backward, fused SGD with the lr set from Python) must not synchronise with the host:
     # CUDA's sync debug mode turns any synchronising call into an error.
-    from gelus.experiments.cnn import build_cnn, cosine_lr, make_optimizer, make_training_step
-    from gelus.experiments.cnn_config import CIFAR100WRNConfig
     from gelus.experiments.device_batches import draw_epoch, pad_once
+    from gelus.experiments.engines.cnn.config import CIFAR100WRNConfig
+    from gelus.experiments.engines.cnn.engine import (
+        build_cnn,
+        cosine_lr,
+        make_optimizer,
+        make_training_step,
+    )
 
     cfg = CIFAR100WRNConfig(blocks_per_stage=1, widths=(8, 16, 16, 32))
     device = torch.device("cuda")

@@ -8,9 +8,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from gelus.experiments.activation_spec import resolve_activation
-from gelus.experiments.stacked import MemberRandomness, StackedAdam, StackedMLP
-from gelus.experiments.train_mlp import mlp_activation as engine_activation
-from gelus.experiments.train_mlp import train_epoch, train_step
+from gelus.experiments.engines.mlp.engine import mlp_activation as engine_activation
+from gelus.experiments.engines.mlp.engine import train_epoch, train_step
+from gelus.experiments.engines.mlp.stacked import MemberRandomness, StackedAdam, StackedMLP
 
 
 def mlp_activation(name: str, approximate: str):
@@ -223,7 +223,7 @@ def test_activation_must_be_parameter_free_and_elementwise():
 
 
 def test_one_activation_spec_serves_both_engines():
-    from gelus.experiments.cnn import CIFAR10AllConvConfig, build_cnn
+    from gelus.experiments.engines.cnn.engine import CIFAR10AllConvConfig, build_cnn
 
     # one rule for names in both engines: any case; an alias keeps the form it names
     assert mlp_activation("GELU", "none").approximate == "none"

@@ -10,7 +10,8 @@ import torch
 from gelus.data.text import load_text_file
 from gelus.experiments import PRESETS, read_records, read_runs
 from gelus.experiments.activation_spec import resolve_activations
-from gelus.experiments.config import TransformerExperimentConfig, apply_overrides, validate
+from gelus.experiments.config import apply_overrides, validate
+from gelus.experiments.engines.transformer.config import TransformerExperimentConfig
 from gelus.experiments.records import RecordStore, read_step_times
 from gelus.experiments.runner import run_experiment
 from gelus.experiments.step_times import measure_step_times
@@ -32,7 +33,8 @@ def test_every_activation_gets_one_positive_time_per_round_at_one_thread(corpus,
     config = apply_overrides(TransformerExperimentConfig(), list(TINY))
     validate(config)
     seen_threads = []
-    from gelus.experiments import step_times, transformer
+    from gelus.experiments import step_times
+    from gelus.experiments.engines.transformer import engine as transformer
 
     original = transformer.TransformerEngine.train_epoch
 
@@ -60,7 +62,8 @@ def test_every_activation_gets_one_positive_time_per_round_at_one_thread(corpus,
 
 
 def test_a_stacked_sweep_is_timed_as_its_whole_job_per_run_step(corpus, monkeypatch):
-    from gelus.experiments import step_times, transformer_stacked
+    from gelus.experiments import step_times
+    from gelus.experiments.engines.transformer import stacked as transformer_stacked
 
     config = apply_overrides(
         TransformerExperimentConfig(),

@@ -15,18 +15,18 @@ from gelus.data.text import load_text_file
 from gelus.experiments import PRESETS
 from gelus.experiments.activation_spec import resolve_activation, resolve_activations
 from gelus.experiments.budget import price, workload
-from gelus.experiments.config import (
-    TransformerExperimentConfig,
-    apply_overrides,
-    config_hash,
-    validate,
+from gelus.experiments.config import apply_overrides, config_hash, validate
+from gelus.experiments.engines.mlp.engine import MLPEngine
+from gelus.experiments.engines.transformer.config import TransformerExperimentConfig, gated_hidden
+from gelus.experiments.engines.transformer.engine import (
+    TransformerEngine,
+    build_model,
+    eval_starts,
+    lm_lr,
 )
+from gelus.experiments.engines.transformer.models import FeedForward
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import plan_jobs, train_size
-from gelus.experiments.train_mlp import MLPEngine
-from gelus.experiments.transformer import TransformerEngine, build_model, eval_starts, lm_lr
-from gelus.experiments.transformer_config import gated_hidden
-from gelus.experiments.transformer_models import FeedForward
 from text_corpus import CORPUS_TEXT, write_corpus
 
 TINY = (
@@ -134,7 +134,7 @@ def test_the_schedule_warms_up_then_decays_to_its_floor():
 
 
 def test_flops_per_token_is_six_times_the_weights_plus_attention():
-    from gelus.experiments.transformer_models import flops_per_token
+    from gelus.experiments.engines.transformer.models import flops_per_token
 
     cfg = _config().model  # d 32, 2 layers, context 16, 4d FFN
     model = build_model(_config(), resolve_activation("relu"), seed=0)

@@ -12,16 +12,12 @@ import torch
 from gelus.data.text import load_text_file
 from gelus.experiments import PRESETS, read_records, read_runs
 from gelus.experiments.activation_spec import resolve_activations
-from gelus.experiments.config import (
-    TransformerExperimentConfig,
-    apply_overrides,
-    config_hash,
-    validate,
-)
+from gelus.experiments.config import apply_overrides, config_hash, validate
+from gelus.experiments.engines.transformer.config import TransformerExperimentConfig
+from gelus.experiments.engines.transformer.engine import TransformerEngine
+from gelus.experiments.engines.transformer.stacked import StackedTransformerEngine
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import plan_jobs, train_size
-from gelus.experiments.transformer import TransformerEngine
-from gelus.experiments.transformer_stacked import StackedTransformerEngine
 from text_corpus import write_corpus
 
 TINY = (
@@ -210,7 +206,7 @@ def _values(out_dir):
 _KILLED_RUN = """
 import sys, time
 sys.path[:0] = {paths!r}
-from gelus.experiments.transformer_stacked import StackedTransformerEngine as Engine
+from gelus.experiments.engines.transformer.stacked import StackedTransformerEngine as Engine
 original = Engine.train_epoch
 def slow(self, epoch):
     time.sleep(0.4)
@@ -322,7 +318,7 @@ def images(tmp_path_factory):
 
 
 def _vit_jobs(activation: str, stack: str, data, device="cpu"):
-    from gelus.experiments.config import ViTExperimentConfig
+    from gelus.experiments.engines.vit.config import ViTExperimentConfig
 
     config = apply_overrides(ViTExperimentConfig(), [*VIT, f"activations={activation}",
                                                      f"train.stack={stack}"])  # fmt: skip
@@ -334,8 +330,8 @@ def _vit_jobs(activation: str, stack: str, data, device="cpu"):
 
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 def test_each_vit_member_equals_its_run_trained_alone(images, activation):
-    from gelus.experiments.transformer_stacked import StackedViTEngine
-    from gelus.experiments.vit import ViTEngine
+    from gelus.experiments.engines.vit.engine import ViTEngine
+    from gelus.experiments.engines.vit.stacked import StackedViTEngine
 
     _, data = images
     (job,) = _vit_jobs(activation, "on", data)
@@ -358,8 +354,8 @@ def test_each_vit_member_equals_its_run_trained_alone(images, activation):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_cuda_each_vit_member_equals_its_run_trained_alone_there(images):
     # The ViT's attention is not causal: another SDPA call under vmap than the language model's.
-    from gelus.experiments.transformer_stacked import StackedViTEngine
-    from gelus.experiments.vit import ViTEngine
+    from gelus.experiments.engines.vit.engine import ViTEngine
+    from gelus.experiments.engines.vit.stacked import StackedViTEngine
 
     _, data = images
     cuda = torch.device("cuda")
@@ -381,7 +377,7 @@ def test_on_cuda_each_vit_member_equals_its_run_trained_alone_there(images):
 
 
 def test_a_stacked_vit_resumes_from_its_state_bit_identically(images):
-    from gelus.experiments.transformer_stacked import StackedViTEngine
+    from gelus.experiments.engines.vit.stacked import StackedViTEngine
 
     _, data = images
     (job,) = _vit_jobs("swiglu", "on", data)

@@ -11,11 +11,12 @@ import torch
 from gelus.experiments import PRESETS, read_records, read_runs
 from gelus.experiments.activation_spec import resolve_activation, resolve_activations
 from gelus.experiments.budget import price, workload
-from gelus.experiments.config import ViTExperimentConfig, apply_overrides, validate
+from gelus.experiments.config import apply_overrides, validate
 from gelus.experiments.datasets import load_dataset
+from gelus.experiments.engines.vit.config import ViTExperimentConfig
+from gelus.experiments.engines.vit.engine import ViTEngine, build_vit
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import plan_jobs, train_size
-from gelus.experiments.vit import ViTEngine, build_vit
 from test_run import write_tiny_mnist
 
 TINY = (

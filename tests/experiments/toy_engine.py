@@ -1,7 +1,9 @@
 """A toy engine: least squares by SGD on the dataset's pixels, in a few dozen lines.
 
-It implements nothing but the engine protocol (``gelus.experiments.engine``); importing this
-module (which unpickling one of its jobs does in a worker) adds it to the driver's engines.
+It implements nothing but the engine protocol (``gelus.experiments.engine``): a config holding
+only its own keys (those the harness reads of every config, and ``model.width``), a trainer, and a
+plug-in registered from here; importing this module (which unpickling one of its jobs does in a
+worker) registers it. No module of the harness names it.
 """
 
 import math
@@ -10,12 +12,14 @@ from typing import ClassVar
 
 import torch
 
-from gelus.experiments.driver import ENGINES
+from gelus.experiments.config import register_engine
+from gelus.experiments.engine import EnginePlugin
 
 
 @dataclass(frozen=True)
 class ToyModel:
     approximate: str = "none"
+    width: int = 4  # units of the one hidden layer
 
 
 @dataclass(frozen=True)
@@ -27,11 +31,7 @@ class ToyOptim:
 class ToyTrain:
     epochs: int = 4
     seeds: int = 2
-    keep: tuple[float, ...] = (1.0,)
     batch_size: int = 20
-    train_subset: int = 0
-    tf32: bool = False
-    checkpoint_every: int = 1
 
 
 @dataclass(frozen=True)
@@ -39,12 +39,9 @@ class ToyConfig:
     task: str = "toy"
     dataset: str = "mnist"
     activations: tuple[str, ...] = ("relu", "gelu")
-    train_on: str = "train"
     model: ToyModel = field(default_factory=ToyModel)
     optim: ToyOptim = field(default_factory=ToyOptim)
     train: ToyTrain = field(default_factory=ToyTrain)
-
-    engine: ClassVar[str] = "toy"
 
 
 class ToyEngine:
@@ -59,7 +56,8 @@ class ToyEngine:
         self.weights = []
         for key in job.members:
             generator = torch.Generator().manual_seed(key.seed)
-            self.weights.append(torch.randn(features, 4, generator=generator) / features**0.5)
+            width = job.config.model.width
+            self.weights.append(torch.randn(features, width, generator=generator) / features**0.5)
         self.order = torch.Generator().manual_seed(job.members[0].seed)
 
     @staticmethod
@@ -103,4 +101,18 @@ class ToyEngine:
         return train + val + test
 
 
-ENGINES["toy"] = ToyEngine
+class ToyPlugin(EnginePlugin):
+    """The toy's answers: an activation's runs as one job (its trainer holds every member), one
+    range check of its own; the rest the protocol's defaults."""
+
+    name = "toy"
+    config_type = ToyConfig
+    tasks = ("toy",)
+    trainers: ClassVar[dict[str, type]] = {"toy": ToyEngine}
+    one_run_per_job = False
+
+    def checks(self, config: ToyConfig) -> list[tuple[bool, str, str]]:
+        return [(config.model.width >= 1, "model.width", "at least 1")]
+
+
+register_engine(ToyPlugin())

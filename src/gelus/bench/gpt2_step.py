@@ -4,7 +4,7 @@
     python -m gelus.bench.gpt2_step --activations torch-tanh,torch-exact,gelu,gelu_new,triton-exact
 
 One step = forward under bf16 autocast, cross-entropy, backward, fused AdamW, zero_grad. The model
-is the transformer-lm preset's :class:`~gelus.experiments.transformer_models.ByteGPT` (the
+is the transformer-lm preset's :class:`~gelus.experiments.engines.transformer.models.ByteGPT` (the
 project's one GPT definition) at GPT-2 small's shape: GPT-2's 50257-token vocabulary, token and
 learned position embeddings, 12 pre-LayerNorm blocks of causal attention
 (``F.scaled_dot_product_attention``) and a 768 → 3072 → 768 MLP with the activation under test, a
@@ -69,8 +69,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gelus.experiments.activation_spec import ActivationSpec, resolve_activation
-from gelus.experiments.transformer_config import TransformerModelConfig
-from gelus.experiments.transformer_models import ByteGPT, init_parameters
+from gelus.experiments.engines.transformer.config import TransformerModelConfig
+from gelus.experiments.engines.transformer.models import ByteGPT, init_parameters
 
 __all__ = ["GPTConfig", "activation_spec", "gpt2_model", "main", "make_activation", "measure"]
 

@@ -28,8 +28,8 @@ import itertools
 import os
 import time
 
-from gelus.experiments.cnn_config import COMPILE_MODES
 from gelus.experiments.device import default_workers
+from gelus.experiments.engines.cnn.config import COMPILE_MODES
 
 __all__ = ["add_arguments", "main"]
 
@@ -168,7 +168,7 @@ def _engine(data, args, samples: int, compiled: bool):
     import torch
 
     from gelus.experiments.config import ExperimentConfig
-    from gelus.experiments.train_mlp import (
+    from gelus.experiments.engines.mlp.engine import (
         build_ensemble,
         compiled_train_step,
         evaluate,

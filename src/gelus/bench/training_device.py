@@ -82,19 +82,18 @@ def _variants(name: str, preset, compile_mode: str | None):
     """(label, autocast, workload) rows of one preset: the CNNs in fp32 and bf16, eager and, with
     ``compile_mode``, compiled in that mode."""
     from gelus.experiments.budget import workload
+    from gelus.experiments.config import plugin_for
 
     work = workload(preset)
-    if work.engine != "cnn":
+    variants = plugin_for(work.config).precision_variants(work.config, compile_mode)
+    if variants is None:
         return [(name, None, work)]
     rows = []
-    for mode in (None, compile_mode) if compile_mode else (None,):
-        for amp in (None, "bf16"):
-            cnn = dataclasses.replace(work.config.cnn, amp_dtype=amp, compile=mode)
-            config = dataclasses.replace(work.config, cnn=cnn)
-            # the engines read their job's config: each planned job must carry the variant's
-            planned = tuple(dataclasses.replace(job, config=config) for job in work.planned)
-            label = f"{name} {amp or 'fp32'}" + (" compiled" if mode else "")
-            rows.append((label, amp, dataclasses.replace(work, config=config, planned=planned)))
+    for amp, mode, config in variants:
+        # the engines read their job's config: each planned job must carry the variant's
+        planned = tuple(dataclasses.replace(job, config=config) for job in work.planned)
+        label = f"{name} {amp or 'fp32'}" + (" compiled" if mode else "")
+        rows.append((label, amp, dataclasses.replace(work, config=config, planned=planned)))
     return rows
 
 
@@ -124,6 +123,7 @@ def shared_speedup(work, device: str, processes: int, repeats: int) -> float:
 def main(args: argparse.Namespace) -> int:
     """Print the device bench (see the module docstring); returns 0."""
     from gelus.experiments.budget import budget_table, price, workload
+    from gelus.experiments.config import plugin_for
     from gelus.experiments.device import local_device
     from gelus.experiments.errors import CommandError
     from gelus.experiments.presets import PRESETS
@@ -162,7 +162,7 @@ def main(args: argparse.Namespace) -> int:
             ceiling = ceilings["bf16" if amp else "fp32"]
             target = TARGETS.get((experiment, amp))
             target_text = f"≤ {target:g}" if target else ""
-            if work.engine == "mlp":  # the grid: all its ensembles, one after another
+            if not plugin_for(work.config).one_run_per_job:  # the grid: its ensembles in turn
                 epoch = cost.seconds(1) / work.epochs
                 target_text = (
                     f"grid ≤ {GRID_TARGET_SECONDS / 60:g} min: {cost.seconds(1) / 60:.1f} min"

@@ -8,17 +8,17 @@ of rounds), at the
 * plain loop: a byte GPT written the obvious way, nanoGPT-style (the same shapes: pre-norm,
   causal SDPA, tied head, no biases, ``F.gelu`` in the FFN), AdamW with β₂ 0.95, clipping, one
   model at a time, a batch gathered from random offsets per step;
-* the engine: :class:`~gelus.experiments.transformer.TransformerEngine` training one run of each
+* the engine: :class:`~gelus.experiments.engines.transformer.engine.TransformerEngine` training one run of each
   requested activation (its steps alone: ``train_epoch`` over ``--steps`` steps), so each
   activation's time per step is measured under the same conditions as the others;
-* with ``--stack M``: :class:`~gelus.experiments.transformer_stacked.StackedTransformerEngine`
+* with ``--stack M``: :class:`~gelus.experiments.engines.transformer.stacked.StackedTransformerEngine`
   training M runs of the first activation at once (M seeds), its time per member-step (a step's
   time over M) beside the one-run engine's, which is what ``train.stack`` chooses between;
 * ``torch.bmm`` of [8, 512, 512] × [8, 512, 512]: the machine's matmul rate (bf16 on CUDA).
 
 Reported per row: s/step (per member-step for the stacked row), the ratio to the plain loop, and
 model FLOP/s — training FLOPs per token (6·N + 6·layers·context·d,
-:func:`~gelus.experiments.transformer_models.flops_per_token`) times the tokens of a step, over
+:func:`~gelus.experiments.engines.transformer.models.flops_per_token`) times the tokens of a step, over
 its time — as a fraction of the bmm rate.
 """
 
@@ -110,7 +110,8 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def _config(args):
-    from gelus.experiments.config import TransformerExperimentConfig, apply_overrides
+    from gelus.experiments.config import apply_overrides
+    from gelus.experiments.engines.transformer.config import TransformerExperimentConfig
 
     return apply_overrides(TransformerExperimentConfig(), [
         f"model.d_model={args.d_model}", f"model.layers={args.layers}",
@@ -187,8 +188,8 @@ def _engine_rows(args, data):
     import torch
 
     from gelus.experiments.activation_spec import resolve_activations
+    from gelus.experiments.engines.transformer.engine import TransformerEngine
     from gelus.experiments.plan import plan_jobs, train_size
-    from gelus.experiments.transformer import TransformerEngine
 
     rows = {}
     for spec in resolve_activations(args.activations):
@@ -214,8 +215,8 @@ def _stacked_row(args, data):
     import torch
 
     from gelus.experiments.activation_spec import resolve_activation
+    from gelus.experiments.engines.transformer.stacked import StackedTransformerEngine
     from gelus.experiments.plan import plan_jobs, train_size
-    from gelus.experiments.transformer_stacked import StackedTransformerEngine
 
     spec = resolve_activation(args.activations[0])
     config = _config(args)

@@ -1,4 +1,4 @@
-"""The paper's experiments: presets, the stacked-ensemble MLP engine, CNN runs, records.
+"""The paper's experiments: presets, the engines (:mod:`gelus.experiments.engines`), records.
 
 >>> from gelus.experiments import PRESETS, run_experiment
 >>> PRESETS["mnist-classification"].citation                                  # doctest: +SKIP
@@ -8,6 +8,7 @@ Results are tidy records in ``out_dir/records.sqlite``; read them with
 ``gelus.experiments.records.read_records`` / ``read_runs``.
 """
 
+from gelus.experiments import engines  # noqa: F401  (registers the built-in engines first)
 from gelus.experiments.presets import PRESETS, Preset
 from gelus.experiments.records import read_records, read_runs
 from gelus.experiments.runner import run_experiment

@@ -144,9 +144,18 @@ def resolve_activation(activation: object, approximate: str = "none") -> Activat
         _probe(module, text, gated)
     parameters = any(True for _ in module.parameters())
     return ActivationSpec(
-        text, label, kind, canonical, approximate, stochastic, gated, parameters, path,
-        code_hash, factory,
-    )  # fmt: skip
+        text,
+        label,
+        kind,
+        canonical,
+        approximate,
+        stochastic,
+        gated,
+        parameters,
+        path,
+        code_hash,
+        factory,
+    )
 
 
 def resolve_activations(
@@ -241,9 +250,10 @@ def _import_user_activation(module_name: str, attribute: str, text: str):
     for part in attribute.split("."):
         if not hasattr(target, part):
             public = sorted(
-                name for name, value in vars(module).items()
+                name
+                for name, value in vars(module).items()
                 if not name.startswith("_") and callable(value)
-            )  # fmt: skip
+            )
             raise ActivationError(
                 f"activation {text!r}: module {module_name!r} has no attribute {attribute!r}; "
                 f"its public callables are: {', '.join(public) or '(none)'}"

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from gelus.experiments.activation_spec import resolve_activations
-from gelus.experiments.config import ExperimentConfig, apply_overrides
-from gelus.experiments.driver import ENGINES
+from gelus.experiments.config import ExperimentConfig, apply_overrides, plugin_for, trainer_for
 from gelus.experiments.plan import Job, holds_out_validation, makespan, plan_jobs, train_size
 
 __all__ = [
@@ -43,7 +42,6 @@ __all__ = [
 ]
 
 _EVAL_SAMPLES = 64  # random test samples the evaluation is timed on (its cost is per sample)
-_EVAL_WINDOWS = 16  # the transformer's: windows of its context
 
 
 @dataclass(frozen=True)
@@ -61,7 +59,8 @@ class Workload:
 
     @property
     def engine(self) -> str:
-        return self.config.engine
+        """Its engine's name (``EnginePlugin.name``)."""
+        return plugin_for(self.config).name
 
     @property
     def jobs(self) -> int:
@@ -120,13 +119,18 @@ def workload(preset, quick: bool = False, device: str = "cpu") -> Workload:
         preset.name, config, activations, train_size=n_train, out_dir="budget", device=device
     )
     train_split = sizes.train if kept_apart else sizes.train + sizes.val
-    eval_samples = ENGINES[config.engine].evaluated_samples(
+    eval_samples = plugin_for(config).evaluated_samples(
         config, train_split, sizes.val if kept_apart else 0, sizes.test
     )
     return Workload(
-        preset.name, config, tuple(planned), n_train // config.train.batch_size, eval_samples,
-        tuple(spec.sample_shape), spec.num_classes or 0,
-    )  # fmt: skip
+        preset.name,
+        config,
+        tuple(planned),
+        n_train // config.train.batch_size,
+        eval_samples,
+        tuple(spec.sample_shape),
+        spec.num_classes or 0,
+    )
 
 
 def _median_seconds(function, repeats: int, device: torch.device, warmups: int = 1) -> float:
@@ -144,39 +148,19 @@ def _median_seconds(function, repeats: int, device: torch.device, warmups: int =
     return statistics.median(times)
 
 
-def _random_data(work: Workload, train: int, test: int):
-    """A dataset of random samples with the shapes and classes of ``work``'s (for the transformer
-    a byte corpus of ``train`` and ``test`` bytes)."""
-    from gelus.data import Dataset, TensorSplit
-
-    if work.engine == "transformer":
-        from gelus.data.text import random_text
-
-        return random_text((train, test), name=work.config.dataset)
-
-    generator = torch.Generator().manual_seed(0)
-
-    def split(n: int) -> TensorSplit:
-        images = torch.randint(0, 256, (n, *work.sample_shape), generator=generator)
-        labels = torch.randint(0, max(1, work.num_classes), (n,), generator=generator)
-        return TensorSplit(images.to(torch.uint8), labels)
-
-    return Dataset(work.config.dataset, split(train), None, split(test), work.num_classes, "random")
-
-
 def step_functions(work: Workload, device: torch.device):
     """(one training step, one evaluation, the samples it reads) of ``work``'s largest job: its
-    engine prepared on random data with one batch of training samples."""
+    engine prepared on random data (``EnginePlugin.random_data``) with one batch of training
+    samples."""
     batch = work.config.train.batch_size
     job = max(work.planned, key=lambda j: len(j.members))
     job = dataclasses.replace(job, train_size=batch)
-    engine_class = ENGINES[job.engine]
-    train, test = batch, _EVAL_SAMPLES
-    if work.engine == "transformer":  # sizes in bytes: windows of context + 1 (and a few more)
-        window = job.config.model.context + 1
-        train, test = (batch + 4) * window, _EVAL_WINDOWS * window
-    engine = engine_class(job, _random_data(work, train, test), device)
-    evaluated = engine_class.evaluated_samples(job.config, train, 0, test)
+    trainer = trainer_for(job.engine)
+    data, (train, test) = plugin_for(work.config).random_data(
+        work.config, (batch, _EVAL_SAMPLES), work.sample_shape, work.num_classes
+    )
+    engine = trainer(job, data, device)
+    evaluated = trainer.evaluated_samples(job.config, train, 0, test)
     return (
         lambda: engine.train_epoch(1),  # one batch: one step
         lambda: engine.evaluate(0, lambda *record: None),
@@ -185,22 +169,24 @@ def step_functions(work: Workload, device: torch.device):
 
 
 # A CPU calibration times a smaller step and scales it up: a stacked ensemble's step costs in
-# proportion to its members (one batched matmul per layer for all), a CNN's to its batch. Timing
-# the whole step of the largest presets (TIMIT's ensemble, the CIFAR-100 WRN) took minutes.
+# proportion to its members (one batched matmul per layer for all), a CNN's to its batch
+# (``EnginePlugin.cost_scales_with``). Timing the whole step of the largest presets (TIMIT's
+# ensemble, the CIFAR-100 WRN) took minutes.
 _PRICED_MEMBERS = 2
 _PRICED_BATCH = 16
-_STACKED = ("mlp", "transformer-stacked", "vit-stacked")  # a step's cost ∝ its members
 
 
 def _scaled_down(work: Workload) -> tuple[Workload, float]:
-    """``work`` with its largest job cut to at most ``_PRICED_MEMBERS`` members (stacked MLP) or
-    its batch to ``_PRICED_BATCH`` (CNN), and the factor its step time is to be scaled by."""
+    """``work`` with its largest job cut to at most ``_PRICED_MEMBERS`` members (a stacked job)
+    or its batch to ``_PRICED_BATCH`` (a CNN's), and the factor its step time is to be scaled
+    by."""
     job = max(work.planned, key=lambda j: len(j.members))
-    if job.engine in _STACKED and len(job.members) > _PRICED_MEMBERS:
+    scales_with = plugin_for(work.config).cost_scales_with(job.engine)
+    if scales_with == "members" and len(job.members) > _PRICED_MEMBERS:
         smaller = dataclasses.replace(job, members=job.members[:_PRICED_MEMBERS])
         return dataclasses.replace(work, planned=(smaller,)), len(job.members) / _PRICED_MEMBERS
     batch = work.config.train.batch_size
-    if job.engine == "cnn" and batch > _PRICED_BATCH:
+    if scales_with == "batch" and batch > _PRICED_BATCH:
         train = dataclasses.replace(work.config.train, batch_size=_PRICED_BATCH)
         config = dataclasses.replace(work.config, train=train)
         smaller = dataclasses.replace(job, config=config)
@@ -216,7 +202,7 @@ def price(work: Workload, device: str = "cpu", repeats: int = 3) -> Cost:
     timed, scale = _scaled_down(work) if dev.type == "cpu" else (work, 1.0)
     step, evaluate, evaluated = step_functions(timed, dev)
     # a compiled step compiles on its first call and records its CUDA graphs on the next ones
-    compiled = work.engine == "cnn" and work.config.cnn.compile is not None
+    compiled = plugin_for(work.config).compiles(work.config)
     step_seconds = scale * _median_seconds(step, repeats, dev, warmups=3 if compiled else 1)
     # the step warmed the model up; an evaluation costs per sample, so one timing suffices
     eval_seconds = _median_seconds(evaluate, repeats, dev, warmups=0) / evaluated
@@ -234,10 +220,17 @@ def _calibration_key(work: Workload, device: str) -> str:
 
     job = max(work.planned, key=lambda j: len(j.members))
     parts = [
-        work.experiment, config_hash(work.config), job.activation.label, len(job.members), device,
-        code_version(), torch.__version__, platform.processor() or platform.machine(),
-        _cpu_model(), "one thread per CPU worker",
-    ]  # fmt: skip
+        work.experiment,
+        config_hash(work.config),
+        job.activation.label,
+        len(job.members),
+        device,
+        code_version(),
+        torch.__version__,
+        platform.processor() or platform.machine(),
+        _cpu_model(),
+        "one thread per CPU worker",
+    ]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
 
@@ -355,8 +348,12 @@ def cached_price(work: Workload, device: str = "cpu") -> tuple[Cost, dict]:
         cost = price(work, device, repeats=1)
     finally:
         torch.set_num_threads(threads)
-    entry = {"step": cost.step_seconds, "eval": cost.eval_seconds_per_sample, "load": load,
-             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
+    entry = {
+        "step": cost.step_seconds,
+        "eval": cost.eval_seconds_per_sample,
+        "load": load,
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     # only valid entries are written back: nothing damaged (or nested without bound) is kept
     cache = {k: v for k, v in cache.items() if _entry_problem(v) is None} | {key: entry}
     try:

@@ -203,17 +203,19 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
-    """``--set`` overrides, with ``--amp`` as the one it stands for (CNN presets only)."""
+    """``--set`` overrides, with ``--amp`` as the one it stands for (the config key of the
+    engines that autocast: ``EnginePlugin.amp_key``)."""
+    from gelus.experiments.config import plugin_for
     from gelus.experiments.errors import CommandError
     from gelus.experiments.presets import PRESETS
 
-    if args.amp is None:
+    amp_keys = {name: plugin_for(p.config).amp_key for name, p in PRESETS.items()}
+    if args.amp is None or args.experiment not in amp_keys:  # an unknown one: refused later
         return list(args.overrides)
-    preset = PRESETS.get(args.experiment)
-    if preset is not None and preset.config.task != "cnn":
-        cnns = ", ".join(name for name, p in PRESETS.items() if p.config.task == "cnn")
-        raise CommandError(f"--amp applies to the CNN experiments ({cnns}) only")
-    return [*args.overrides, f"cnn.amp_dtype={args.amp}"]
+    if amp_keys[args.experiment] is None:
+        takers = ", ".join(name for name, key in amp_keys.items() if key)
+        raise CommandError(f"--amp applies to the CNN experiments ({takers}) only")
+    return [*args.overrides, f"{amp_keys[args.experiment]}={args.amp}"]
 
 
 def run_with_progress(options, executor=None) -> Path:

@@ -1,15 +1,15 @@
-"""Experiment configs, one per engine: frozen dataclasses with one commented default per line.
+"""Experiment configs: overrides, range checks, the stored shape and the identity hash.
 
-A task config is a tagged union: :class:`MLPExperimentConfig` (tasks ``classify`` and
-``autoencode``, the stacked-MLP engine), :class:`CNNExperimentConfig` (task ``cnn``) or
-:class:`TransformerExperimentConfig` (task ``lm``, the transformer engine) or
-:class:`ViTExperimentConfig` (task ``vit``), each
-holding only what its engine reads, so a key an engine does not read does not exist for its
-presets. An override is ``key=value`` with a dotted key into the config (``optim.lr=1e-3``,
-``train.epochs=10``, ``activations=gelu,relu``); tuple fields take comma-separated values. An
-unknown key or a value of the wrong type is a :class:`ConfigError` that lists the valid keys;
-:func:`validate` then checks ranges. Activation names are resolved elsewhere
-(:mod:`gelus.experiments.activation_spec`): here they are strings.
+Each engine has its own config, a frozen dataclass with one commented default per line holding
+only what that engine reads (:mod:`gelus.experiments.engines`: ``mlp/config.py``,
+``cnn/config.py``, ``transformer/config.py``, ``vit/config.py``), so a key an engine does not read
+does not exist for its presets; its engine (:func:`gelus.experiments.engine.plugin_for`) adds its
+range checks and the shape it is stored in; the registry of engines, keyed by config type
+(:func:`register_engine`, :func:`plugin_for`), is here. An override is ``key=value`` with a dotted key into
+the config (``optim.lr=1e-3``, ``train.epochs=10``, ``activations=gelu,relu``); tuple fields take
+comma-separated values. An unknown key or a value of the wrong type is a :class:`ConfigError`
+that lists the valid keys; :func:`validate` then checks ranges. Activation names are resolved
+elsewhere (:mod:`gelus.experiments.activation_spec`): here they are strings.
 """
 
 import dataclasses
@@ -20,41 +20,18 @@ import math
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from gelus._common import APPROXIMATIONS
-from gelus.experiments.cnn_config import CIFAR10AllConvConfig, CNNConfig
 from gelus.experiments.errors import ConfigError
-from gelus.experiments.transformer_config import (
-    TransformerModelConfig,
-    TransformerOptimConfig,
-    TransformerTrainConfig,
-    ViTModelConfig,
-    ViTTrainConfig,
-    lm_checks,
-    vit_checks,
-)
 
 __all__ = [
     "BOOKKEEPING_KEYS",
     "LIMITS",
-    "ONE_RUN_PER_JOB",
     "SWEEP_KEYS",
-    "TASKS",
-    "CNNExperimentConfig",
-    "CNNModelConfig",
-    "CNNOptimConfig",
-    "CNNTrainConfig",
+    "TRAINERS",
     "ConfigError",
     "ExperimentConfig",
-    "MLPExperimentConfig",
-    "ModelConfig",
-    "NoiseConfig",
-    "OptimConfig",
-    "TrainConfig",
-    "TransformerExperimentConfig",
-    "ViTExperimentConfig",
     "apply_overrides",
     "config_hash",
     "config_keys",
@@ -62,154 +39,80 @@ __all__ = [
     "failed_checks",
     "flat_config",
     "identity_keys",
+    "plugin_for",
+    "plugins",
+    "positive_finite",
+    "register_engine",
+    "trainer_for",
     "validate",
 ]
 
-TASKS = ("classify", "autoencode", "cnn", "lm", "vit")
-INITS = ("unit_norm", "torch")
 # Upper bounds on counts: beyond these a value is a typo, and planning it would exhaust memory.
 LIMITS = {"seeds": 10_000, "epochs": 100_000, "runs": 1_000_000}
+# Any registered engine's config (gelus.experiments.engine.plugin_for gives its engine).
+ExperimentConfig = Any
+
+_PLUGINS: dict[type, Any] = {}  # config type -> its engine (an EnginePlugin), as registered
+_TRAINERS: dict[str, type] = {}  # Job.engine -> trainer class
+TRAINERS: Mapping[str, type] = types.MappingProxyType(_TRAINERS)  # read-only view
 
 
-@dataclass(frozen=True)
-class ModelConfig:
-    hidden: tuple[int, ...] = (128,) * 8  # hidden layer widths (the paper's MNIST net: 8 × 128)
-    init: str = "unit_norm"  # "unit_norm": normal weights, each unit's fan-in scaled to L2 norm 1 (paper); "torch": nn.Linear default
-    approximate: str = "tanh"  # "gelu" means gelu(x, approximate=...): "none" | "tanh" | "sigmoid"; the paper used "tanh" everywhere
+def register_engine(plugin: Any) -> Any:
+    """Add ``plugin``'s engine (a :class:`~gelus.experiments.engine.EnginePlugin`): its config
+    type and its trainers' names. An engine of the same
+    config type (by its module and name: a module imported again) is replaced; a trainer name of
+    another engine is a ValueError. Returns ``plugin``."""
+    key = _qualified(plugin.config_type)
+    for kind in [k for k in _PLUGINS if _qualified(k) == key]:
+        for name in _PLUGINS.pop(kind).trainers:
+            _TRAINERS.pop(name, None)
+    if taken := sorted(set(plugin.trainers) & set(_TRAINERS)):
+        raise ValueError(f"engine names {taken} are registered already, by other engines")
+    _PLUGINS[plugin.config_type] = plugin
+    _TRAINERS.update(plugin.trainers)
+    return plugin
 
 
-@dataclass(frozen=True)
-class OptimConfig:
-    name: str = "adam"  # the paper's TF scripts: Adam with default betas
-    lr: tuple[float, ...] = (1e-3, 1e-4, 1e-5)  # learning-rate grid, every point a separate run
-    beta1: float = 0.9  # Adam β1 (TF and torch default)
-    beta2: float = 0.999  # Adam β2 (TF and torch default)
-    eps: float = 1e-8  # Adam ε (TF and torch default)
+def _qualified(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    epochs: int = 50  # passes over the training set
-    batch_size: int = 128  # samples per step; the last partial batch of an epoch is dropped
-    seeds: int = 5  # runs per (activation, setting, lr), seeds 0 .. seeds-1 (paper: medians of 5)
-    keep: tuple[float, ...] = (
-        1.0,
-    )  # dropout keep probabilities, one setting each (1.0 = no dropout)
-    train_subset: int = 0  # train on the first N training samples (0 = all); quick runs only
-    eval_train_subset: int = 0  # evaluate the train loss on the first N of those (0 = all)
-    eval_batch_size: int = 1000  # samples per evaluation batch
-    checkpoint_every: int = 1  # epochs between checkpoints (the last epoch always saves)
-    keep_models: bool = False  # keep each finished job's final state in OUT/models/ (for reuse)
-    compile: bool = False  # torch.compile the training step (pays only on long runs: ~15 s cold)
-    dtype: str = "float32"  # parameter and activation dtype ("float32" or "float64")
-    tf32: bool = (
-        False  # CUDA only: allow TF32 matmuls/convs (faster, 10-bit mantissa); off for fidelity
+def plugins() -> tuple[Any, ...]:
+    """Every registered engine, in registration order."""
+    return tuple(_PLUGINS.values())
+
+
+def plugin_for(config: Any) -> Any:
+    """The engine of ``config`` (by its type, or the nearest registered base class)."""
+    for kind in type(config).__mro__:
+        if (plugin := _PLUGINS.get(kind)) is not None:
+            return plugin
+    raise TypeError(
+        f"no engine is registered for a {type(config).__name__} config; register one with "
+        "gelus.experiments.config.register_engine"
     )
 
 
-@dataclass(frozen=True)
-class NoiseConfig:
-    levels: tuple[
-        float, ...
-    ] = ()  # half-widths a of Uniform[-a, a] test noise, evaluated after the last epoch
-    seed: int = 1234  # seed of the noise draws, shared by every run so the comparison is paired
+def trainer_for(job_engine: str) -> type:
+    """The trainer class a job's ``engine`` names."""
+    try:
+        return _TRAINERS[job_engine]
+    except KeyError:
+        raise KeyError(
+            f"no trainer {job_engine!r} is registered; registered: {', '.join(_TRAINERS)}"
+        ) from None
 
-
-@dataclass(frozen=True)
-class MLPExperimentConfig:
-    """The stacked-MLP engine's config: classifiers and the autoencoder of the MNIST, Twitter POS
-    and TIMIT experiments."""
-
-    task: str = "classify"  # "classify" (softmax cross-entropy) or "autoencode" (MSE)
-    dataset: str = "mnist"  # gelus.data name; a preset may allow a substitute when it is absent
-    activations: tuple[str, ...] = ("gelu", "relu", "elu")  # one stacked ensemble per activation
-    train_on: str = "train"  # "train", or "train+val" (the autoencoder trains on all 60k)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    noise: NoiseConfig = field(default_factory=NoiseConfig)
-
-    engine: typing.ClassVar[str] = "mlp"
-
-
-@dataclass(frozen=True)
-class CNNModelConfig:
-    approximate: str = "tanh"  # "gelu" means gelu(x, approximate=...); the paper used "tanh"
-
-
-@dataclass(frozen=True)
-class CNNOptimConfig:
-    lr: tuple[float, ...] = (1e-3, 1e-4, 1e-5)  # peak learning-rate grid, every point a run
-
-
-@dataclass(frozen=True)
-class CNNTrainConfig:
-    epochs: int = 50  # passes over the training set
-    batch_size: int = 128  # images per step; the last partial batch of an epoch is dropped
-    seeds: int = 5  # runs per (activation, lr), seeds 0 .. seeds-1
-    tf32: bool = False  # CUDA only: allow TF32 matmuls/convs (faster, 10-bit mantissa)
-
-
-@dataclass(frozen=True)
-class CNNExperimentConfig:
-    """The CNN engine's config: one network of the CIFAR experiments per run (``cnn``: its typed
-    network config, schedule and augmentation included, keys ``cnn.KEY``)."""
-
-    task: str = "cnn"
-    dataset: str = "cifar10"  # gelus.data name
-    activations: tuple[str, ...] = ("gelu", "relu", "elu")  # one run per activation, lr and seed
-    model: CNNModelConfig = field(default_factory=CNNModelConfig)
-    optim: CNNOptimConfig = field(default_factory=CNNOptimConfig)
-    train: CNNTrainConfig = field(default_factory=CNNTrainConfig)
-    cnn: CNNConfig = field(default_factory=CIFAR10AllConvConfig)
-
-    engine: typing.ClassVar[str] = "cnn"
-
-
-@dataclass(frozen=True)
-class TransformerExperimentConfig:
-    """The transformer engine's config: a byte-level decoder-only language model per run, its FFN
-    activation the swept axis (keys ``model.*``, ``optim.*``, ``train.*`` of
-    :mod:`gelus.experiments.transformer_config`)."""
-
-    task: str = "lm"
-    dataset: str = "fortunes"  # gelus.data name of a byte corpus (fortunes, text)
-    activations: tuple[str, ...] = ("gelu", "relu")  # one run per activation, lr and seed
-    model: TransformerModelConfig = field(default_factory=TransformerModelConfig)
-    optim: TransformerOptimConfig = field(default_factory=TransformerOptimConfig)
-    train: TransformerTrainConfig = field(default_factory=TransformerTrainConfig)
-
-    engine: typing.ClassVar[str] = "transformer"
-
-
-@dataclass(frozen=True)
-class ViTExperimentConfig:
-    """The ViT engine's config: a small vision transformer per run, the LM's blocks without the
-    mask over image patches, its FFN activation the swept axis; the LM's optimizer config."""
-
-    task: str = "vit"
-    dataset: str = "fashion-mnist"  # gelus.data name of an image classification dataset
-    activations: tuple[str, ...] = ("gelu", "relu")  # one run per activation, lr and seed
-    model: ViTModelConfig = field(default_factory=ViTModelConfig)
-    optim: TransformerOptimConfig = field(default_factory=TransformerOptimConfig)
-    train: ViTTrainConfig = field(default_factory=ViTTrainConfig)
-
-    engine: typing.ClassVar[str] = "vit"
-
-
-ExperimentConfig = (
-    MLPExperimentConfig | CNNExperimentConfig | TransformerExperimentConfig | ViTExperimentConfig
-)
-# the engines that train one network per run (one job each), with a validation split kept apart
-ONE_RUN_PER_JOB = (CNNExperimentConfig, TransformerExperimentConfig, ViTExperimentConfig)
 
 # Sweep axes: each value is its own run, so they are not part of a run's identity hash.
 SWEEP_KEYS = ("activations", "optim.lr", "train.seeds", "train.keep")
 # Keys that do not change a run's results (``train.stack``: a run trained stacked equals the same
 # run trained alone to float tolerance).
 BOOKKEEPING_KEYS = (
-    "train.checkpoint_every", "train.eval_batch_size", "train.keep_models", "train.stack",
-)  # fmt: skip
+    "train.checkpoint_every",
+    "train.eval_batch_size",
+    "train.keep_models",
+    "train.stack",
+)
 # Keys users reach for that live elsewhere, for the "did you mean" of an unknown key.
 _SEE_ALSO = {
     "optim.eps": "cnn.adam_eps",
@@ -230,28 +133,13 @@ _SEE_ALSO = {
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
-    """The config as nested plain dicts and lists (JSON-ready).
-
-    A task config gives the one shape every version of the harness has stored and hashed: the MLP
-    keys, ``cnn`` (None for an MLP), and for a CNN the MLP keys it does not read at their defaults,
-    so that run folders made before the configs were split keep their hashes and resume.
-    """
-    if isinstance(config, CNNExperimentConfig):
-        shared = MLPExperimentConfig(
-            task=config.task,
-            dataset=config.dataset,
-            activations=config.activations,
-            model=ModelConfig(approximate=config.model.approximate),
-            optim=OptimConfig(lr=config.optim.lr),
-            train=TrainConfig(**dataclasses.asdict(config.train)),
-        )
-        return config_to_dict(shared) | {"cnn": config_to_dict(config.cnn)}
-    tree = json.loads(json.dumps(dataclasses.asdict(config)))
-    if isinstance(config, TransformerExperimentConfig | ViTExperimentConfig):
-        return tree  # a new engine: its own shape, no earlier one to keep
-    if isinstance(config, MLPExperimentConfig):
-        tree["cnn"] = None
-    return tree
+    """The config as nested plain dicts and lists (JSON-ready): a registered engine's config in the
+    shape its engine stores and hashes it (``EnginePlugin.config_to_dict``), any other dataclass
+    field by field."""
+    plugin = next((p for p in plugins() if isinstance(config, p.config_type)), None)
+    if plugin is not None:
+        return plugin.config_to_dict(config)
+    return json.loads(json.dumps(dataclasses.asdict(config)))
 
 
 # Bump when the training arithmetic or random streams change (e.g. how dropout masks are drawn):
@@ -379,7 +267,7 @@ def _set(config: Any, path: list[str], text: str, full_key: str, all_keys: list[
 def apply_overrides(config: Any, overrides: typing.Iterable[str]) -> Any:
     """``config`` with each ``key=value`` override applied (dotted keys, tuples comma-separated).
 
-    >>> apply_overrides(MLPExperimentConfig(), ["optim.lr=1e-3"]).optim.lr
+    >>> apply_overrides(PRESETS["mnist-classification"].config, ["optim.lr=1e-3"]).optim.lr
     (0.001,)
     """
     for override in overrides:
@@ -394,14 +282,16 @@ def apply_overrides(config: Any, overrides: typing.Iterable[str]) -> Any:
     return config
 
 
-def _positive_finite(values) -> bool:
+def positive_finite(values) -> bool:
+    """Whether every value is a finite positive number (a range check of many configs)."""
     return all(math.isfinite(v) and v > 0 for v in values)
 
 
 def _shared_checks(config: ExperimentConfig) -> list[tuple[bool, str, str]]:
     seeds, epochs = LIMITS["seeds"], LIMITS["epochs"]
+    tasks = [task for plugin in plugins() for task in plugin.tasks]
     return [
-        (config.task in TASKS, "task", f"one of {', '.join(TASKS)}"),
+        (config.task in tasks, "task", f"one of {', '.join(tasks)}"),
         (len(config.activations) > 0, "activations", "at least one name"),
         (
             config.model.approximate in APPROXIMATIONS,
@@ -409,7 +299,7 @@ def _shared_checks(config: ExperimentConfig) -> list[tuple[bool, str, str]]:
             f"one of {', '.join(APPROXIMATIONS)}",
         ),
         (
-            len(config.optim.lr) > 0 and _positive_finite(config.optim.lr),
+            len(config.optim.lr) > 0 and positive_finite(config.optim.lr),
             "optim.lr",
             "finite positive learning rates",
         ),
@@ -419,72 +309,14 @@ def _shared_checks(config: ExperimentConfig) -> list[tuple[bool, str, str]]:
     ]
 
 
-def _mlp_checks(config: MLPExperimentConfig) -> list[tuple[bool, str, str]]:
-    train, optim = config.train, config.optim
-    return [
-        (config.task in ("classify", "autoencode"), "task", "classify or autoencode"),
-        (config.train_on in ("train", "train+val"), "train_on", "train or train+val"),
-        (config.model.init in INITS, "model.init", f"one of {', '.join(INITS)}"),
-        (all(h > 0 for h in config.model.hidden), "model.hidden", "positive widths"),
-        (optim.name == "adam", "optim.name", "adam"),
-        (0 <= optim.beta1 < 1 and 0 <= optim.beta2 < 1, "optim.beta1/beta2", "in [0, 1)"),
-        (_positive_finite([optim.eps]), "optim.eps", "finite and positive"),
-        (
-            len(train.keep) > 0 and all(0 < k <= 1 for k in train.keep),
-            "train.keep",
-            "in (0, 1]",
-        ),
-        (train.train_subset >= 0, "train.train_subset", "0 (all) or a positive count"),
-        (train.eval_train_subset >= 0, "train.eval_train_subset", "0 (all) or a positive count"),
-        (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
-        (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
-        (train.dtype in ("float32", "float64"), "train.dtype", "float32 or float64"),
-        (
-            all(math.isfinite(a) and a >= 0 for a in config.noise.levels),
-            "noise.levels",
-            "finite non-negative half-widths",
-        ),
-        (
-            config.task != "autoencode" or tuple(train.keep) == (1.0,),
-            "train.keep",
-            "1.0: the autoencoder trains without dropout",
-        ),
-        (
-            config.task != "autoencode" or not config.noise.levels,
-            "noise.levels",
-            "empty: noise evaluation applies to classifiers only",
-        ),
-    ]
-
-
-def _cnn_checks(config: CNNExperimentConfig) -> list[tuple[bool, str, str]]:
-    cnn = config.cnn
-    checks = [(config.task == "cnn", "task", "cnn")]
-    if isinstance(cnn, CIFAR10AllConvConfig):
-        betas = (cnn.beta1, cnn.beta1_late, cnn.beta2)
-        checks += [
-            (all(0 <= b < 1 for b in betas), "cnn.beta1/beta1_late/beta2", "in [0, 1)"),
-            (_positive_finite([cnn.adam_eps]), "cnn.adam_eps", "finite and positive"),
-        ]
-    else:
-        checks += [
-            (math.isfinite(cnn.weight_decay) and cnn.weight_decay >= 0, "cnn.weight_decay",
-             "finite and non-negative"),
-            (0 <= cnn.momentum < 1, "cnn.momentum", "in [0, 1)"),
-        ]  # fmt: skip
-    return checks
-
-
 def failed_checks(config: ExperimentConfig) -> list[tuple[str, str]]:
     """(key, expected) of each range check ``config`` fails, in the order :func:`validate` makes
-    them (a command with its own flags for config keys, e.g. ``gelus bench``, names its flags)."""
-    engine_checks = (
-        _cnn_checks if isinstance(config, CNNExperimentConfig)
-        else lm_checks if isinstance(config, TransformerExperimentConfig)
-        else vit_checks if isinstance(config, ViTExperimentConfig)
-        else _mlp_checks
-    )  # fmt: skip
-    checks = _shared_checks(config) + engine_checks(config)
+    them: the shared ones, then its engine's (``EnginePlugin.checks``), then that its task is one
+    of its engine's. A command with its own flags for config keys (e.g. ``gelus bench``) names
+    its flags."""
+    plugin = plugin_for(config)
+    own_task = (config.task in plugin.tasks, "task", f"one of {', '.join(plugin.tasks)}")
+    checks = [*_shared_checks(config), *plugin.checks(config), own_task]
     return [(key, expected) for ok, key, expected in checks if not ok]
 
 

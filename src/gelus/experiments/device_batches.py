@@ -2,7 +2,7 @@
 random draws uploaded once, crops and flips as one gather per batch, no per-batch host transfer.
 
 The random draws come from the run's CPU ``torch.Generator`` in exactly the order that
-:func:`gelus.experiments.cnn_data.random_crop_flip` consumes them batch by batch (the epoch's
+:func:`gelus.experiments.engines.cnn.data.random_crop_flip` consumes them batch by batch (the epoch's
 permutation, then per batch the crop offsets and the flips), so a run sees the same batches on
 every device and a checkpoint's generator state means the same thing on CPU and GPU::
 

@@ -39,10 +39,12 @@ def _classes(dataset: str) -> int:
 
 
 def _classifier_loss(config: Mapping[str, Any]) -> float | None:
-    """ln(classes) for a classification config, else None."""
+    """ln(classes) for the flat config of a classifier (its engine's ``predicts_classes``), else
+    None."""
+    from gelus.experiments.config import plugins
+
     dataset = next((v for k, v in config.items() if k.rsplit(".", 1)[-1] == "dataset"), None)
-    task = next((v for k, v in config.items() if k.rsplit(".", 1)[-1] == "task"), "classify")
-    if not isinstance(dataset, str) or task != "classify":
+    if not isinstance(dataset, str) or not any(p.predicts_classes(config) for p in plugins()):
         return None
     classes = _classes(dataset)
     return math.log(classes) if classes > 1 else None

@@ -15,26 +15,12 @@ from typing import Any
 import torch
 
 from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint, set_aside
-from gelus.experiments.cnn import CNNEngine
+from gelus.experiments.config import trainer_for
 from gelus.experiments.engine import state_mismatch
 from gelus.experiments.plan import Job
 from gelus.experiments.reuse import evaluate_kept_models, keep_models
-from gelus.experiments.train_mlp import MLPEngine
-from gelus.experiments.transformer import TransformerEngine
-from gelus.experiments.transformer_stacked import StackedTransformerEngine, StackedViTEngine
-from gelus.experiments.vit import ViTEngine
 
-__all__ = ["ENGINES", "train_job"]
-
-# engine name (``Job.engine``) -> its class; a new engine adds itself here
-ENGINES: dict[str, type] = {
-    "mlp": MLPEngine,
-    "cnn": CNNEngine,
-    "transformer": TransformerEngine,
-    "transformer-stacked": StackedTransformerEngine,
-    "vit": ViTEngine,
-    "vit-stacked": StackedViTEngine,
-}
+__all__ = ["train_job"]
 
 
 def train_job(job: Job, data: Any, store, progress: Callable[[int], None]) -> None:
@@ -44,7 +30,7 @@ def train_job(job: Job, data: Any, store, progress: Callable[[int], None]) -> No
     ``progress(epoch)`` is called with the epochs done (first with those resumed).
     """
     device = torch.device(job.device)
-    engine = ENGINES[job.engine](job, data, device)
+    engine = trainer_for(job.engine)(job, data, device)
     if evaluate_kept_models(job, engine, store):  # trained before, by another experiment
         progress(job.epochs)
         return

@@ -1,39 +1,48 @@
-"""The engine protocol: what the driver, checkpoints, Ray and the budget need of a trainer.
+"""The engine protocol: what the harness needs of an engine.
 
-An engine trains the runs of one ``Job`` (a stacked ensemble trains many at once). The executors,
-the checkpoints, the Ray path and the budget use only this protocol::
+An engine is a plug-in in two parts, registered once
+(:func:`gelus.experiments.config.register_engine`), keyed by the type of its config:
 
-    engine = ENGINES[job.engine](job, data, device)   # prepare: model, optimizer, randomness
-    engine.train_epoch(epoch)                         # one pass over the training data
-    engine.evaluate(epoch, log)                       # log(run, epoch, split, metric, value)
-    engine.state() / engine.load_state(state)         # what a checkpoint holds
+* an :class:`EnginePlugin` answers what the harness asks about its config before any job runs: its
+  range checks, the samples a run trains on, whether a validation split is kept apart, each
+  activation's settings, whether (and how) its runs stack into one job, whether its steps are timed
+  after a sweep, how a step is priced, the shape its config is stored and hashed in;
+* its trainers (``plugin.trainers``, by the name a ``Job`` carries as ``job.engine``) train the
+  runs of one job (a stacked ensemble trains many). The executors, the checkpoints, the Ray path and
+  the budget use only this protocol::
 
-:func:`gelus.experiments.driver.train_job` is the loop around it. A new engine plugs in by adding
-its class to ``driver.ENGINES`` (and its config to :mod:`gelus.experiments.config`). Optionally
-it has ``check_data(config, data)``, which ``run.resolve_run`` calls on the loaded dataset before
-any job starts (the transformer checks that its corpus holds a few windows of its context).
+      engine = TRAINERS[job.engine](job, data, device)  # model, optimizer, random streams
+      engine.train_epoch(epoch)                         # one pass over the training data
+      engine.evaluate(epoch, log)                       # log(run, epoch, split, metric, value)
+      engine.state() / engine.load_state(state)         # what a checkpoint holds
+
+(``TRAINERS``: :data:`gelus.experiments.config.TRAINERS`.)
+
+:func:`gelus.experiments.driver.train_job` is the loop around it. The harness's core reads of any
+config only ``task``, ``dataset``, ``activations``, ``model.approximate``, ``optim.lr`` and
+``train.epochs`` / ``batch_size`` / ``seeds``; every other key is the engine's own. The built-in
+engines live in :mod:`gelus.experiments.engines`, one package each, which registers them.
 """
 
+import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Protocol
 
 import torch
 
-from gelus.experiments.plan import Job
-from gelus.experiments.records import RunKey
+__all__ = ["Engine", "EnginePlugin", "Log", "check_optimizer_state", "state_mismatch"]
 
-__all__ = ["Engine", "Log", "check_optimizer_state", "state_mismatch"]
-
-Log = Callable[[RunKey, int, str, str, float], None]  # (run, epoch, split, metric, value)
+Log = Callable[[Any, int, str, str, float], None]  # (run key, epoch, split, metric, value)
 
 
 class Engine(Protocol):
-    """A trainer of one job's runs."""
+    """A trainer of one job's runs (``job``: a :class:`gelus.experiments.plan.Job`)."""
 
     # whether it evaluates the untrained model as epoch 0 (the paper's MNIST curves start there)
     evaluates_before_training: ClassVar[bool]
 
-    def __init__(self, job: Job, data: Any, device: torch.device) -> None: ...
+    def __init__(self, job: Any, data: Any, device: torch.device) -> None: ...
 
     @staticmethod
     def check_activation(activation: Any) -> None:
@@ -55,6 +64,107 @@ class Engine(Protocol):
     @classmethod
     def evaluated_samples(cls, config: Any, train: int, val: int, test: int) -> int:
         """Samples one ``evaluate`` reads, given the sizes of the splits (the budget's unit)."""
+
+
+class EnginePlugin:
+    """What the harness asks an engine about its config; subclass it, set the class attributes,
+    override what differs from these defaults (one run per job, a validation split kept apart,
+    one setting per activation) and register an instance
+    (:func:`gelus.experiments.config.register_engine`)."""
+
+    name: ClassVar[str]  # its jobs' engine (``Job.engine``) when they are not stacked
+    config_type: ClassVar[type]  # the frozen dataclass of its presets' configs
+    tasks: ClassVar[tuple[str, ...]]  # the values its config's ``task`` may take
+    trainers: ClassVar[Mapping[str, type]]  # Job.engine -> trainer class (``name`` among them)
+    one_run_per_job: ClassVar[bool] = True  # else an activation's runs train as one ensemble
+    steps_timed: ClassVar[bool] = False  # time each activation's step after a sweep
+    amp_key: ClassVar[str | None] = None  # the config key ``gelus run --amp`` sets
+
+    def checks(self, config: Any) -> list[tuple[bool, str, str]]:
+        """(ok, key, expected) of each range its config must satisfy, beyond the shared ones."""
+        return []
+
+    def train_size(self, config: Any, train: int, val: int) -> int:
+        """Samples one run trains on, given the sizes of the train and validation splits."""
+        return train
+
+    def holds_out_validation(self, config: Any) -> bool:
+        """Whether the run's data keep a validation split apart (not trained on)."""
+        return True
+
+    def settings(self, config: Any, activation: Any) -> list[tuple[str, float]]:
+        """``(setting, dropout keep)`` of each setting ``activation`` runs in."""
+        return [("", 1.0)]
+
+    def job_engine(self, config: Any, device: str) -> str:
+        """The trainer of ``config``'s jobs on ``device``: ``name``, or a stacked one."""
+        return self.name
+
+    def cost_scales_with(self, job_engine: str) -> str | None:
+        """What a training step's time is proportional to, for a CPU price timed on a smaller job:
+        "members" (a stacked job), "batch", or None (timed whole)."""
+        return "members" if job_engine != self.name else None
+
+    def compiles(self, config: Any) -> bool:
+        """Whether the step is compiled (its price then warms up over a few steps)."""
+        return False
+
+    def config_to_dict(self, config: Any) -> dict[str, Any]:
+        """The config as nested plain dicts and lists, as its runs store and hash it."""
+        return json.loads(json.dumps(dataclasses.asdict(config)))
+
+    def training_key(self, config: Any) -> Any:
+        """The config without what is only evaluated after training (two configs equal here train
+        identical runs)."""
+        return config
+
+    def check_activation(self, activation: Any) -> None:
+        """Raise for an activation its trainers cannot train."""
+        self.trainers[self.name].check_activation(activation)
+
+    def check_data(self, config: Any, data: Any) -> None:
+        """Raise for data its runs cannot train on (checked before any job starts)."""
+        if (check := getattr(self.trainers[self.name], "check_data", None)) is not None:
+            check(config, data)
+
+    def device_problem(self, config: Any, device: str) -> tuple[str, str] | None:
+        """Why ``config`` cannot run on ``device``, as the parameter to name and the message (a
+        ``SettingError`` template); None when it can."""
+        return None
+
+    def text_context(self, config: Any) -> int | None:
+        """For a model of byte text: the context a text file must hold windows of; else None (a
+        text file's path is then refused as its dataset)."""
+        return None
+
+    def evaluated_samples(self, config: Any, train: int, val: int, test: int) -> int:
+        """Samples one evaluation reads, given the sizes of the splits (the budget's unit)."""
+        return self.trainers[self.name].evaluated_samples(config, train, val, test)
+
+    def random_data(self, config: Any, sizes: tuple[int, int], shape, classes: int):
+        """(a dataset of random samples of ``shape`` and ``classes``, its train and test sizes)
+        with ``sizes`` = (one batch, evaluated samples): what the budget prices a step on."""
+        from gelus.data import Dataset, TensorSplit
+
+        generator = torch.Generator().manual_seed(0)
+
+        def split(n: int) -> TensorSplit:
+            images = torch.randint(0, 256, (n, *shape), generator=generator)
+            labels = torch.randint(0, max(1, classes), (n,), generator=generator)
+            return TensorSplit(images.to(torch.uint8), labels)
+
+        train, test = sizes
+        return Dataset(config.dataset, split(train), None, split(test), classes, "random"), sizes
+
+    def predicts_classes(self, flat: Mapping[str, Any]) -> bool:
+        """Whether the runs of a stored (flat) config of this engine classify, so that predicting
+        the uniform distribution (ln classes) is their trivial loss."""
+        return False
+
+    def precision_variants(self, config: Any, compile_mode: str | None) -> list | None:
+        """``gelus bench training``'s (autocast, compile mode, config) rows of ``config``; None:
+        the config alone."""
+        return None
 
 
 def state_mismatch(fresh: Any, saved: Any, where: str = "state") -> str | None:

@@ -19,17 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from gelus.experiments.activation_spec import ActivationSpec
-from gelus.experiments.config import (
-    ONE_RUN_PER_JOB,
-    CNNExperimentConfig,
-    ExperimentConfig,
-    TransformerExperimentConfig,
-    ViTExperimentConfig,
-    config_hash,
-    config_to_dict,
-)
+from gelus.experiments.config import ExperimentConfig, config_hash, config_to_dict, plugin_for
 from gelus.experiments.records import RunKey
-from gelus.experiments.transformer_config import stacks_runs
 
 __all__ = [
     "Job",
@@ -48,8 +39,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work for ``engine`` ("mlp", "transformer-stacked", "vit-stacked": a stacked
-    ensemble; "cnn", "transformer", "vit": one network)."""
+    """One unit of work for the trainer ``engine`` names (``gelus.experiments.engine.trainer_for``):
+    one network, or a stacked ensemble of ``members``."""
 
     engine: str
     experiment: str
@@ -72,7 +63,7 @@ class Job:
     def label(self) -> str:
         setting = f" {self.setting}" if self.setting else ""
         first = self.members[0]
-        one = self.engine != "mlp" and len(self.members) == 1
+        one = plugin_for(self.config).one_run_per_job and len(self.members) == 1
         lr = f" lr={first.lr:g} seed={first.seed}" if one else ""
         return f"{self.activation.label}{setting}{lr} ×{len(self.members)}"
 
@@ -91,42 +82,27 @@ def run_id(experiment: str, chash: str, activation: str, setting: str, lr: float
 
 
 def settings(config: ExperimentConfig, activation: ActivationSpec) -> list[tuple[str, float]]:
-    """``(setting, dropout keep)`` of each setting ``activation`` runs in: one per keep
-    probability for a classifier with a deterministic activation, else one (no dropout)."""
-    if isinstance(config, ONE_RUN_PER_JOB):
-        return [("", 1.0)]
-    if activation.stochastic or config.task == "autoencode":
-        return [("keep=1.0", 1.0)] if config.task == "classify" else [("", 1.0)]
-    return [(f"keep={float(keep)!r}", keep) for keep in dict.fromkeys(config.train.keep)]
+    """``(setting, dropout keep)`` of each setting ``activation`` runs in (its engine's
+    ``settings``: one per keep probability for an MLP classifier with a deterministic activation,
+    else one)."""
+    return plugin_for(config).settings(config, activation)
 
 
 def train_size(config: ExperimentConfig, train: int, val: int) -> int:
-    """Samples one run trains on, given the sizes of the train and validation splits (for the
-    transformer: the windows of one epoch, steps_per_epoch × batch_size, drawn from the bytes)."""
-    if isinstance(config, TransformerExperimentConfig):
-        return config.train.steps_per_epoch * config.train.batch_size
-    if isinstance(config, ViTExperimentConfig):
-        return min(train, config.train.train_subset) if config.train.train_subset else train
-    if isinstance(config, CNNExperimentConfig):
-        return train + (val if config.cnn.retrain_full else 0)
-    n = train + (val if config.train_on == "train+val" else 0)
-    return min(n, config.train.train_subset) if config.train.train_subset else n
+    """Samples one run trains on, given the sizes of the train and validation splits (its
+    engine's ``train_size``)."""
+    return plugin_for(config).train_size(config, train, val)
 
 
 def holds_out_validation(config: ExperimentConfig) -> bool:
     """Whether the run's data keep a validation split apart (not trained on)."""
-    if isinstance(config, ONE_RUN_PER_JOB):
-        return True
-    return config.train_on == "train"
+    return plugin_for(config).holds_out_validation(config)
 
 
 def job_engine(config: ExperimentConfig, device: str) -> str:
-    """The engine of ``config``'s jobs on ``device``: its own, or its stacked variant
-    (``"transformer-stacked"``) where a transformer's runs train stacked (``stacks_runs``)."""
-    transformer = isinstance(config, TransformerExperimentConfig | ViTExperimentConfig)
-    return (
-        f"{config.engine}-stacked" if transformer and stacks_runs(config, device) else config.engine
-    )
+    """The trainer of ``config``'s jobs on ``device``: its engine's own, or its stacked one where
+    the engine stacks an activation's runs there (``EnginePlugin.job_engine``)."""
+    return plugin_for(config).job_engine(config, device)
 
 
 def makespan(loads: Iterable[float], workers: int) -> float:
@@ -155,7 +131,7 @@ def step_time_jobs(run: Any, steps: int) -> list[Job]:
     ``config_json`` stays the sweep's)."""
     common = dataclasses.replace(
         _Common.of(run),
-        config=timed_config(run.config, run.engine),
+        config=_timed(run.config, stacked=run.engine != run.plugin.name),
         train_size=steps * run.config.train.batch_size,
     )
     return [job for spec in run.activations for job in _plan(common, [spec], (), 1)]
@@ -165,7 +141,11 @@ def timed_config(config: ExperimentConfig, engine: str) -> ExperimentConfig:
     """The config whose step is timed: where the sweep's runs train stacked (``engine`` is
     ``job_engine``'s), the sweep's own (its whole job of seeds × lrs: a step's time is then per
     run-step); else seed 0 at the first lr, as a step's arithmetic depends on neither."""
-    if engine != config.engine:
+    return _timed(config, stacked=engine != plugin_for(config).name)
+
+
+def _timed(config: ExperimentConfig, stacked: bool) -> ExperimentConfig:
+    if stacked:
         return config
     return dataclasses.replace(
         config,
@@ -190,30 +170,39 @@ def plan_jobs(
 ) -> list[Job]:
     """The jobs of ``experiment`` whose runs are not all ``done`` (their done members left out).
 
-    The MLP engine trains one ensemble per activation and setting, split into one per learning
-    rate when that balances ``workers`` (a member's arithmetic does not depend on its ensemble);
-    the CNN and transformer engines one job per run, but a transformer's runs go the MLP's way
-    where ``stacks_runs`` (``train.stack``, the device) says they train stacked. The count of
-    runs is checked where the run is resolved (``run.resolve_run``).
+    An engine of one run per job (``EnginePlugin.one_run_per_job``) gets one job per run, unless
+    its ``job_engine`` on ``device`` is a stacked trainer; the others (the MLPs, a stacked
+    transformer) one ensemble per activation and setting, split into one per learning rate when
+    that balances ``workers`` (a member's arithmetic does not depend on its ensemble). The count
+    of runs is checked where the run is resolved (``run.resolve_run``).
     """
-    config_json = json.dumps(config_to_dict(config), sort_keys=True)
-    common = _Common(experiment, config, config_hash(config), config_json, train_size, out_dir)
-    common = dataclasses.replace(
-        common, data_dir=data_dir, verify=verify, metadata=metadata, device=device,
-        engine=job_engine(config, device),
-    )  # fmt: skip
+    plugin = plugin_for(config)
+    common = _Common(
+        experiment=experiment,
+        config=config,
+        chash=config_hash(config),
+        config_json=json.dumps(config_to_dict(config), sort_keys=True),
+        train_size=train_size,
+        out_dir=out_dir,
+        data_dir=data_dir,
+        verify=verify,
+        metadata=metadata,
+        device=device,
+        engine=plugin.job_engine(config, device),
+        plugin=plugin,
+        settings={spec.label: tuple(plugin.settings(config, spec)) for spec in activations},
+    )
     return _plan(common, activations, done, workers)
 
 
 def _plan(common: "_Common", activations, done: Iterable[str], workers: int) -> list[Job]:
-    done, config = set(done), common.config
+    done = set(done)
     members = {
         (spec, setting, keep): _members(common, spec, setting, done)
         for spec in activations
-        for setting, keep in settings(config, spec)
+        for setting, keep in common.settings[spec.label]
     }
-    stacked = common.engine != config.engine
-    if isinstance(config, ONE_RUN_PER_JOB) and not stacked:
+    if common.plugin.one_run_per_job and common.engine == common.plugin.name:
         return [common.job(*k, (m,)) for k, group in members.items() for m in group]
     whole = [common.job(*k, group) for k, group in members.items() if group]
     by_lr = [
@@ -229,11 +218,18 @@ def _plan(common: "_Common", activations, done: Iterable[str], workers: int) -> 
 def _members(common: "_Common", spec, setting, done) -> tuple[RunKey, ...]:
     experiment, config, chash = common.experiment, common.config, common.chash
     keys = (
-        RunKey(run_id(experiment, chash, spec.label, setting, lr, seed),
-               experiment, chash, spec.label, seed, lr, setting)
+        RunKey(
+            run_id(experiment, chash, spec.label, setting, lr, seed),
+            experiment,
+            chash,
+            spec.label,
+            seed,
+            lr,
+            setting,
+        )
         for lr in config.optim.lr
         for seed in range(config.train.seeds)
-    )  # fmt: skip
+    )
     return tuple(key for key in keys if key.run_id not in done)
 
 
@@ -247,22 +243,32 @@ class _Common:
     config_json: str  # the config as its runs record it
     train_size: int
     out_dir: str | Path
-    data_dir: str | None = None
-    verify: bool = True
-    metadata: dict | None = None
-    device: str = "cpu"
-    engine: str = ""
+    data_dir: str | None
+    verify: bool
+    metadata: dict | None
+    device: str
+    engine: str  # the jobs' trainer
+    plugin: Any  # the config's engine (EnginePlugin)
+    settings: dict[str, tuple[tuple[str, float], ...]]  # activation -> its (setting, keep)
 
     @classmethod
     def of(cls, run: Any) -> "_Common":
         """What the jobs of a resolved Run share."""
-        common = cls(
-            run.name, run.config, run.config_hash, run.config_json, run.train_size, run.out_dir
+        return cls(
+            experiment=run.name,
+            config=run.config,
+            chash=run.config_hash,
+            config_json=run.config_json,
+            train_size=run.train_size,
+            out_dir=run.out_dir,
+            data_dir=run.data_dir,
+            verify=run.verify,
+            metadata=dict(run.metadata),
+            device=run.device,
+            engine=run.engine,
+            plugin=run.plugin,
+            settings=dict(run.settings),
         )
-        return dataclasses.replace(
-            common, data_dir=run.data_dir, verify=run.verify, metadata=dict(run.metadata),
-            device=run.device, engine=run.engine,
-        )  # fmt: skip
 
     def job(self, spec: ActivationSpec, setting: str, keep: float, group) -> Job:
         run_ids = "\n".join(k.run_id for k in group)

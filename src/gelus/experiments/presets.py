@@ -17,28 +17,29 @@ Validation and test sets stay whole.
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gelus.experiments.cnn_config import CIFAR10AllConvConfig, CIFAR100WRNConfig
-from gelus.experiments.config import (
+from gelus.experiments.config import ExperimentConfig
+from gelus.experiments.engines.cnn.config import (
+    CIFAR10AllConvConfig,
+    CIFAR100WRNConfig,
     CNNExperimentConfig,
     CNNOptimConfig,
     CNNTrainConfig,
-    ExperimentConfig,
+)
+from gelus.experiments.engines.mlp.config import (
     MLPExperimentConfig,
     ModelConfig,
     NoiseConfig,
     OptimConfig,
     TrainConfig,
-    TransformerExperimentConfig,
-    ViTExperimentConfig,
 )
-from gelus.experiments.protocol import FigureSpec, Protocol
-from gelus.experiments.transformer_config import (
+from gelus.experiments.engines.transformer.config import (
+    TransformerExperimentConfig,
     TransformerModelConfig,
     TransformerOptimConfig,
     TransformerTrainConfig,
-    ViTModelConfig,
-    ViTTrainConfig,
 )
+from gelus.experiments.engines.vit.config import ViTExperimentConfig, ViTModelConfig, ViTTrainConfig
+from gelus.experiments.protocol import FigureSpec, Protocol
 
 __all__ = ["PRESETS", "Preset"]
 
@@ -55,7 +56,7 @@ class Preset:
     name: str
     title: str
     citation: str
-    config: ExperimentConfig  # the engine's config: MLP, CNN or Transformer ExperimentConfig
+    config: ExperimentConfig  # its engine's config (MLP, CNN, transformer or ViT)
     paper_results: Mapping[
         str, float
     ]  # activation -> the paper's test error fraction (may be empty)

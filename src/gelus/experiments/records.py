@@ -435,6 +435,20 @@ class RecordedState(NamedTuple):
                 return run
         return None
 
+    def edited_code(self, experiment: str, sources: Mapping[str, Mapping[str, str]]) -> str | None:
+        """What :meth:`edited` found, said for the user (a template naming ``{out_dir}``): the
+        report would pool the runs of two versions of one activation's code."""
+        if (edited := self.edited(experiment, sources)) is None:
+            return None
+        was = edited.metadata.get("activation_sources", {}).get(edited.activation, {})
+        now = sources[edited.activation]
+        return (
+            f"holds runs of activation {edited.activation!r} made by other code "
+            f"({was.get('spec', 'a registry activation')}, sha256 {str(was.get('sha256'))[:12]}) "
+            f"than {now['spec']} now (sha256 {now['sha256'][:12]}); give the new version its own "
+            f"label ({edited.activation}2={now['spec']}) or another {{out_dir}}"
+        )
+
 
 def read_state(out_dir: str | os.PathLike, experiment: str, config_hash: str, device: str):
     """The :class:`RecordedState` of ``out_dir/records.sqlite`` for ``experiment`` at

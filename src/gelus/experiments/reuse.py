@@ -8,13 +8,12 @@ every member) loads those states and evaluates them once, instead of training th
 then hold the last epoch's records only, and their metadata names the files they came from.
 """
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint
-from gelus.experiments.config import MLPExperimentConfig, NoiseConfig, config_hash
+from gelus.experiments.config import config_hash, plugin_for
 from gelus.experiments.plan import Job
 
 __all__ = ["MODELS", "evaluate_kept_models", "keep_models", "training_key"]
@@ -23,10 +22,9 @@ MODELS = "models"  # the folder inside OUT
 
 
 def training_key(config: Any) -> str:
-    """What makes two runs' training identical, whatever they evaluate after it."""
-    if isinstance(config, MLPExperimentConfig):
-        config = dataclasses.replace(config, noise=NoiseConfig())
-    return config_hash(config)
+    """What makes two runs' training identical, whatever they evaluate after it (the hash of its
+    engine's ``training_key``)."""
+    return config_hash(plugin_for(config).training_key(config))
 
 
 def _member(key) -> list:

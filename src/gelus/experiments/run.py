@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gelus.experiments.activation_spec import ActivationError, ActivationSpec, resolve_activations
 from gelus.experiments.config import (
@@ -25,19 +25,22 @@ from gelus.experiments.config import (
     apply_overrides,
     config_hash,
     config_to_dict,
+    plugin_for,
     validate,
 )
-from gelus.experiments.datasets import load_data
+from gelus.experiments.datasets import load_dataset
 from gelus.experiments.device import DEVICES, default_workers, environment_metadata, local_device
+from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.errors import SettingError
-from gelus.experiments.plan import job_engine, settings, train_size
 from gelus.experiments.presets import PRESETS, Preset
 from gelus.experiments.records import read_state
 from gelus.experiments.sweep import Executor
 
 __all__ = [
+    "Asked",
     "Run",
     "RunOptions",
+    "configure",
     "find_preset",
     "resolve_config",
     "resolve_dataset",
@@ -74,8 +77,9 @@ class RunOptions:
 @dataclass(frozen=True)
 class Run:
     """One command's run, resolved and checked: what planning, execution, step timing and the
-    summary read. ``config`` names the dataset used, ``data`` is that dataset (loaded once) and
-    ``engine`` the jobs' engine (``"transformer-stacked"`` where the runs train stacked);
+    summary read. ``config`` names the dataset used, ``data`` is that dataset (loaded once),
+    ``plugin`` the config's engine and ``engine`` the jobs' trainer (a stacked one where the runs
+    stack);
     ``done`` and ``timed`` are what the records held when it was resolved: the runs done, and the
     activations whose steps are timed at this config and device."""
 
@@ -84,6 +88,8 @@ class Run:
     config_hash: str
     config_json: str  # the config as every run records it
     activations: tuple[ActivationSpec, ...]
+    settings: Mapping[str, tuple[tuple[str, float], ...]]  # activation -> (setting, keep) of each
+    plugin: EnginePlugin = field(repr=False, compare=False)  # what the config's engine answers
     engine: str
     data: Any = field(repr=False, compare=False)
     data_dir: str | None
@@ -108,44 +114,118 @@ def resolve_run(options: RunOptions, executor: Executor | None = None) -> Run:
     naming it) before anything is written; ``executor`` resolves the device and the default
     workers where the jobs run elsewhere (its ``resolve_device`` and ``workers``). The records
     database is read once, here."""
-    preset, config, specs = resolve_config(
-        options.experiment, activations=options.activations, seeds=options.seeds,
-        epochs=options.epochs, overrides=options.overrides, quick=options.quick,
-        workers=options.workers, threads=options.threads,
-    )  # fmt: skip
-    sources = {spec.label: spec.source() for spec in specs if spec.is_custom}  # user code, hashed
+    asked = configure(options, executor)  # the config, activations and device, checked
+    preset, config, plugin, device = asked.preset, asked.config, asked.plugin, asked.device
     data_dir = None if options.data_dir is None else str(options.data_dir)
     used, source = resolve_dataset(preset, config, data_dir, options.dataset)
     config = dataclasses.replace(config, dataset=used)
-    data = load_data(config, data_dir, options.verify)
-    n_train = train_size(config, len(data.train), len(data.val) if data.val is not None else 0)
-    runs = len(config.optim.lr) * config.train.seeds * sum(len(settings(config, a)) for a in specs)
-    workers = _check_sizes(preset, config, data, n_train, options.workers, runs)
-    metadata = _run_metadata(preset, config, n_train, options, source)
-    device = resolve_device(options.device, config, executor)
-    metadata = environment_metadata(device, options.threads) | metadata
-    engine = job_engine(config, device)
-    chash, config_json = config_hash(config), json.dumps(config_to_dict(config), sort_keys=True)
-    out_dir = Path(options.out_dir)
-    recorded = read_state(out_dir, preset.name, chash, device)  # the database, opened once
-    if (edited := recorded.edited(preset.name, sources)) is not None:  # the report would pool
-        was = edited.metadata.get("activation_sources", {}).get(edited.activation, {})
-        now = sources[edited.activation]
-        raise SettingError(
-            "activations",
-            f"{preset.name}: {out_dir} holds runs of activation {edited.activation!r} made by "
-            f"other code ({was.get('spec', 'a registry activation')}, sha256 "
-            f"{str(was.get('sha256'))[:12]}) than {now['spec']} now (sha256 {now['sha256'][:12]}); "
-            f"give the new version its own label ({edited.activation}2={now['spec']}) or another "
-            "{out_dir}",
+    validation = plugin.holds_out_validation(config)
+    data = load_dataset(used, data_dir, validation=validation, verify=options.verify)
+    n_train = plugin.train_size(config, len(data.train), len(data.val or ()))  # val: or None
+    if config.train.batch_size > n_train:
+        raise ConfigError(
+            f"{preset.name}: train.batch_size={config.train.batch_size} is larger than the "
+            f"{n_train} training samples: no full batch, so no step per epoch; set "
+            f"train.batch_size to {n_train} or less"
         )
-    metadata |= {"activation_sources": sources} if sources else {}
-    workers = getattr(executor, "workers", None) if workers is None else workers
+    plugin.check_data(config, data)  # its own needs (a corpus long enough for its context)
+    if (problem := plugin.device_problem(config, device)) is not None:  # fp16 autocast on a CPU
+        raise SettingError(*problem)
+    chash, out_dir = config_hash(config), Path(options.out_dir)
+    recorded = read_state(out_dir, preset.name, chash, device)  # the database, opened once
+    if (edited := recorded.edited_code(preset.name, asked.sources)) is not None:
+        raise SettingError("activations", f"{preset.name}: {out_dir} {edited}")
+    workers = getattr(executor, "workers", None) if options.workers is None else options.workers
+    metadata = asked.environment | {  # what every run records about its experiment and data
+        "train_size": n_train,
+        "steps": n_train // config.train.batch_size * config.train.epochs,
+        "experiment": preset.name,
+        "citation": preset.citation,
+        "dataset": config.dataset,
+        "dataset_requested": options.dataset or preset.dataset,
+        "dataset_source": source,
+        "quick": options.quick,
+        "checksums_verified": options.verify,
+    }
     return Run(
-        preset, config, chash, config_json, specs, engine, data, data_dir, options.verify, device,
-        default_workers(device) if workers is None else workers, options.threads, out_dir,
-        n_train, metadata, recorded.done, recorded.timed, options.step_times,
-    )  # fmt: skip
+        preset=preset,
+        config=config,
+        config_hash=chash,
+        config_json=json.dumps(config_to_dict(config), sort_keys=True),
+        activations=asked.activations,
+        settings=asked.settings,
+        plugin=plugin,
+        engine=plugin.job_engine(config, device),
+        data=data,
+        data_dir=data_dir,
+        verify=options.verify,
+        device=device,
+        workers=default_workers(device) if workers is None else workers,
+        threads=options.threads,
+        out_dir=out_dir,
+        train_size=n_train,
+        metadata=metadata | ({"activation_sources": asked.sources} if asked.sources else {}),
+        done=recorded.done,
+        timed=recorded.timed,
+        step_times=options.step_times,
+    )
+
+
+class Asked(NamedTuple):
+    """What a command asks for, checked before any data is read: :func:`configure`'s answer."""
+
+    preset: Preset
+    config: ExperimentConfig  # validated
+    activations: tuple[ActivationSpec, ...]  # built and probed once
+    plugin: EnginePlugin  # the config's engine
+    settings: dict[str, tuple[tuple[str, float], ...]]  # activation -> its settings
+    sources: dict[str, dict[str, str]]  # a user activation's code, hashed
+    device: str
+    environment: dict[str, Any]  # code version, packages, device, threads
+
+
+def configure(options: RunOptions, executor: Executor | None = None) -> Asked:
+    """The preset, the device and its environment, the config (the preset's after quick overrides,
+    the explicit options and ``--set`` overrides, validated), its engine, and the activations
+    resolved once (imported, built and probed), checked to suit that engine, with their settings;
+    the counts checked (seeds, epochs, threads, workers; the runs against ``LIMITS``)."""
+    preset = find_preset(options.experiment)
+    _check_count("seeds", options.seeds, 1, LIMITS["seeds"])
+    _check_count("epochs", options.epochs, 1, LIMITS["epochs"])
+    workers = options.workers
+    if workers is not None and workers < 0:
+        raise SettingError(
+            "workers", f"{{workers}} must be 0 (in this process) or more, got {workers}"
+        )
+    _check_count("threads", options.threads, 1, os.cpu_count() or 1)
+    overrides = [*_explicit(preset, options), *options.overrides]
+    device = _device(options.device, executor)
+    environment = environment_metadata(device, options.threads)
+    try:
+        config = apply_overrides(preset.config, overrides)
+        validate(config)
+        plugin = plugin_for(config)
+    except ConfigError as error:
+        raise ConfigError(f"{preset.name}: {error.template}", error.parameter) from None
+    try:
+        specs = resolve_activations(config.activations, config.model.approximate)
+        for spec in specs:
+            plugin.check_activation(spec)
+    except SettingError as error:
+        raise ActivationError(f"{preset.name}: {error.template}") from None
+    sources = {spec.label: spec.source() for spec in specs if spec.is_custom}  # user code
+    settings = {spec.label: tuple(plugin.settings(config, spec)) for spec in specs}
+    runs = len(config.optim.lr) * config.train.seeds * sum(map(len, settings.values()))
+    if runs > LIMITS["runs"]:
+        raise ConfigError(
+            f"{runs:,} runs planned, more than {LIMITS['runs']:,}; use fewer seeds, learning "
+            "rates or activations"
+        )
+    if workers is not None and workers > (most := max(os.cpu_count() or 1, runs)):
+        raise SettingError(
+            "workers", f"{{workers}} must be at most {most:,}, got {str(workers)[:60]}"
+        )
+    return Asked(preset, config, specs, plugin, settings, sources, device, environment)
 
 
 def find_preset(name: str) -> Preset:
@@ -181,35 +261,29 @@ def resolve_config(
 ) -> tuple[Preset, ExperimentConfig, tuple[ActivationSpec, ...]]:
     """The preset; its config after quick overrides, the explicit arguments and ``--set``
     overrides, validated; and the config's activations resolved once (imported, built and
-    probed) and checked to suit the config's engine. ``workers`` and ``threads`` are checked for
-    their lower bounds (the upper bound of ``workers`` needs the count of runs)."""
-    from gelus.experiments.driver import ENGINES
+    probed) and checked to suit the config's engine (:func:`configure` on the CPU)."""
+    options = RunOptions(
+        name,
+        ".",
+        activations,
+        seeds,
+        epochs,
+        tuple(overrides),
+        workers,
+        quick=quick,
+        threads=threads,
+    )
+    asked = configure(options)
+    return asked.preset, asked.config, asked.activations
 
-    preset = find_preset(name)
-    _check_count("seeds", seeds, 1, LIMITS["seeds"])
-    _check_count("epochs", epochs, 1, LIMITS["epochs"])
-    if workers is not None and workers < 0:
-        raise SettingError(
-            "workers", f"{{workers}} must be 0 (in this process) or more, got {workers}"
-        )
-    _check_count("threads", threads, 1, os.cpu_count() or 1)
-    explicit = [f"activations={','.join(activations)}"] if activations else []
-    explicit += [f"train.seeds={seeds}"] if seeds is not None else []
-    explicit += [f"train.epochs={epochs}"] if epochs is not None else []
-    try:
-        config = apply_overrides(
-            preset.config, [*(preset.quick if quick else ()), *explicit, *overrides]
-        )
-        validate(config)
-    except ConfigError as error:
-        raise ConfigError(f"{name}: {error.template}", error.parameter) from None
-    try:
-        specs = resolve_activations(config.activations, config.model.approximate)
-        for spec in specs:
-            ENGINES[config.engine].check_activation(spec)
-    except SettingError as error:
-        raise ActivationError(f"{name}: {error.template}") from None
-    return preset, config, specs
+
+def _explicit(preset: Preset, options: RunOptions) -> list[str]:
+    """The overrides the options stand for: ``--quick``'s, then the explicit counts."""
+    explicit = list(preset.quick) if options.quick else []
+    explicit += [f"activations={','.join(options.activations)}"] if options.activations else []
+    explicit += [f"train.seeds={options.seeds}"] if options.seeds is not None else []
+    explicit += [f"train.epochs={options.epochs}"] if options.epochs is not None else []
+    return explicit
 
 
 def resolve_dataset(
@@ -266,13 +340,13 @@ def resolve_text_file(
     named = path.startswith(TEXT_FILE_PREFIX)
     if path in DATASETS or not (named or is_text_path(path)):
         return None
-    if config.task != "lm":
+    context = plugin_for(config).text_context(config)
+    if context is None:
         raise SettingError(
             "dataset",
             f"{preset.name}: a text file is a byte corpus, for the language model "
             "(transformer-lm); give {dataset} a dataset name (gelus data lists them)",
         )
-    context = config.model.context
     file = path.removeprefix(TEXT_FILE_PREFIX).partition(":")[2] if named else path
     if not Path(file).expanduser().exists():  # one that is there but not a file: refused below
         raise SettingError(
@@ -299,65 +373,22 @@ def resolve_text_file(
 def resolve_device(device: str, config: ExperimentConfig, executor: Executor | None = None) -> str:
     """The device the jobs run on, "cpu" or "cuda", with "auto" meaning "cuda" when there is a GPU
     (on this machine, or in the executor's cluster when it has a ``resolve_device`` method), for
-    both engines. Raises SettingError for a device that is not there."""
+    every engine; SettingError for a device that is not there, or one the config cannot run on
+    (its engine's ``device_problem``)."""
+    resolved = _device(device, executor)
+    if (problem := plugin_for(config).device_problem(config, resolved)) is not None:
+        raise SettingError(*problem)
+    return resolved
+
+
+def _device(device: str, executor: Executor | None) -> str:
     if device not in DEVICES:
         raise SettingError(
             "device", f"unknown device {device[:60]!r}; valid devices: {', '.join(DEVICES)}"
         )
     if hasattr(executor, "resolve_device"):
-        resolved = executor.resolve_device(device)
-    else:
-        try:
-            resolved = local_device(device)
-        except ValueError as error:
-            raise SettingError("device", str(error)) from None
-    if config.task == "cnn" and config.cnn.amp_dtype == "fp16" and resolved != "cuda":
-        raise SettingError(
-            "amp", "fp16 autocast ({amp} fp16) needs CUDA; use {amp} bf16 on the CPU"
-        )
-    return resolved
-
-
-def _check_sizes(
-    preset: Preset,
-    config: ExperimentConfig,
-    data: Any,
-    n_train: int,
-    workers: int | None,
-    runs: int,
-) -> int | None:
-    """``workers`` after checking it against the ``runs`` planned (at most their count, or the
-    cores), the runs against ``LIMITS["runs"]``, the batch against the ``n_train`` samples a run
-    trains on, and the data against the engine's own needs."""
-    _check_count("workers", workers, 0, max(os.cpu_count() or 1, runs))
-    if config.train.batch_size > n_train:
-        raise ConfigError(
-            f"{preset.name}: train.batch_size={config.train.batch_size} is larger than the "
-            f"{n_train} training samples: no full batch, so no step per epoch; set "
-            f"train.batch_size to {n_train} or less"
-        )
-    from gelus.experiments.driver import ENGINES
-
-    if (check_data := getattr(ENGINES[config.engine], "check_data", None)) is not None:
-        check_data(config, data)  # an engine's own needs (a corpus long enough for its context)
-    if runs > LIMITS["runs"]:
-        raise ConfigError(
-            f"{runs:,} runs planned, more than {LIMITS['runs']:,}; use fewer seeds, learning "
-            "rates or activations"
-        )
-    return workers
-
-
-def _run_metadata(preset, config, n_train, options: RunOptions, source) -> dict:
-    """What every run of this command records about its experiment and data."""
-    return {
-        "train_size": n_train,
-        "steps": n_train // config.train.batch_size * config.train.epochs,
-        "experiment": preset.name,
-        "citation": preset.citation,
-        "dataset": config.dataset,
-        "dataset_requested": options.dataset or preset.dataset,
-        "dataset_source": source,
-        "quick": options.quick,
-        "checksums_verified": options.verify,
-    }
+        return executor.resolve_device(device)
+    try:
+        return local_device(device)
+    except ValueError as error:
+        raise SettingError("device", str(error)) from None

@@ -3,7 +3,8 @@
 The sweep's own epoch times (the ``train seconds`` records) are taken under its load: workers
 share cores, memory bandwidth and caches, and a job's time depends on what ran beside it. A reader
 weighing quality per second needs every activation's cost under the same conditions, so after a
-transformer sweep ``gelus run`` builds one engine per activation (seed 0, the first lr, the sweep's
+sweep of an engine whose steps are timed (``EnginePlugin.steps_timed``: the transformers)
+``gelus run`` builds one engine per activation (seed 0, the first lr, the sweep's
 config and data, on its device) and, round by round, lets each take ``steps`` optimizer steps in
 turn (repeated until a round lasts half a second; the starting activation rotating), in this one
 process at one torch thread on a CPU, as a worker runs. The median over rounds is the activation's seconds per step; every round is stored in
@@ -25,13 +26,11 @@ __all__ = [
     "measure_jobs",
     "measure_step_times",
     "time_steps",
-    "timed_engines",
 ]
 
 ROUNDS = 5  # interleaved rounds; the report takes the median
 STEPS = 5  # optimizer steps per activation per round (repeated up to MIN_ROUND_SECONDS)
 MIN_ROUND_SECONDS = 0.5
-timed_engines = ("transformer", "vit")  # engines whose step is "one optimizer step of a run"
 
 
 def time_steps(run: Any, jobs: Sequence[Any], say: Callable[[str], None] | None = None) -> None:
@@ -42,7 +41,7 @@ def time_steps(run: Any, jobs: Sequence[Any], say: Callable[[str], None] | None 
     (``run.timed``: a resumed sweep). ``say`` announces the measurement."""
     from gelus.experiments.records import RecordStore
 
-    if run.config.engine not in timed_engines:
+    if not run.plugin.steps_timed:  # its engine's step is not "one optimizer step of a run"
         return
     if torch.device(run.device).type == "cuda" and not torch.cuda.is_available():
         print(f"{run.name}: no step times: this machine has no CUDA device (the runs' was cuda)")
@@ -50,8 +49,10 @@ def time_steps(run: Any, jobs: Sequence[Any], say: Callable[[str], None] | None 
     if {spec.label for spec in run.activations} <= run.timed:
         return
     if say is not None:
-        say(f"{run.name}: timing each activation's step ({ROUNDS} interleaved rounds of {STEPS} "
-            f"steps{', one thread' if run.device == 'cpu' else ''})")  # fmt: skip
+        say(
+            f"{run.name}: timing each activation's step ({ROUNDS} interleaved rounds of {STEPS} "
+            f"steps{', one thread' if run.device == 'cpu' else ''})"
+        )
     times = measure_jobs(jobs, run.data, run.device)
     threads = 1 if torch.device(run.device).type == "cpu" else torch.get_num_threads()
     store = RecordStore(run.out_dir)
@@ -103,7 +104,7 @@ def measure_jobs(
     runs. On a CPU the measurement runs at one torch thread, as a sweep's worker does, and
     restores the caller's setting; on CUDA each epoch ends in a ``.item()``, which waits for the
     device."""
-    from gelus.experiments.driver import ENGINES
+    from gelus.experiments.config import TRAINERS
 
     if rounds < 1 or steps < 1:
         raise ValueError(f"rounds={rounds} and steps={steps} must both be at least 1")
@@ -114,7 +115,7 @@ def measure_jobs(
         if device.type == "cpu":
             torch.set_num_threads(1)
         for job in jobs:
-            engine = ENGINES[job.engine](job, data, device)
+            engine = TRAINERS[job.engine](job, data, device)
             epoch[job.activation.label] = lambda engine=engine: engine.train_epoch(1)
             members[job.activation.label] = len(job.members)
         times = _interleaved(epoch, rounds, steps)

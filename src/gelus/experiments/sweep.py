@@ -41,7 +41,7 @@ def run_job(job: Job, report: Report, store: RecordStore | None = None) -> None:
     from gelus.experiments.device import set_tf32
     from gelus.experiments.driver import train_job
 
-    set_tf32(job.device, job.config.train.tf32)
+    set_tf32(job.device, getattr(job.config.train, "tf32", False))
     data = load_data(job.config, job.data_dir, job.verify)
     owned = store is None
     if owned:

@@ -1,8 +1,8 @@
 """The ViT engine: one small vision transformer per run (Fashion-MNIST), behind the engine protocol.
 
-:class:`ViTEngine` trains the :class:`~gelus.experiments.transformer_models.PatchViT` of a job's
-one run with the language model's recipe (:func:`gelus.experiments.transformer.make_optimizer`,
-:func:`~gelus.experiments.transformer.lm_lr` per step): AdamW, warmup then cosine, decay on
+:class:`ViTEngine` trains the :class:`~gelus.experiments.engines.transformer.models.PatchViT` of a job's
+one run with the language model's recipe (:func:`gelus.experiments.engines.transformer.engine.make_optimizer`,
+:func:`~gelus.experiments.engines.transformer.engine.lm_lr` per step): AdamW, warmup then cosine, decay on
 matrices only, clipping, bf16 autocast on CUDA only. An epoch is one pass over the training images
 in an order drawn from the run's seed (the last partial batch dropped); the images are
 standardised with the training split's mean and standard deviation.
@@ -22,16 +22,16 @@ from torch import Tensor
 
 from gelus.experiments.activation_spec import ActivationSpec
 from gelus.experiments.engine import Log
-from gelus.experiments.errors import ConfigError
-from gelus.experiments.plan import Job
-from gelus.experiments.transformer import (
+from gelus.experiments.engines.transformer.engine import (
     SteppedState,
     TransformerEngine,
     lm_lr,
     make_optimizer,
     model_size,
-)  # fmt: skip
-from gelus.experiments.transformer_models import PatchViT, init_parameters
+)
+from gelus.experiments.engines.transformer.models import PatchViT, init_parameters
+from gelus.experiments.errors import ConfigError
+from gelus.experiments.plan import Job
 
 __all__ = ["ViTEngine", "build_vit", "image_splits"]
 

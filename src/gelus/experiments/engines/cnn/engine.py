@@ -24,16 +24,16 @@ from torch import Tensor, nn
 
 import gelus
 from gelus.experiments.activation_spec import ActivationSpec
-from gelus.experiments.cnn_config import CIFAR10AllConvConfig, CIFAR100WRNConfig, CNNConfig
-from gelus.experiments.cnn_data import (
+from gelus.experiments.device_batches import draw_epoch, pad_once
+from gelus.experiments.engine import Log, check_optimizer_state
+from gelus.experiments.engines.cnn.config import CIFAR10AllConvConfig, CIFAR100WRNConfig, CNNConfig
+from gelus.experiments.engines.cnn.data import (
     apply_zca,
     fit_zca,
     load_splits,
     mean_image,
 )
-from gelus.experiments.cnn_models import AllConvNet, WideResNet
-from gelus.experiments.device_batches import draw_epoch, pad_once
-from gelus.experiments.engine import Log, check_optimizer_state
+from gelus.experiments.engines.cnn.models import AllConvNet, WideResNet
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import Job
 
@@ -341,8 +341,9 @@ class CNNEngine:
         self.model.train()
         self.recipe.start_epoch(self.optimizer, epoch)
         # the draws of a per-batch loop (order, then each batch's crops and flips), made up front
-        plan = draw_epoch(len(self.y_train), self.batch_size, self.order, self.recipe.padding,
-                          self.device)  # fmt: skip
+        plan = draw_epoch(
+            len(self.y_train), self.batch_size, self.order, self.recipe.padding, self.device
+        )
         for i in range(self.steps):
             index, xb = plan.batch(self.x_train, i, flip=self.recipe.flip)
             self.recipe.start_step(self.optimizer, (epoch - 1) * self.steps + i)

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gelus.experiments.activation_spec import ActivationSpec
-from gelus.experiments.transformer_config import TransformerModelConfig, gated_hidden
+from gelus.experiments.engines.transformer.config import TransformerModelConfig, gated_hidden
 
 __all__ = [
     "VOCAB",

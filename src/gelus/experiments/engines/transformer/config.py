@@ -7,32 +7,31 @@ An "epoch" here is a fixed number of optimizer steps (``train.steps_per_epoch``)
 split: the model is evaluated after every epoch, and the token budget of a run is
 ``epochs × steps_per_epoch × batch_size × context`` bytes, whatever the activation.
 
-The ViT (``ViTModelConfig``, ``ViTTrainConfig``) is the same blocks without the causal mask over
-image patches, trained by the same optimizer config; its epoch is one pass over the training
-images.
+The ViT (:mod:`gelus.experiments.engines.vit.config`) is the same blocks without the causal mask
+over image patches, trained by the same optimizer config.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from gelus.experiments.config import positive_finite
 
 __all__ = [
     "NORMS",
-    "POOLS",
     "STACK_MODES",
+    "TransformerExperimentConfig",
     "TransformerModelConfig",
     "TransformerOptimConfig",
     "TransformerTrainConfig",
-    "ViTModelConfig",
-    "ViTTrainConfig",
     "gated_hidden",
     "lm_checks",
+    "model_sizes",
+    "optim_checks",
     "stacks_runs",
     "step_flops",
-    "vit_checks",
 ]
 
 NORMS = ("layernorm", "rmsnorm")
-POOLS = ("mean", "cls")
 STACK_MODES = ("auto", "on", "off")
 # train.stack=auto stacks on CUDA while one run's training step is below this many FLOPs: the
 # preset's (1.1e10) is far less arithmetic than its kernel launches cost a GPU; the GPT-2-small
@@ -89,49 +88,39 @@ class TransformerTrainConfig:
 
 
 @dataclass(frozen=True)
-class ViTModelConfig:
-    approximate: str = "none"  # plain "gelu": exact x·Φ(x) ("tanh" via gelu_tanh)
-    d_model: int = 64  # residual width d
-    layers: int = 4  # pre-norm blocks, no mask
-    heads: int = 4  # attention heads (d_model / heads per head)
-    patch: int = 4  # square patches of patch × patch pixels (28 / 4: 49 tokens)
-    pool: str = "mean"  # "mean" over the patches' outputs | "cls": a class token's
-    norm: str = "layernorm"  # "layernorm" | "rmsnorm" (both without bias)
-    ffn_mult: int = 4  # elementwise FFN width mult·d; gated: gated_hidden(d, mult)
-    init_std: float = 0.02  # N(0, σ²) weights; residual projections σ/√(2·layers) (GPT-2)
+class TransformerExperimentConfig:
+    """The transformer engine's config: a byte-level decoder-only language model per run, its FFN
+    activation the swept axis (keys ``model.*``, ``optim.*``, ``train.*`` above)."""
+
+    task: str = "lm"
+    dataset: str = "fortunes"  # gelus.data name of a byte corpus (fortunes, text)
+    activations: tuple[str, ...] = ("gelu", "relu")  # one run per activation, lr and seed
+    model: TransformerModelConfig = field(default_factory=TransformerModelConfig)
+    optim: TransformerOptimConfig = field(default_factory=TransformerOptimConfig)
+    train: TransformerTrainConfig = field(default_factory=TransformerTrainConfig)
 
 
-@dataclass(frozen=True)
-class ViTTrainConfig:
-    epochs: int = 10  # passes over the training images
-    batch_size: int = 128  # images per step; the last partial batch of an epoch is dropped
-    seeds: int = 5  # runs per (activation, lr): init, batch order; seeds 0 .. seeds-1
-    train_subset: int = 0  # train on the first N training images (0 = all); quick runs only
-    eval_batch_size: int = 1000  # images per evaluation batch
-    checkpoint_every: int = 1  # epochs between checkpoints (the last epoch always saves)
-    bf16: bool = True  # CUDA only: bf16 autocast of the forward (the CPU always runs float32)
-    tf32: bool = False  # CUDA only: allow TF32 matmuls
-    stack: str = "auto"  # an activation's runs as one stacked job: on | off | auto (CUDA, small)
-
-
-def _positive_finite(values) -> bool:
-    return all(math.isfinite(v) and v > 0 for v in values)
-
-
-def _optim_checks(optim: TransformerOptimConfig) -> list[tuple[bool, str, str]]:
+def optim_checks(optim: TransformerOptimConfig) -> list[tuple[bool, str, str]]:
+    """(ok, key, expected) of the optimizer's ranges (the ViT's too)."""
     return [
         (0 <= optim.beta1 < 1 and 0 <= optim.beta2 < 1, "optim.beta1/beta2", "in [0, 1)"),
-        (_positive_finite([optim.eps]), "optim.eps", "finite and positive"),
-        (math.isfinite(optim.weight_decay) and optim.weight_decay >= 0, "optim.weight_decay",
-         "finite and non-negative"),
+        (positive_finite([optim.eps]), "optim.eps", "finite and positive"),
+        (
+            math.isfinite(optim.weight_decay) and optim.weight_decay >= 0,
+            "optim.weight_decay",
+            "finite and non-negative",
+        ),
         (0 <= optim.warmup < 1, "optim.warmup", "a fraction in [0, 1)"),
         (0 <= optim.min_lr <= 1, "optim.min_lr", "a fraction in [0, 1]"),
-        (math.isfinite(optim.grad_clip) and optim.grad_clip >= 0, "optim.grad_clip",
-         "finite and non-negative (0: no clipping)"),
-    ]  # fmt: skip
+        (
+            math.isfinite(optim.grad_clip) and optim.grad_clip >= 0,
+            "optim.grad_clip",
+            "finite and non-negative (0: no clipping)",
+        ),
+    ]
 
 
-def _model_sizes(model, names: tuple[str, ...]) -> list[tuple[bool, str, str]]:
+def model_sizes(model, names: tuple[str, ...]) -> list[tuple[bool, str, str]]:
     """Each size at least 1, then the heads dividing the width (only once both are positive: the
     checks are evaluated together, so the division must not run on a zero)."""
     heads_ok = model.heads >= 1 and model.d_model >= 1 and model.d_model % model.heads == 0
@@ -141,38 +130,21 @@ def _model_sizes(model, names: tuple[str, ...]) -> list[tuple[bool, str, str]]:
     ]
 
 
-def vit_checks(config) -> list[tuple[bool, str, str]]:
-    """(ok, key, expected) of every range a ViT config must satisfy (config.validate raises)."""
-    model, train = config.model, config.train
-    return [
-        (config.task == "vit", "task", "vit"),
-        *_model_sizes(model, ("d_model", "layers", "heads", "patch", "ffn_mult")),
-        (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
-        (model.pool in POOLS, "model.pool", f"one of {', '.join(POOLS)}"),
-        (_positive_finite([model.init_std]), "model.init_std", "finite and positive"),
-        (train.train_subset >= 0, "train.train_subset", "0 (all) or a positive count"),
-        (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
-        (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
-        (train.stack in STACK_MODES, "train.stack", f"one of {', '.join(STACK_MODES)}"),
-        *_optim_checks(config.optim),
-    ]
-
-
 def lm_checks(config) -> list[tuple[bool, str, str]]:
     """(ok, key, expected) of every range a language-model config must satisfy."""
     model, train = config.model, config.train
     return [
         (config.task == "lm", "task", "lm"),
-        *_model_sizes(model, ("d_model", "layers", "heads", "context", "ffn_mult")),
+        *model_sizes(model, ("d_model", "layers", "heads", "context", "ffn_mult")),
         (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
-        (_positive_finite([model.init_std]), "model.init_std", "finite and positive"),
+        (positive_finite([model.init_std]), "model.init_std", "finite and positive"),
         (train.steps_per_epoch >= 1, "train.steps_per_epoch", "at least 1"),
         (train.eval_bytes >= 0, "train.eval_bytes", "0 (all) or a positive count"),
         (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
         (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
         (train.stack in STACK_MODES, "train.stack", f"one of {', '.join(STACK_MODES)}"),
-        *_optim_checks(config.optim),
-    ]  # fmt: skip
+        *optim_checks(config.optim),
+    ]
 
 
 def step_flops(config) -> float:

@@ -1,12 +1,25 @@
-"""The CIFAR networks' own configs: typed, frozen, torch-free (the presets import them).
+"""The CNN engine's config and the CIFAR networks' own: typed, frozen, torch-free (the presets
+import them).
 
-The knobs every experiment shares live once, in :class:`~gelus.experiments.config.ExperimentConfig`:
-``train.epochs``, ``train.batch_size``, ``optim.lr`` (the sweep axis) and ``model.approximate``
-(the GELU form). What is left here is what only a CNN run reads; schedule points are fractions of
-the epochs, so a shorter run keeps the schedule's shape.
+:class:`CNNExperimentConfig` holds the knobs every experiment has (``train.epochs``,
+``train.batch_size``, ``optim.lr``, the sweep axis, and ``model.approximate``, the GELU form);
+its ``cnn`` is the network's config (:class:`CIFAR10AllConvConfig`, :class:`CIFAR100WRNConfig`):
+what only a CNN run reads. Schedule points are fractions of the epochs, so a shorter run keeps
+the schedule's shape.
 """
 
-from dataclasses import dataclass
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from gelus.experiments.config import config_to_dict, positive_finite
+from gelus.experiments.engines.mlp.config import (
+    MLPExperimentConfig,
+    ModelConfig,
+    OptimConfig,
+    TrainConfig,
+)
 
 __all__ = [
     "AMP_DTYPE_NAMES",
@@ -14,6 +27,12 @@ __all__ = [
     "CIFAR10AllConvConfig",
     "CIFAR100WRNConfig",
     "CNNConfig",
+    "CNNExperimentConfig",
+    "CNNModelConfig",
+    "CNNOptimConfig",
+    "CNNTrainConfig",
+    "cnn_checks",
+    "stored_shape",
 ]
 
 AMP_DTYPE_NAMES = ("bf16", "fp16")
@@ -98,3 +117,69 @@ class CIFAR100WRNConfig(_CNNRunOptions):
 
 
 CNNConfig = CIFAR10AllConvConfig | CIFAR100WRNConfig
+
+
+@dataclass(frozen=True)
+class CNNModelConfig:
+    approximate: str = "tanh"  # "gelu" means gelu(x, approximate=...); the paper used "tanh"
+
+
+@dataclass(frozen=True)
+class CNNOptimConfig:
+    lr: tuple[float, ...] = (1e-3, 1e-4, 1e-5)  # peak learning-rate grid, every point a run
+
+
+@dataclass(frozen=True)
+class CNNTrainConfig:
+    epochs: int = 50  # passes over the training set
+    batch_size: int = 128  # images per step; the last partial batch of an epoch is dropped
+    seeds: int = 5  # runs per (activation, lr), seeds 0 .. seeds-1
+    tf32: bool = False  # CUDA only: allow TF32 matmuls/convs (faster, 10-bit mantissa)
+
+
+@dataclass(frozen=True)
+class CNNExperimentConfig:
+    """The CNN engine's config: one network of the CIFAR experiments per run (``cnn``: its typed
+    network config, schedule and augmentation included, keys ``cnn.KEY``)."""
+
+    task: str = "cnn"
+    dataset: str = "cifar10"  # gelus.data name
+    activations: tuple[str, ...] = ("gelu", "relu", "elu")  # one run per activation, lr and seed
+    model: CNNModelConfig = field(default_factory=CNNModelConfig)
+    optim: CNNOptimConfig = field(default_factory=CNNOptimConfig)
+    train: CNNTrainConfig = field(default_factory=CNNTrainConfig)
+    cnn: CNNConfig = field(default_factory=CIFAR10AllConvConfig)
+
+
+def stored_shape(config: CNNExperimentConfig) -> dict[str, Any]:
+    """The config in the one shape every version of the harness has stored and hashed: the MLP
+    keys it does not read at their defaults, and ``cnn``, so that run folders made before the
+    configs were split keep their hashes and resume."""
+    shared = MLPExperimentConfig(
+        task=config.task,
+        dataset=config.dataset,
+        activations=config.activations,
+        model=ModelConfig(approximate=config.model.approximate),
+        optim=OptimConfig(lr=config.optim.lr),
+        train=TrainConfig(**dataclasses.asdict(config.train)),
+    )
+    return config_to_dict(shared) | {"cnn": config_to_dict(config.cnn)}
+
+
+def cnn_checks(config: CNNExperimentConfig) -> list[tuple[bool, str, str]]:
+    """(ok, key, expected) of every range a CNN config must satisfy beyond the shared ones."""
+    cnn = config.cnn
+    task = (config.task == "cnn", "task", "cnn")
+    if isinstance(cnn, CIFAR10AllConvConfig):
+        betas = (cnn.beta1, cnn.beta1_late, cnn.beta2)
+        return [
+            task,
+            (all(0 <= b < 1 for b in betas), "cnn.beta1/beta1_late/beta2", "in [0, 1)"),
+            (positive_finite([cnn.adam_eps]), "cnn.adam_eps", "finite and positive"),
+        ]
+    decay_ok = math.isfinite(cnn.weight_decay) and cnn.weight_decay >= 0
+    return [
+        task,
+        (decay_ok, "cnn.weight_decay", "finite and non-negative"),
+        (0 <= cnn.momentum < 1, "cnn.momentum", "in [0, 1)"),
+    ]

@@ -18,17 +18,18 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gelus.experiments.activation_spec import ActivationSpec
-from gelus.experiments.config import ConfigError, MLPExperimentConfig
 from gelus.experiments.divergence import TRIVIAL_METRIC
 from gelus.experiments.engine import Log
-from gelus.experiments.plan import Job
-from gelus.experiments.stacked import (
+from gelus.experiments.engines.mlp.config import MLPExperimentConfig
+from gelus.experiments.engines.mlp.stacked import (
     MemberRandomness,
     StackedAdam,
     StackedMLP,
     classification_loss,
     reconstruction_loss,
 )
+from gelus.experiments.errors import ConfigError
+from gelus.experiments.plan import Job
 
 __all__ = [
     "MLPEngine",
@@ -347,9 +348,15 @@ class MLPEngine:
         in_features = math.prod(data.train.sample_shape)
         out_features = data.num_classes if config.task == "classify" else in_features
         self.model, self.optimizer, self.randomness = build_ensemble(
-            config, job.activation, job.keep, [k.seed for k in job.members],
-            [k.lr for k in job.members], in_features, out_features, str(device),
-        )  # fmt: skip
+            config,
+            job.activation,
+            job.keep,
+            [k.seed for k in job.members],
+            [k.lr for k in job.members],
+            in_features,
+            out_features,
+            str(device),
+        )
         self.train_index = torch.arange(len(data.train))
         if config.train.train_subset:
             self.train_index = self.train_index[: config.train.train_subset]
@@ -363,9 +370,15 @@ class MLPEngine:
 
     def train_epoch(self, epoch: int) -> None:
         train_epoch(
-            self.model, self.optimizer, self.randomness, self.data.train, self.train_index,
-            self.config.task, self.config.train.batch_size, self.step,
-        )  # fmt: skip
+            self.model,
+            self.optimizer,
+            self.randomness,
+            self.data.train,
+            self.train_index,
+            self.config.task,
+            self.config.train.batch_size,
+            self.step,
+        )
 
     def evaluate(self, epoch: int, log: Log) -> None:
         final = epoch == self.config.train.epochs

@@ -1,7 +1,7 @@
 """The transformer engine: one byte-level language model per run, behind the engine protocol.
 
-:class:`TransformerEngine` trains the :class:`~gelus.experiments.transformer_models.ByteGPT` of a
-job's one run by the recipe of :mod:`gelus.experiments.transformer_config`: AdamW (β₂ 0.95,
+:class:`TransformerEngine` trains the :class:`~gelus.experiments.engines.transformer.models.ByteGPT` of a
+job's one run by the recipe of :mod:`gelus.experiments.engines.transformer.config`: AdamW (β₂ 0.95,
 decoupled weight decay on matrices only), linear warmup then cosine decay per step, global
 gradient-norm clipping, bf16 autocast on CUDA only. An epoch is ``job.train_size //
 batch_size`` steps (the planner sets ``train_size = steps_per_epoch · batch_size`` windows).
@@ -26,9 +26,14 @@ from torch import Tensor
 from gelus.data.errors import DataError
 from gelus.experiments.activation_spec import ActivationSpec
 from gelus.experiments.engine import Log, check_optimizer_state
+from gelus.experiments.engines.transformer.models import (
+    VOCAB,
+    ByteGPT,
+    flops_per_token,
+    init_parameters,
+)
 from gelus.experiments.errors import ConfigError
 from gelus.experiments.plan import Job
-from gelus.experiments.transformer_models import VOCAB, ByteGPT, flops_per_token, init_parameters
 
 __all__ = [
     "TransformerEngine",

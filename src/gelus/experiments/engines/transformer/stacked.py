@@ -1,5 +1,6 @@
 """Many transformer runs of one activation trained at once, where one small model leaves the
-device idle: :class:`StackedTransformerEngine` (the language model) and :class:`StackedViTEngine`,
+device idle: :class:`StackedTransformerEngine` (the language model) and
+:class:`~gelus.experiments.engines.vit.stacked.StackedViTEngine` (on :class:`StackedMembers`),
 each a job of M members (seeds × learning rates).
 
 Why: at the preset's shape (d 128, 4 layers, batch 16 × 128 bytes) one model's step is far less
@@ -8,7 +9,7 @@ cost little more than one: on an H200 (bf16), 15 stacked members took 0.30–0.3
 step per member (``gelus bench transformer --stack 15``, two runs). On one CPU thread a stacked
 member's step took 1.06× the plain loop's (3 stacked, idle; 1.17–1.22× under load) against the
 one-run engine's 1.004×, so
-``train.stack=auto`` stacks on CUDA only (:func:`~gelus.experiments.transformer_config.stacks_runs`
+``train.stack=auto`` stacks on CUDA only (:func:`~gelus.experiments.engines.transformer.config.stacks_runs`
 decides, the planner groups the jobs).
 
 How: each member holds exactly what its single-run engine would build — ``build_model(config,
@@ -22,8 +23,8 @@ loss's). Then each member clips its own global gradient norm and steps its own A
 ``lm_lr``. A member thus equals its run trained alone to float tolerance: only the batched
 kernels' order of summation differs.
 
-Logs per member what :class:`~gelus.experiments.transformer.TransformerEngine` (the
-:class:`~gelus.experiments.vit.ViTEngine`) logs.
+Logs per member what :class:`~gelus.experiments.engines.transformer.engine.TransformerEngine` (the
+:class:`~gelus.experiments.engines.vit.engine.ViTEngine`) logs.
 """
 
 import contextlib
@@ -38,10 +39,7 @@ from torch import Tensor
 from torch.func import functional_call, vmap
 
 from gelus.experiments.engine import Log
-from gelus.experiments.errors import ConfigError
-from gelus.experiments.plan import Job
-from gelus.experiments.records import RunKey
-from gelus.experiments.transformer import (
+from gelus.experiments.engines.transformer.engine import (
     LN2,
     SteppedState,
     TransformerEngine,
@@ -51,11 +49,13 @@ from gelus.experiments.transformer import (
     lm_lr,
     make_optimizer,
     model_size,
-)  # fmt: skip
-from gelus.experiments.transformer_models import VOCAB
-from gelus.experiments.vit import ViTEngine, build_vit, image_splits
+)
+from gelus.experiments.engines.transformer.models import VOCAB
+from gelus.experiments.errors import ConfigError
+from gelus.experiments.plan import Job
+from gelus.experiments.records import RunKey
 
-__all__ = ["StackedMembers", "StackedTransformerEngine", "StackedViTEngine"]
+__all__ = ["StackedMembers", "StackedTransformerEngine"]
 
 
 class _Member(SteppedState):
@@ -168,8 +168,9 @@ class StackedTransformerEngine(StackedMembers):
             if getattr(data, name) is not None
         }
         self.train_loss = [float("nan")] * len(self.members)
-        self.size = model_size(self.template, config.model.d_model, config.model.layers,
-                               self.context)  # fmt: skip
+        self.size = model_size(
+            self.template, config.model.d_model, config.model.layers, self.context
+        )
 
     def _windows(self, data: Tensor, starts: Tensor) -> Tensor:
         """Windows of ``context + 1`` bytes at ``starts`` [..., B]: int64 [..., B, context + 1]."""
@@ -187,10 +188,13 @@ class StackedTransformerEngine(StackedMembers):
     def train_epoch(self, epoch: int) -> None:
         self._train_mode(True)
         high = len(self.train_bytes) - self.context  # offsets 0 .. len - context - 1
-        starts = torch.stack([
-            torch.randint(0, high, (self.steps, self.batch_size), generator=member.order)
-            for member in self.members
-        ], dim=1)  # [steps, M, B]: each member's own draws, as its single engine's  # fmt: skip
+        starts = torch.stack(
+            [
+                torch.randint(0, high, (self.steps, self.batch_size), generator=member.order)
+                for member in self.members
+            ],
+            dim=1,
+        )  # [steps, M, B]: each member's own draws, as its single engine's
         total = torch.zeros(len(self.members), dtype=torch.float64, device=self.device)
         train_loss = partial(self._member_loss, reduction="mean")
         for i in range(self.steps):
@@ -218,97 +222,5 @@ class StackedTransformerEngine(StackedMembers):
                 log(member.key, epoch, split, "loss", per_member[m])
                 log(member.key, epoch, split, "bpb", per_member[m] / LN2)
                 log(member.key, epoch, split, "trivial_loss", math.log(VOCAB))
-            for metric, value in self.size.items():
-                log(member.key, epoch, "model", metric, value)
-
-
-class StackedViTEngine(StackedMembers):
-    """The engine protocol for the ViT runs of one job (one activation; members = seeds ×
-    learning rates), trained stacked: each member its single-run engine's model
-    (``build_vit``), AdamW, clipping, lr schedule and ``randperm`` batch order, so it logs what
-    :class:`~gelus.experiments.vit.ViTEngine` logs, to float tolerance."""
-
-    evaluates_before_training = False
-    check_activation = staticmethod(ViTEngine.check_activation)
-    evaluated_samples = ViTEngine.evaluated_samples
-
-    def __init__(self, job: Job, data: Any, device: torch.device) -> None:
-        config = self.config = job.config
-        self.device, self.batch_size = device, config.train.batch_size
-        shape = tuple(data.train.sample_shape)
-        self._start(job, [build_vit(config, job.activation, key.seed, shape, data.num_classes)
-                          for key in job.members])  # fmt: skip
-        self.n_train = job.train_size
-        self.steps = self.n_train // self.batch_size
-        if self.steps == 0:
-            raise ConfigError(f"{self.n_train} training images is less than one batch")
-        self.total = job.epochs * self.steps
-        self.splits, self.mean, self.std = image_splits(data, self.n_train, device)
-        self.classes = data.num_classes
-        self.train_metrics = [(float("nan"), float("nan"))] * len(self.members)
-        tokens = self.template.position.weight.shape[0]
-        self.size = model_size(self.template, config.model.d_model, config.model.layers, tokens)
-
-    def _batch(self, name: str, index: Tensor) -> tuple[Tensor, Tensor]:
-        """Standardised images and labels at ``index`` [..., B] (any leading shape)."""
-        split, flat = self.splits[name], index.to(self.device).reshape(-1)
-        images = (split.inputs(flat) - self.mean) / self.std
-        return images.view(*index.shape, *images.shape[1:]), split.labels[flat].view(index.shape)
-
-    def _member_loss(self, params, images: Tensor, labels: Tensor, reduction: str):
-        """One member's (loss, wrong predictions) on its batch (the single engine's step)."""
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
-            logits = functional_call(self.template, params, (images,)).float()
-        loss = F.cross_entropy(logits, labels, reduction=reduction)
-        return loss, (logits.argmax(1) != labels).sum()
-
-    def train_epoch(self, epoch: int) -> None:
-        self._train_mode(True)
-        orders = torch.stack(
-            [torch.randperm(self.n_train, generator=m.order) for m in self.members]
-        )
-        loss_sum = torch.zeros(len(self.members), dtype=torch.float64, device=self.device)
-        wrong = torch.zeros(len(self.members), dtype=torch.int64, device=self.device)
-        mean_loss = partial(self._member_loss, reduction="mean")
-        for i in range(self.steps):
-            x, y = self._batch("train", orders[:, i * self.batch_size : (i + 1) * self.batch_size])
-            losses, mistakes = self._vmap(mean_loss, (0, 0, 0), x, y)
-            self._update(losses)
-            loss_sum += losses.detach()
-            wrong += mistakes
-        seen = self.steps * self.batch_size
-        self.train_metrics = [
-            (total / self.steps, mistakes / seen)
-            for total, mistakes in zip(loss_sum.tolist(), wrong.tolist(), strict=True)
-        ]
-
-    @torch.no_grad()
-    def _evaluate_split(self, name: str) -> list[tuple[float, float]]:
-        """Each member's (mean loss, error) on the split."""
-        self._train_mode(False)
-        n = len(self.splits[name])
-        loss_sum = torch.zeros(len(self.members), dtype=torch.float64, device=self.device)
-        wrong = torch.zeros(len(self.members), dtype=torch.int64, device=self.device)
-        summed = partial(self._member_loss, reduction="sum")
-        for index in torch.arange(n).split(self.config.train.eval_batch_size):
-            losses, mistakes = self._vmap(summed, (0, None, None), *self._batch(name, index))
-            loss_sum += losses.double()
-            wrong += mistakes
-        return [
-            (total / n, mistakes / n)
-            for total, mistakes in zip(loss_sum.tolist(), wrong.tolist(), strict=True)
-        ]
-
-    def evaluate(self, epoch: int, log: Log) -> None:
-        metrics = {"train": self.train_metrics}
-        metrics |= {
-            name: self._evaluate_split(name) for name in ("val", "test") if name in self.splits
-        }
-        for m, member in enumerate(self.members):
-            for split, per_member in metrics.items():
-                loss, error = per_member[m]
-                log(member.key, epoch, split, "loss", loss)
-                log(member.key, epoch, split, "error", error)
-                log(member.key, epoch, split, "trivial_loss", math.log(self.classes))
             for metric, value in self.size.items():
                 log(member.key, epoch, "model", metric, value)

@@ -1,0 +1,57 @@
+"""What the harness asks the stacked-MLP engine about its config (the engine protocol's plug-in).
+
+Its runs of one activation and setting train as one stacked ensemble (members = seeds × learning
+rates); a classifier with a deterministic activation runs once per dropout keep probability; the
+autoencoder trains on train + val (``train_on``); the stored shape keeps ``cnn: None``, as every
+version of the harness stored it.
+"""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from gelus.experiments.engine import EnginePlugin
+from gelus.experiments.engines.mlp.config import MLPExperimentConfig, NoiseConfig, mlp_checks
+from gelus.experiments.engines.mlp.engine import MLPEngine
+
+__all__ = ["MLPPlugin"]
+
+
+class MLPPlugin(EnginePlugin):
+    """The stacked-MLP engine: classifiers and the autoencoder of MNIST, Twitter POS and TIMIT."""
+
+    name = "mlp"
+    config_type = MLPExperimentConfig
+    tasks = ("classify", "autoencode")
+    trainers: ClassVar[dict[str, type]] = {"mlp": MLPEngine}
+    one_run_per_job = False
+
+    def checks(self, config: MLPExperimentConfig) -> list[tuple[bool, str, str]]:
+        return mlp_checks(config)
+
+    def train_size(self, config: MLPExperimentConfig, train: int, val: int) -> int:
+        n = train + (val if config.train_on == "train+val" else 0)
+        return min(n, config.train.train_subset) if config.train.train_subset else n
+
+    def holds_out_validation(self, config: MLPExperimentConfig) -> bool:
+        return config.train_on == "train"
+
+    def settings(self, config: MLPExperimentConfig, activation: Any) -> list[tuple[str, float]]:
+        """One setting per keep probability for a classifier with a deterministic activation,
+        else one (no dropout)."""
+        if activation.stochastic or config.task == "autoencode":
+            return [("keep=1.0", 1.0)] if config.task == "classify" else [("", 1.0)]
+        return [(f"keep={float(keep)!r}", keep) for keep in dict.fromkeys(config.train.keep)]
+
+    def cost_scales_with(self, job_engine: str) -> str:
+        return "members"  # one batched matmul per layer for all members
+
+    def config_to_dict(self, config: MLPExperimentConfig) -> dict[str, Any]:
+        return super().config_to_dict(config) | {"cnn": None}
+
+    def training_key(self, config: MLPExperimentConfig) -> MLPExperimentConfig:
+        return dataclasses.replace(config, noise=NoiseConfig())  # noise is evaluated after
+
+    def predicts_classes(self, flat: Mapping[str, Any]) -> bool:
+        task = next((v for k, v in flat.items() if k.rsplit(".", 1)[-1] == "task"), "classify")
+        return task == "classify"

@@ -1,0 +1,57 @@
+"""What the harness asks the transformer engine about its config (the engine protocol's plug-in).
+
+One run per job, or an activation's runs stacked into one job where ``train.stack`` says so on the
+device (:func:`~gelus.experiments.engines.transformer.config.stacks_runs`); a run's "epoch" is
+``steps_per_epoch`` batches of windows; its steps are timed after a sweep; it trains on byte text,
+so a text file's path is a dataset for it; its step is priced on random bytes.
+"""
+
+from typing import ClassVar
+
+from gelus.experiments.engine import EnginePlugin
+from gelus.experiments.engines.transformer.config import (
+    TransformerExperimentConfig,
+    lm_checks,
+    stacks_runs,
+)
+from gelus.experiments.engines.transformer.engine import TransformerEngine
+from gelus.experiments.engines.transformer.stacked import StackedTransformerEngine
+
+__all__ = ["TransformerPlugin"]
+
+EVAL_WINDOWS = 16  # the budget times an evaluation on this many windows of the context
+
+
+class TransformerPlugin(EnginePlugin):
+    """The transformer engine: the byte-level language model of transformer-lm."""
+
+    name = "transformer"
+    config_type = TransformerExperimentConfig
+    tasks = ("lm",)
+    trainers: ClassVar[dict[str, type]] = {
+        "transformer": TransformerEngine,
+        "transformer-stacked": StackedTransformerEngine,
+    }
+    steps_timed = True
+
+    def checks(self, config: TransformerExperimentConfig) -> list[tuple[bool, str, str]]:
+        return lm_checks(config)
+
+    def train_size(self, config: TransformerExperimentConfig, train: int, val: int) -> int:
+        """The windows of one epoch, steps_per_epoch × batch_size, drawn from the bytes."""
+        return config.train.steps_per_epoch * config.train.batch_size
+
+    def job_engine(self, config: TransformerExperimentConfig, device: str) -> str:
+        return "transformer-stacked" if stacks_runs(config, device) else self.name
+
+    def text_context(self, config: TransformerExperimentConfig) -> int:
+        return config.model.context
+
+    def random_data(self, config: TransformerExperimentConfig, sizes, shape, classes: int):
+        """A byte corpus of one batch of windows of context + 1 (and a few more) to train on, and
+        ``EVAL_WINDOWS`` windows to evaluate (sizes in bytes)."""
+        from gelus.data.text import random_text
+
+        window = config.model.context + 1
+        train, test = (sizes[0] + 4) * window, EVAL_WINDOWS * window
+        return random_text((train, test), name=config.dataset), (train, test)
