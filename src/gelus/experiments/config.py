@@ -3,7 +3,7 @@
 Each engine has its own config, a frozen dataclass with one commented default per line holding
 only what that engine reads (:mod:`gelus.experiments.engines`: ``mlp/config.py``,
 ``cnn/config.py``, ``transformer/config.py``, ``vit/config.py``), so a key an engine does not read
-does not exist for its presets; its engine (:func:`gelus.experiments.engine.plugin_for`) adds its
+does not exist for its presets; its engine (:func:`gelus.experiments.config.plugin_for`) adds its
 range checks and the shape it is stored in; the registry of engines, keyed by config type
 (:func:`register_engine`, :func:`plugin_for`), is here. An override is ``key=value`` with a dotted key into
 the config (``optim.lr=1e-3``, ``train.epochs=10``, ``activations=gelu,relu``); tuple fields take
@@ -49,7 +49,7 @@ __all__ = [
 
 # Upper bounds on counts: beyond these a value is a typo, and planning it would exhaust memory.
 LIMITS = {"seeds": 10_000, "epochs": 100_000, "runs": 1_000_000}
-# Any registered engine's config (gelus.experiments.engine.plugin_for gives its engine).
+# Any registered engine's config (gelus.experiments.config.plugin_for gives its engine).
 ExperimentConfig = Any
 
 _PLUGINS: dict[type, Any] = {}  # config type -> its engine (an EnginePlugin), as registered

@@ -39,7 +39,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work for the trainer ``engine`` names (``gelus.experiments.engine.trainer_for``):
+    """One unit of work for the trainer ``engine`` names (``gelus.experiments.config.trainer_for``):
     one network, or a stacked ensemble of ``members``."""
 
     engine: str
