@@ -162,6 +162,25 @@ def test_substitute_dataset_is_used_and_recorded(tmp_path):
         _run(tmp_path / "out2", tmp_path / "data", dataset="mnits")
 
 
+def test_the_first_lines_say_what_is_loaded_and_planned_before_the_work(tmp_path, capsys):
+    write_tiny_mnist(tmp_path / "data" / "fashion-mnist", seed=1)
+    argv = ["run", "mnist-classification", "--data-dir", str(tmp_path / "data"), "--seeds", "2"]
+    argv += ["--epochs", "1", "--workers", "0", "--activations", "relu", "--set", "optim.lr=1e-3"]
+    argv += ["--set", "train.keep=1", "--no-verify", "--out", str(tmp_path / "out")]
+    assert gelus_main(argv) == 0
+    captured = capsys.readouterr()
+    loading, planned = captured.out.splitlines()[:2]
+    assert loading.startswith("mnist-classification: loading fashion-mnist from ")
+    assert loading.endswith("standing in for mnist (not installed)")  # the stand-in, named
+    assert planned == (
+        "mnist-classification: 2 runs to train in 1 jobs, in this process on cpu "
+        "(a job trains its runs at once)"
+    )
+    assert "relu keep=1.0, 2 runs" in captured.err and "epoch/s" in captured.err  # the bars' units
+    assert gelus_main(argv) == 0  # again: nothing left, and it says so
+    assert "nothing left to train, 2 done before" in capsys.readouterr().out
+
+
 def test_noise_records_after_last_epoch(data_dir, tmp_path):
     _run(
         tmp_path,

@@ -229,7 +229,7 @@ def run_with_progress(options, executor=None) -> Path:
     from gelus.experiments.run import resolve_run
     from gelus.experiments.runner import execute
 
-    run = resolve_run(options, executor)
+    run = resolve_run(options, executor, print)
     execute(run, executor, ProgressBars.over, print)
     records, runs = read_results(run.out_dir)
     print(summary_table(records, runs, run.preset))
@@ -298,7 +298,11 @@ class ProgressBars:
 
             self.tqdm = tqdm
             self.overall = tqdm(
-                total=self.total, desc=f"{self.title} (epochs)", position=0, dynamic_ncols=True
+                total=self.total,
+                desc=f"{self.title}, all jobs",
+                unit="epoch",
+                position=0,
+                dynamic_ncols=True,
             )
         return self
 

@@ -65,7 +65,8 @@ class Job:
         first = self.members[0]
         one = plugin_for(self.config).one_run_per_job and len(self.members) == 1
         lr = f" lr={first.lr:g} seed={first.seed}" if one else ""
-        return f"{self.activation.label}{setting}{lr} ×{len(self.members)}"
+        count = len(self.members)  # the runs this job trains at once (seeds × lrs of a setting)
+        return f"{self.activation.label}{setting}{lr}, {count} run{'s' * (count > 1)}"
 
     @property
     def epochs(self) -> int:

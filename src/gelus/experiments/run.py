@@ -12,7 +12,7 @@ and the command line's summary then take the ``Run`` as it is.
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -109,15 +109,19 @@ class Run:
         return self.preset.name
 
 
-def resolve_run(options: RunOptions, executor: Executor | None = None) -> Run:
+def resolve_run(
+    options: RunOptions, executor: Executor | None = None, say: Callable[[str], None] | None = None
+) -> Run:
     """The :class:`Run` ``options`` ask for, every setting checked (SettingError or ConfigError
     naming it) before anything is written; ``executor`` resolves the device and the default
     workers where the jobs run elsewhere (its ``resolve_device`` and ``workers``). The records
-    database is read once, here."""
+    database is read once, here. ``say`` is told which dataset is loaded, before it is."""
     asked = configure(options, executor)  # the config, activations and device, checked
     preset, config, plugin, device = asked.preset, asked.config, asked.plugin, asked.device
     data_dir = None if options.data_dir is None else str(options.data_dir)
     used, source = resolve_dataset(preset, config, data_dir, options.dataset)
+    if say is not None:
+        say(_loading_line(preset.name, options.dataset or config.dataset, used, source))
     config = dataclasses.replace(config, dataset=used)
     validation = plugin.holds_out_validation(config)
     data = load_dataset(used, data_dir, validation=validation, verify=options.verify)
@@ -284,6 +288,12 @@ def _explicit(preset: Preset, options: RunOptions) -> list[str]:
     explicit += [f"train.seeds={options.seeds}"] if options.seeds is not None else []
     explicit += [f"train.epochs={options.epochs}"] if options.epochs is not None else []
     return explicit
+
+
+def _loading_line(name: str, requested: str, used: str, source: str) -> str:
+    if used == requested or used.startswith("text:"):
+        return f"{name}: loading {used} from {source}"
+    return f"{name}: loading {used} from {source}, standing in for {requested} (not installed)"
 
 
 def resolve_dataset(

@@ -66,11 +66,30 @@ def execute(
     processes) reporting to ``bars``, then time its steps where its engine's are (``say``
     announces the timing)."""
     jobs = plan_run(run)
+    if say is not None:
+        say(_plan_line(run, jobs))
     timing = step_time_jobs(run, STEPS) if run.step_times else []
     with (bars or _no_bars)(jobs, run.name) as report:
         (executor or LocalExecutor(run.workers, run.threads)).run(jobs, report)
     if run.step_times:
         time_steps(run, timing, say)
+
+
+def _plan_line(run: Run, jobs: Sequence[Job]) -> str:
+    runs = sum(len(job.members) for job in jobs)
+    done = f", {len(run.done)} done before" if run.done else ""
+    workers = min(run.workers, len(jobs))
+    where = (
+        f"{workers} worker processes"
+        if workers > 1
+        else "1 worker process"
+        if workers
+        else "in this process"
+    )
+    where += f" on {run.device}"
+    if not jobs:
+        return f"{run.name}: nothing left to train{done}"
+    return f"{run.name}: {runs} runs to train in {len(jobs)} jobs{done}, {where} (a job trains its runs at once)"
 
 
 @contextlib.contextmanager
