@@ -18,10 +18,10 @@ Targets (issue: the paper on one GPU) are printed beside the figures; the bench 
 
 import argparse
 import dataclasses
-import statistics
-import time
 
 import torch
+
+from gelus.experiments.timing import median_seconds, wall_clock
 
 __all__ = ["TARGETS", "main", "matmul_rate", "training_flops_per_image"]
 
@@ -46,22 +46,10 @@ def matmul_rate(
     try:
         a = torch.randn(n, n, device=device, dtype=dtype)
         b = torch.randn(n, n, device=device, dtype=dtype)
-        torch.mm(a, b)
-        times = []
-        for _ in range(repeats):
-            _sync(device)
-            began = time.perf_counter()
-            torch.mm(a, b)
-            _sync(device)
-            times.append(time.perf_counter() - began)
+        seconds = median_seconds(lambda: torch.mm(a, b), repeats, timer=wall_clock(device))
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
-    return 2 * n**3 / statistics.median(times)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    return 2 * n**3 / seconds
 
 
 def training_flops_per_image(work, device: torch.device) -> float:
