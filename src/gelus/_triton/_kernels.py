@@ -176,8 +176,16 @@ def geglu_kernel(
 
 
 @triton.jit
-def _parametric(grad, x, p, q, MEMBER: tl.constexpr, FORM: tl.constexpr, PREC: tl.constexpr,
-                BACKWARD: tl.constexpr):  # fmt: skip
+def _parametric(
+    grad,
+    x,
+    p,
+    q,
+    MEMBER: tl.constexpr,
+    FORM: tl.constexpr,
+    PREC: tl.constexpr,
+    BACKWARD: tl.constexpr,
+):
     """(out, r1, r2): the forward value, or (dx, gradient terms of the two parameters)."""
     if MEMBER == GENERALIZED:  # p = μ, q = 1/σ
         z = (x - p) * q

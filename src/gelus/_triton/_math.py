@@ -193,9 +193,21 @@ def _prepare_single(x):
 
 
 @triton.jit
-def _tail_single(near, t_near, t_far, NEAR: tl.constexpr, NEAR_N: tl.constexpr,
-                 NEAR_LOW: tl.constexpr, FAR: tl.constexpr, FAR_N: tl.constexpr,
-                 FAR_LOW: tl.constexpr, m_hi, m_lo, w, scale):  # fmt: skip
+def _tail_single(
+    near,
+    t_near,
+    t_far,
+    NEAR: tl.constexpr,
+    NEAR_N: tl.constexpr,
+    NEAR_LOW: tl.constexpr,
+    FAR: tl.constexpr,
+    FAR_N: tl.constexpr,
+    FAR_LOW: tl.constexpr,
+    m_hi,
+    m_lo,
+    w,
+    scale,
+):
     """m·P(t)·(1 + w)·scale (times 2^-64: the exact result), P the near or far polynomial.
 
     Both polynomials are evaluated and one is kept: an fma with an immediate coefficient per
@@ -222,8 +234,21 @@ def _gelu_exact_single(x, factor):
     u, beyond, near, t_near, t_far, _ = _prepare_single(x)
     w, scale = _gauss_single(u)
     m = tl.where(near, u, 1.0)
-    q = _tail_single(near, t_near, t_far, _NEAR_VALUE, _NEAR_VALUE_N, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_N, _FAR_VALUE_LOW,
-                     m, 0.0, w, scale)  # fmt: skip
+    q = _tail_single(
+        near,
+        t_near,
+        t_far,
+        _NEAR_VALUE,
+        _NEAR_VALUE_N,
+        _NEAR_VALUE_LOW,
+        _FAR_VALUE,
+        _FAR_VALUE_N,
+        _FAR_VALUE_LOW,
+        m,
+        0.0,
+        w,
+        scale,
+    )
     q = tl.where(beyond, 0.0, q) * factor * _SCALE_DOWN
     return tl.where(x >= 0, x * factor - q, -q)  # x ≥ 0: ±0 − 0 keeps the sign of zero
 
@@ -240,8 +265,21 @@ def _gelu_exact_slope_single(x, factor):
     d_lo = (tl.where(above, -_ROOT_HI, u) - z) - _ROOT_LO
     m_hi = tl.where(near, d_hi, -u)
     m_lo = tl.where(near, d_lo, 0.0)
-    q = _tail_single(near, t_near, t_far, _NEAR_SLOPE, _NEAR_SLOPE_N, _NEAR_SLOPE_LOW, _FAR_SLOPE, _FAR_SLOPE_N, _FAR_SLOPE_LOW,
-                     m_hi, m_lo, w, scale)  # fmt: skip
+    q = _tail_single(
+        near,
+        t_near,
+        t_far,
+        _NEAR_SLOPE,
+        _NEAR_SLOPE_N,
+        _NEAR_SLOPE_LOW,
+        _FAR_SLOPE,
+        _FAR_SLOPE_N,
+        _FAR_SLOPE_LOW,
+        m_hi,
+        m_lo,
+        w,
+        scale,
+    )
     q = tl.where(beyond, 0.0, q) * factor * _SCALE_DOWN
     return tl.where(x > 0, factor - q, q)
 
@@ -252,8 +290,21 @@ def _normal_cdf_pdf_single(z):
     u, beyond, near, t_near, t_far, inverse = _prepare_single(z)
     w, scale = _gauss_single(u)
     m = tl.where(near, 1.0, inverse)
-    q = _tail_single(near, t_near, t_far, _NEAR_VALUE, _NEAR_VALUE_N, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_N, _FAR_VALUE_LOW,
-                     m, 0.0, w, scale)  # fmt: skip
+    q = _tail_single(
+        near,
+        t_near,
+        t_far,
+        _NEAR_VALUE,
+        _NEAR_VALUE_N,
+        _NEAR_VALUE_LOW,
+        _FAR_VALUE,
+        _FAR_VALUE_N,
+        _FAR_VALUE_LOW,
+        m,
+        0.0,
+        w,
+        scale,
+    )
     q = tl.where(beyond, 0.0, q * _SCALE_DOWN)
     pdf = tl.fma(_INV_SQRT_2PI, w, _INV_SQRT_2PI) * scale * _SCALE_DOWN
     pdf = tl.where(beyond, 0.0, pdf)

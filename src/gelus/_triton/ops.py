@@ -57,8 +57,10 @@ __all__ = [
 ]
 
 _GENERALIZED, _SWISH_BETA, _BIAS = (
-    int(kernels.GENERALIZED), int(kernels.SWISH_BETA), int(kernels.BIAS)
-)  # fmt: skip
+    int(kernels.GENERALIZED),
+    int(kernels.SWISH_BETA),
+    int(kernels.BIAS),
+)
 _FORMS = {"none": int(_math.EXACT), "tanh": int(_math.TANH), "sigmoid": int(_math.SIGMOID)}
 _PRECISION = {
     torch.float16: int(_math.HALF),
@@ -333,9 +335,14 @@ def _plan(key, scale: int) -> _Plan:
     stride = n if dim is None else strides[dim]
     sums = (2 if wants[1] else 1 if wants[0] else 0) if backward else 0
     options = dict(
-        MEMBER=member, FORM=form, BACKWARD=backward, SUMS=sums, PREC=_PRECISION[dtype],
-        WIDE=wide, num_warps=_WARPS,
-    )  # fmt: skip
+        MEMBER=member,
+        FORM=form,
+        BACKWARD=backward,
+        SUMS=sums,
+        PREC=_PRECISION[dtype],
+        WIDE=wide,
+        num_warps=_WARPS,
+    )
     if channels > 1 and stride == 1:  # the channel is the fastest dimension in storage
         rows = n // channels
         block_c = min(64, triton.next_power_of_2(channels))
@@ -431,14 +438,24 @@ def _run_parametric(member, form, x, grad, p, q, wants=(False, False), wide=Fals
     q = p if q is p else _on_device(q, x, dtype)
     partial = torch.empty(plan.partial, dtype=dtype, device=device) if plan.sums else out
     getattr(kernels, plan.kernel)[plan.grid](
-        x, x if grad is None else _as_layout_of(grad, x), out, p, q, partial, *plan.sizes,
-        *plan.strides, **plan.options,
-    )  # fmt: skip
+        x,
+        x if grad is None else _as_layout_of(grad, x),
+        out,
+        p,
+        q,
+        partial,
+        *plan.sizes,
+        *plan.strides,
+        **plan.options,
+    )
     if plan.sums:
         kernels.finish_kernel[plan.finish_grid](
-            partial, partial if dp is None else dp, partial if dq is None else dq,
-            *plan.finish_sizes, **plan.finish_options,
-        )  # fmt: skip
+            partial,
+            partial if dp is None else dp,
+            partial if dq is None else dq,
+            *plan.finish_sizes,
+            **plan.finish_options,
+        )
     return out, (dp, dq)
 
 

@@ -70,7 +70,7 @@ def register(subparsers) -> None:
         help="only the host time of one forward + backward per member, with the Triton launches "
         "stubbed (and, on cuda, real): runs without a GPU, the CUDA route taken on CPU tensors",
     )
-    kernels.set_defaults(func=kernels_main)  # fmt: skip
+    kernels.set_defaults(func=kernels_main)
 
     training = commands.add_parser(
         "training",
@@ -147,9 +147,11 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
     try:
         environment = kernels.environment()
         start = time.perf_counter()
-        log(f"gelus bench kernels: {len(selected)} rows, sizes "
+        log(
+            f"gelus bench kernels: {len(selected)} rows, sizes "
             f"{', '.join(kernels.size_name(s) for s in sizes)}, {rounds} rounds, "
-            f"{'compiled and eager' if compile else 'eager only'}")  # fmt: skip
+            f"{'compiled and eager' if compile else 'eager only'}"
+        )
         results = kernels.run(
             selected,
             sizes,
@@ -182,12 +184,17 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
     if args.json:
         payload = {
             "environment": environment,
-            "settings": {"sizes": sizes, "rounds": rounds, "compile": compile,
-                         "backend": args.compile_backend, "elapsed_seconds": elapsed},
+            "settings": {
+                "sizes": sizes,
+                "rounds": rounds,
+                "compile": compile,
+                "backend": args.compile_backend,
+                "elapsed_seconds": elapsed,
+            },
             "rows": [_row_record(c) for c in selected],
             "results": [asdict(r) for r in results],
             "targets": report.target_rows(),
-        }  # fmt: skip
+        }
         with atomic_write(args.json, "w") as handle:
             json.dump(payload, handle, indent=1, default=repr)
     return 1 if errors else 0
@@ -271,14 +278,19 @@ def kernels_cuda_main(args: argparse.Namespace, out) -> int:
     if device == "cuda":
         where = torch.cuda.get_device_name()
     elif host_only:
-        where = ("CPU, the CUDA route on CPU tensors with the Triton launches stubbed: a proxy of "
-                 "the host time on CUDA")  # fmt: skip
+        where = (
+            "CPU, the CUDA route on CPU tensors with the Triton launches stubbed: a proxy of "
+            "the host time on CUDA"
+        )
     else:
         where = "CPU, the CUDA route in Triton's interpreter: the times say nothing about speed"
     what = "host time only" if host_only else f"{rounds} paired rounds"
-    print(f"gelus bench kernels --device {device}{' --host-only' if host_only else ''}: {where}; "
-          f"torch {torch.__version__}, triton {triton.__version__}; public calls with autograd, "
-          f"forward + backward; {what}\n", file=out)  # fmt: skip
+    print(
+        f"gelus bench kernels --device {device}{' --host-only' if host_only else ''}: {where}; "
+        f"torch {torch.__version__}, triton {triton.__version__}; public calls with autograd, "
+        f"forward + backward; {what}\n",
+        file=out,
+    )
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -287,19 +299,35 @@ def kernels_cuda_main(args: argparse.Namespace, out) -> int:
     if not host_only:
         # in the interpreter (CPU) a call takes ~0.1 s and its time means nothing: few host calls
         host_calls = 30 if device == "cuda" else 2
-        results = run(sizes, inputs=inputs, members=members, rounds=rounds, device=device,
-                      host_calls=host_calls, log=log)  # fmt: skip
+        results = run(
+            sizes,
+            inputs=inputs,
+            members=members,
+            rounds=rounds,
+            device=device,
+            host_calls=host_calls,
+            log=log,
+        )
         print(report.format_results(results), file=out)
     host = host_rows(device, members, size=min(sizes))
-    print(f"\n### Host time of one forward + backward ({size_label(min(sizes))} elements, "
-          "float32; median of 200 calls)\n", file=out)  # fmt: skip
+    print(
+        f"\n### Host time of one forward + backward ({size_label(min(sizes))} elements, "
+        "float32; median of 200 calls)\n",
+        file=out,
+    )
     print(report.format_host(host), file=out)
     targets = report.target_rows(results, host)
     print("\n### Targets (issue 30), device time unless said\n", file=out)
     print(report.format_targets(targets), file=out)
     if getattr(args, "json", None):
-        payload = {"device": where, "torch": torch.__version__, "rounds": rounds,
-                   "results": [asdict(r) for r in results], "host": host, "targets": targets}  # fmt: skip
+        payload = {
+            "device": where,
+            "torch": torch.__version__,
+            "rounds": rounds,
+            "results": [asdict(r) for r in results],
+            "host": host,
+            "targets": targets,
+        }
         with atomic_write(args.json, "w") as handle:
             json.dump(payload, handle, indent=1)
     return 0

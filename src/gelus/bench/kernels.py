@@ -382,45 +382,66 @@ class Report:
     def eager_table(self, size: int) -> str:
         from gelus.bench.timing import format_table
 
-        headers = ["row", "vs", "fwd", "fwd out=", "fwd+bwd", "fwd ×copy", "fwd out= ×copy",
-                   "fwd+bwd ×copy", "saved ×input"]  # fmt: skip
+        headers = [
+            "row",
+            "vs",
+            "fwd",
+            "fwd out=",
+            "fwd+bwd",
+            "fwd ×copy",
+            "fwd out= ×copy",
+            "fwd+bwd ×copy",
+            "saved ×input",
+        ]
         rows = []
         for c in self.selected:
             ref = c.reference
-            rows.append([
-                c.label,
-                self._label(ref),
-                _number(self.ratio(size, c.key, False, "fwd", ref, False)) if ref else "—",
-                _number(self.ratio(size, c.key, False, "fwd_out", ref, False)) if ref else "—",
-                _number(self.ratio(size, c.key, False, "fwd_bwd", ref, False)) if ref else "—",
-                _number(self.ratio(size, c.key, False, "fwd", "copy", False, "fwd_out")),
-                _number(self.ratio(size, c.key, False, "fwd_out", "copy", False, "fwd_out")),
-                _number(self.ratio(size, c.key, False, "fwd_bwd", "copy", False, "fwd_out")),
-                _number(self.saved_ratio(size, c.key, False)),
-            ])  # fmt: skip
+            rows.append(
+                [
+                    c.label,
+                    self._label(ref),
+                    _number(self.ratio(size, c.key, False, "fwd", ref, False)) if ref else "—",
+                    _number(self.ratio(size, c.key, False, "fwd_out", ref, False)) if ref else "—",
+                    _number(self.ratio(size, c.key, False, "fwd_bwd", ref, False)) if ref else "—",
+                    _number(self.ratio(size, c.key, False, "fwd", "copy", False, "fwd_out")),
+                    _number(self.ratio(size, c.key, False, "fwd_out", "copy", False, "fwd_out")),
+                    _number(self.ratio(size, c.key, False, "fwd_bwd", "copy", False, "fwd_out")),
+                    _number(self.saved_ratio(size, c.key, False)),
+                ]
+            )
         return format_table(headers, rows)
 
     def compiled_table(self, size: int) -> str:
         from gelus.bench.timing import format_table
 
-        headers = ["row", "vs", "fwd ÷compiled", "fwd ÷eager", "fwd+bwd ÷compiled",
-                   "fwd+bwd ÷eager", "saved ×input", "compile s"]  # fmt: skip
+        headers = [
+            "row",
+            "vs",
+            "fwd ÷compiled",
+            "fwd ÷eager",
+            "fwd+bwd ÷compiled",
+            "fwd+bwd ÷eager",
+            "saved ×input",
+            "compile s",
+        ]
         rows = []
         for c in self.selected:
             result = self.by_key.get((size, c.key, True))
             if result is None:
                 continue
             ref = c.reference
-            rows.append([
-                c.label,
-                self._label(ref),
-                _number(self.ratio(size, c.key, True, "fwd", ref, True)),
-                _number(self.ratio(size, c.key, True, "fwd", ref, False)),
-                _number(self.ratio(size, c.key, True, "fwd_bwd", ref, True)),
-                _number(self.ratio(size, c.key, True, "fwd_bwd", ref, False)),
-                _number(self.saved_ratio(size, c.key, True)),
-                _number(result.compile_seconds),
-            ])  # fmt: skip
+            rows.append(
+                [
+                    c.label,
+                    self._label(ref),
+                    _number(self.ratio(size, c.key, True, "fwd", ref, True)),
+                    _number(self.ratio(size, c.key, True, "fwd", ref, False)),
+                    _number(self.ratio(size, c.key, True, "fwd_bwd", ref, True)),
+                    _number(self.ratio(size, c.key, True, "fwd_bwd", ref, False)),
+                    _number(self.saved_ratio(size, c.key, True)),
+                    _number(result.compile_seconds),
+                ]
+            )
         return format_table(headers, rows) if rows else ""
 
     def target_sizes(self) -> list[int]:
@@ -443,8 +464,14 @@ class Report:
             if result is not None and result.saved_bytes is not None:
                 value = result.saved_bytes / result.input_bytes
                 limit = (result.input_bytes + result.param_bytes) / result.input_bytes
-            rows.append({"target": "generalized GELU, eager, saved ÷ input bytes (+ params)",
-                         "limit": limit, "size": size, "value": value})  # fmt: skip
+            rows.append(
+                {
+                    "target": "generalized GELU, eager, saved ÷ input bytes (+ params)",
+                    "limit": limit,
+                    "size": size,
+                    "value": value,
+                }
+            )
         return rows
 
     def targets_table(self) -> str:
