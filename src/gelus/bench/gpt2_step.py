@@ -384,7 +384,8 @@ def report(rows: list[Row], times: dict[str, list[float]], modes: list[str]) -> 
     return text
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The options of ``python -m gelus.bench.gpt2_step``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
@@ -416,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab", type=int, default=GPTConfig.vocab)
     parser.add_argument("--context", type=int, default=GPTConfig.context)
     parser.add_argument("--batch", type=int, default=GPTConfig.batch)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure and print the GPT-2 step's table (``argv``: the options of :func:`_parser`)."""
+    parser = _parser()
     args = parser.parse_args(argv)
     config = GPTConfig(args.layers, args.width, args.heads, args.vocab, args.context, args.batch)
     activations = [a.strip() for a in args.activations.split(",") if a.strip()]

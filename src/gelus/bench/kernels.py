@@ -95,19 +95,9 @@ def _takes(function: Callable, name: str) -> bool:
         return False
 
 
-def candidates() -> list[Candidate]:
-    """Every row the benchmark knows, references first; members found in ``gelus.functional``."""
-    from gelus import functional as G
-
-    def member(key, label, name, reference="torch-gelu", **kwargs):
-        function = getattr(G, name)
-        params = kwargs.pop("params", ())
-        doubled = kwargs.pop("doubled_input", False)
-        bound = partial(function, **kwargs) if kwargs else function
-        out = partial(function, **kwargs) if _takes(function, "out") else None
-        return Candidate(key, label, bound, reference, "member", params, doubled, out)
-
-    rows = [
+def _baselines() -> list[Candidate]:
+    """The rows every ratio is taken against: a copy, torch's GELUs and SiLU, naive compositions."""
+    return [
         Candidate("copy", "copy (clone / y.copy_(x))", torch.clone, "", "baseline",
                   out_function=_copy_into, backward=False, compile=False),
         Candidate("torch-gelu", "torch F.gelu", _torch_gelu, "torch-gelu", "baseline",
@@ -120,10 +110,25 @@ def candidates() -> list[Candidate]:
                   "baseline"),
         Candidate("naive-generalized", "naive x·Φ((x−μ)/σ)", _naive_generalized_gelu,
                   "torch-gelu", "baseline", params=("mu", "sigma")),
+    ]  # fmt: skip
+
+
+def candidates() -> list[Candidate]:
+    """Every row the benchmark knows, references first; members found in ``gelus.functional``."""
+    from gelus import functional as G
+
+    def member(key, label, name, reference="torch-gelu", **kwargs):
+        function = getattr(G, name)
+        params = kwargs.pop("params", ())
+        doubled = kwargs.pop("doubled_input", False)
+        bound = partial(function, **kwargs) if kwargs else function
+        out = partial(function, **kwargs) if _takes(function, "out") else None
+        return Candidate(key, label, bound, reference, "member", params, doubled, out)
+
+    return [
+        *_baselines(),
         member("exact", "gelu", "gelu"),
         member("exact-accurate", "gelu (accurate)", "gelu", accurate=True),
-    ]  # fmt: skip
-    rows += [
         member("tanh", "gelu(tanh)", "gelu", "torch-gelu-tanh", approximate="tanh"),
         member("sigmoid", "gelu(sigmoid)", "gelu", approximate="sigmoid"),
         member("silu", "silu", "silu"),
@@ -133,7 +138,6 @@ def candidates() -> list[Candidate]:
         member("bias-gelu", "bias_gelu", "bias_gelu", params=("bias",)),
         member("geglu", "geglu", "geglu", doubled_input=True),
     ]
-    return rows
 
 
 def saved_bytes(function: Callable[..., Tensor], *args: Tensor) -> int:

@@ -112,6 +112,43 @@ def format_targets(rows: list[dict]) -> str:
     return "\n\n".join(blocks) + "\n\n" + TARGETS_LEGEND + " " + host
 
 
+_RESULT_HEADERS = (
+    "row", "device µs", "÷ F.gelu", "torch it replaces", "its µs", "÷ it", "host µs",
+    "its host µs", "× copy rate", "value ulp", "grad ulp",
+)  # fmt: skip
+_RESULTS_NOTE = (
+    "device µs: CUDA graph replay between CUDA events (median of rounds); † timed eagerly "
+    "between events (the call could not be captured: the larger of host and device time). "
+    "÷: median of the rounds' paired ratios. host µs: wall clock of one eager call, the "
+    "device drained before it (median). × copy rate: the bytes the member must move "
+    "(÷ x's: 5, GEGLU 4) over its time, as a fraction of y.copy_(x)'s rate. ulp: against "
+    "float64 on the first 4 M elements; n/a: no column for that row."
+)
+
+
+def _result_row(r: Result) -> list[str]:
+    """One member's cells under :data:`_RESULT_HEADERS`."""
+    member = _BY_KEY[r.key]
+    device = _us(r.seconds()) + ("" if r.method in ("graph", "wall") else " †")
+    against = median(r.ratio("torch")) if "torch" in r.rounds else None
+    bandwidth = None
+    if r.copy_seconds and r.seconds():
+        bandwidth = member.moved * r.copy_seconds / (2 * r.seconds())
+    return [
+        member.label,
+        device,
+        _number(median(r.ratio("F.gelu"))),
+        member.composition_label,
+        _us(r.seconds("torch")) if against else "—",
+        _number(against) if against else "—",
+        _us(median(r.host["member"])),
+        _us(median(r.host["torch"])) if "torch" in r.host else "—",
+        _number(bandwidth),
+        _number(r.value_ulp),
+        _number(r.slope_ulp),
+    ]
+
+
 def format_results(results: list[Result]) -> str:
     """One Markdown table per size × dtype × input kind, with F.gelu's and the copy's times."""
     blocks = []
@@ -126,60 +163,14 @@ def format_results(results: list[Result]) -> str:
             f"F.gelu fwd+bwd {_us(gelu)} µs device, {_us(gelu_host)} µs host; "
             f"y.copy_(x) {_us(first.copy_seconds)} µs"
         )
-        rows = []
-        for r in selected:
-            member = _BY_KEY[r.key]
-            device = _us(r.seconds()) + ("" if r.method in ("graph", "wall") else " †")
-            against = median(r.ratio("torch")) if "torch" in r.rounds else None
-            bandwidth = None
-            if r.copy_seconds and r.seconds():
-                bandwidth = member.moved * r.copy_seconds / (2 * r.seconds())
-            rows.append(
-                [
-                    member.label,
-                    device,
-                    _number(median(r.ratio("F.gelu"))),
-                    member.composition_label,
-                    _us(r.seconds("torch")) if against else "—",
-                    _number(against) if against else "—",
-                    _us(median(r.host["member"])),
-                    _us(median(r.host["torch"])) if "torch" in r.host else "—",
-                    _number(bandwidth),
-                    _number(r.value_ulp),
-                    _number(r.slope_ulp),
-                ]
-            )
-        table = format_table(
-            [
-                "row",
-                "device µs",
-                "÷ F.gelu",
-                "torch it replaces",
-                "its µs",
-                "÷ it",
-                "host µs",
-                "its host µs",
-                "× copy rate",
-                "value ulp",
-                "grad ulp",
-            ],
-            rows,
-        )
+        table = format_table(_RESULT_HEADERS, [_result_row(r) for r in selected])
         uncaptured = [
             f"† {_BY_KEY[r.key].label}: {r.method}"
             for r in selected
             if r.method not in ("graph", "wall")
         ]
         blocks.append("\n\n".join([head, table, *uncaptured]))
-    note = (
-        "device µs: CUDA graph replay between CUDA events (median of rounds); † timed eagerly "
-        "between events (the call could not be captured: the larger of host and device time). "
-        "÷: median of the rounds' paired ratios. host µs: wall clock of one eager call, the "
-        "device drained before it (median). × copy rate: the bytes the member must move "
-        "(÷ x's: 5, GEGLU 4) over its time, as a fraction of y.copy_(x)'s rate. ulp: against "
-        "float64 on the first 4 M elements; n/a: no column for that row."
-    )
-    return "\n\n".join(blocks) + "\n\n" + note
+    return "\n\n".join(blocks) + "\n\n" + _RESULTS_NOTE
 
 
 def format_host(rows: list[dict]) -> str:

@@ -109,6 +109,32 @@ def shared_speedup(work, device: str, processes: int, repeats: int) -> float:
     return sum(alone / seconds for seconds in steps)
 
 
+def _ceilings(device: torch.device) -> dict[str, float]:
+    """The device's matmul rate in bf16 and fp32 (FLOP/s), printed."""
+    size = 8192 if device.type == "cuda" else 1024
+    ceilings = {
+        "bf16": matmul_rate(device, torch.bfloat16, size),
+        "fp32": matmul_rate(device, torch.float32, size),
+    }
+    print(
+        f"ceiling: torch.mm [{size}]² bf16 {ceilings['bf16'] / 1e12:.1f} TFLOP/s, "
+        f"fp32 {ceilings['fp32'] / 1e12:.1f} TFLOP/s (TF32 off)"
+    )
+    return ceilings
+
+
+def _print_shared(experiment: str, device: torch.device, processes: int, repeats: int) -> None:
+    """The aggregate rate of ``processes`` runs of ``experiment`` sharing the device, printed."""
+    from gelus.experiments.presets import PRESETS
+
+    _, amp, work = _variants(experiment, PRESETS[experiment], None)[-1]
+    speedup = shared_speedup(work, str(device), processes, repeats)
+    print(
+        f"{processes} runs of {experiment} {amp or 'fp32'} sharing the device: aggregate "
+        f"{speedup:.2f}× one run's rate (target ≥ {SHARED_TARGET:g}×)"
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     """Print the device bench (see the module docstring); returns 0."""
     from gelus.experiments.budget import budget_table, price, workload
@@ -128,15 +154,7 @@ def main(args: argparse.Namespace) -> int:
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"gelus bench training on {name} ({device}), torch {torch.__version__}")
-    size = 8192 if device.type == "cuda" else 1024
-    ceilings = {
-        "bf16": matmul_rate(device, torch.bfloat16, size),
-        "fp32": matmul_rate(device, torch.float32, size),
-    }
-    print(
-        f"ceiling: torch.mm [{size}]² bf16 {ceilings['bf16'] / 1e12:.1f} TFLOP/s, "
-        f"fp32 {ceilings['fp32'] / 1e12:.1f} TFLOP/s (TF32 off)"
-    )
+    ceilings = _ceilings(device)
     print(
         f"{'run':<34} {'s/epoch':>8} {'target':>7} {'img/s':>9} {'GFLOP/img':>9} "
         f"{'TFLOP/s':>8} {'of ceiling':>10}"
@@ -162,13 +180,7 @@ def main(args: argparse.Namespace) -> int:
                 f"{rate / 1e12:>8.2f} {rate / ceiling:>10.1%}"
             )
     if args.shared > 1:
-        experiment = names[0]
-        _, amp, work = _variants(experiment, PRESETS[experiment], None)[-1]
-        speedup = shared_speedup(work, str(device), args.shared, args.repeats)
-        print(
-            f"{args.shared} runs of {experiment} {amp or 'fp32'} sharing the device: aggregate "
-            f"{speedup:.2f}× one run's rate (target ≥ {SHARED_TARGET:g}×)"
-        )
+        _print_shared(names[0], device, args.shared, args.repeats)
     if args.plan:
         costs = [price(workload(p), str(device), args.repeats) for p in PRESETS.values()]
         print(budget_table(costs, (1, 4, 8)))

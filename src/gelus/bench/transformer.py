@@ -262,30 +262,11 @@ def _cuda_bmm(shape: tuple[int, int, int], calls: int = 50):
     return run, calls * 2 * batch * rows * inner * inner
 
 
-def main(args: argparse.Namespace) -> int:
-    """Run the benchmark and print its table."""
-    import torch
+def _rows(args, times: dict[str, list[float]], rows, bmm_rate: float):
+    """The table's rows and the JSON's results, per timed row but the bmm: seconds per
+    member-step, against the plain loop's, its model FLOP/s and their share of ``bmm_rate``."""
+    from gelus.bench.timing import median
 
-    from gelus.bench.timing import format_table, interleaved_rounds, median
-    from gelus.bench.training import _bmm
-    from gelus.data.text import random_text
-
-    check_arguments(args)
-    cuda = args.device == "cuda"
-    if cuda and not torch.cuda.is_available():
-        from gelus.experiments.errors import CommandError
-
-        raise CommandError("--device cuda: this machine has no CUDA device")
-    torch.set_num_threads(1)
-    size = max(4, args.batch + 4) * (args.context + 1) * 8
-    data = random_text((size, 8 * (args.context + 1)))
-    plain = _PlainGPT(args, data.train.data)
-    rows = _engine_rows(args, data)
-    bmm, bmm_flops = _cuda_bmm((8, 512, 512)) if cuda else _bmm((8, 512, 512))
-    candidates = {"plain loop (F.gelu)": plain.steps} | {k: f for k, (f, *_) in rows.items()}
-    candidates["bmm [8, 512, 512]"] = bmm
-    times = interleaved_rounds(candidates, args.rounds, calls=dict.fromkeys(candidates, 1))
-    bmm_rate = bmm_flops / median(times["bmm [8, 512, 512]"])
     plain_step = median(times["plain loop (F.gelu)"]) / args.steps
     flops_per_step = rows[next(iter(rows))][1] if rows else math.nan
     table, results = [], {}
@@ -314,6 +295,34 @@ def main(args: argparse.Namespace) -> int:
                 target,
             ]
         )
+    return table, results
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the benchmark and print its table."""
+    import torch
+
+    from gelus.bench.timing import format_table, interleaved_rounds, median
+    from gelus.bench.training import _bmm
+    from gelus.data.text import random_text
+
+    check_arguments(args)
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        from gelus.experiments.errors import CommandError
+
+        raise CommandError("--device cuda: this machine has no CUDA device")
+    torch.set_num_threads(1)
+    size = max(4, args.batch + 4) * (args.context + 1) * 8
+    data = random_text((size, 8 * (args.context + 1)))
+    plain = _PlainGPT(args, data.train.data)
+    rows = _engine_rows(args, data)
+    bmm, bmm_flops = _cuda_bmm((8, 512, 512)) if cuda else _bmm((8, 512, 512))
+    candidates = {"plain loop (F.gelu)": plain.steps} | {k: f for k, (f, *_) in rows.items()}
+    candidates["bmm [8, 512, 512]"] = bmm
+    times = interleaved_rounds(candidates, args.rounds, calls=dict.fromkeys(candidates, 1))
+    bmm_rate = bmm_flops / median(times["bmm [8, 512, 512]"])
+    table, results = _rows(args, times, rows, bmm_rate)
     where = "CUDA, bf16 autocast" if cuda else "one thread"
     print(
         f"{where}, d {args.d_model}, {args.layers} layers, context {args.context}, batch "
