@@ -223,6 +223,29 @@ def _parametric(
 
 
 @triton.jit
+def _parametric_step(
+    x_ptr,
+    grad_ptr,
+    offsets,
+    inside,
+    p,
+    q,
+    MEMBER: tl.constexpr,
+    FORM: tl.constexpr,
+    PREC: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    dtype: tl.constexpr,
+):
+    """:func:`_parametric` at x[offsets] (and grad[offsets] for the backward), loaded where
+    ``inside`` in the compute dtype: one step of the rows and the columns kernels."""
+    x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(dtype)
+    grad = x
+    if BACKWARD:
+        grad = tl.load(grad_ptr + offsets, mask=inside, other=0.0).to(dtype)
+    return _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
+
+
+@triton.jit
 def _parameters(p_ptrs, q_ptrs, mask, MEMBER: tl.constexpr, dtype: tl.constexpr):
     """(p, q) loaded from p_ptrs, q_ptrs in the compute dtype; for generalized GELU, q_ptrs point
     at σ and q is 1/σ (correctly rounded), nan where σ is not > 0: a nan result, never another
@@ -284,11 +307,9 @@ def rows_kernel(
         column = (chunk * STEPS + step).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         inside = in_rows[:, None] & (column < row_length)[None, :]
         offsets = base + column[None, :]
-        x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(dtype)
-        grad = x
-        if BACKWARD:
-            grad = tl.load(grad_ptr + offsets, mask=inside, other=0.0).to(dtype)
-        out, r1, r2 = _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
+        out, r1, r2 = _parametric_step(
+            x_ptr, grad_ptr, offsets, inside, p, q, MEMBER, FORM, PREC, BACKWARD, dtype
+        )
         tl.store(out_ptr + offsets, _rounded(out, out_ptr), mask=inside)
         if SUMS > 0:
             sum1 += tl.where(inside, r1, 0.0).to(dtype)
@@ -342,11 +363,9 @@ def columns_kernel(
         row = (row_block * STEPS + step).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
         inside = (row < rows)[:, None] & in_columns[None, :]
         offsets = row[:, None] * channels + column[None, :]
-        x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(dtype)
-        grad = x
-        if BACKWARD:
-            grad = tl.load(grad_ptr + offsets, mask=inside, other=0.0).to(dtype)
-        out, r1, r2 = _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
+        out, r1, r2 = _parametric_step(
+            x_ptr, grad_ptr, offsets, inside, p, q, MEMBER, FORM, PREC, BACKWARD, dtype
+        )
         tl.store(out_ptr + offsets, _rounded(out, out_ptr), mask=inside)
         if SUMS > 0:
             sum1 += tl.where(inside, r1, 0.0).to(dtype)

@@ -344,34 +344,12 @@ def _plan(key, scale: int) -> _Plan:
         num_warps=_WARPS,
     )
     if channels > 1 and stride == 1:  # the channel is the fastest dimension in storage
-        rows = n // channels
-        block_c = min(64, triton.next_power_of_2(channels))
-        block_r = _TILE // block_c
-        steps = _steps(rows, block_r)
-        while steps > 1 and triton.cdiv(rows, block_r * steps) * channels < _PROGRAMS * block_c:
-            steps //= 2  # a small tensor: more programs, not more steps per program
-        groups = triton.cdiv(rows, block_r * steps)
-        kernel, grid = "columns_kernel", (groups, triton.cdiv(channels, block_c))
-        sizes = (rows, channels)
-        options.update(BLOCK_R=block_r, BLOCK_C=block_c, STEPS=steps)
-    else:  # one channel per row of `stride` elements
-        stride = max(stride, 1)  # (an empty x: nothing is launched)
-        rows = n // stride
-        # short rows (NCHW with a small H·W) share a block, several rows to a program, rather
-        # than each masking most of one; 4 per thread even in float64 (two block-sized float64
-        # partial sums already cost registers)
-        block = min(_block(dtype, scale), triton.next_power_of_2(stride))
-        block_rows = _block(dtype, scale) // block
-        steps = _steps(stride, block)
-        while steps > 1 and rows * triton.cdiv(stride, block * steps) < _PROGRAMS:
-            steps //= 2  # a small tensor: more programs, not more steps per program
-        while triton.cdiv(stride, block * steps) > 65535:  # the grid's second axis limit
-            steps *= 2
-        chunks = triton.cdiv(stride, block * steps)
-        groups = rows // channels * chunks
-        kernel, grid = "rows_kernel", (triton.cdiv(rows, block_rows), chunks)
-        sizes = (rows, stride, channels, chunks)
-        options.update(BLOCK_ROWS=block_rows, BLOCK=block, STEPS=steps)
+        kernel, grid, sizes, groups, blocks = _columns_launch(n, channels)
+    else:  # one channel per row of `stride` elements (an empty x: nothing is launched)
+        kernel, grid, sizes, groups, blocks = _rows_launch(
+            n, max(stride, 1), channels, dtype, scale
+        )
+    options.update(blocks)
     ndim = len(shape)
     # whether each parameter varies along the channels (else one value, read with stride 0)
     varies = tuple(
@@ -405,6 +383,47 @@ def _plan(key, scale: int) -> _Plan:
         finish_sizes=(groups, channels, groups * channels),
         finish_options=dict(finish, num_warps=_WARPS),
     )
+
+
+def _columns_launch(n: int, channels: int):
+    """(kernel, grid, sizes, groups, block options) of columns_kernel for ``n`` elements whose
+    ``channels`` are the fastest dimension in storage."""
+    rows = n // channels
+    block_c = min(64, triton.next_power_of_2(channels))
+    block_r = _TILE // block_c
+    steps = _steps(rows, block_r)
+    while steps > 1 and triton.cdiv(rows, block_r * steps) * channels < _PROGRAMS * block_c:
+        steps //= 2  # a small tensor: more programs, not more steps per program
+    groups = triton.cdiv(rows, block_r * steps)
+    grid = (groups, triton.cdiv(channels, block_c))
+    return (
+        "columns_kernel",
+        grid,
+        (rows, channels),
+        groups,
+        dict(BLOCK_R=block_r, BLOCK_C=block_c, STEPS=steps),
+    )
+
+
+def _rows_launch(n: int, stride: int, channels: int, dtype: torch.dtype, scale: int):
+    """(kernel, grid, sizes, groups, block options) of rows_kernel for ``n`` elements in rows of
+    ``stride`` elements, each row one of ``channels`` channels."""
+    rows = n // stride
+    # short rows (NCHW with a small H·W) share a block, several rows to a program, rather
+    # than each masking most of one; 4 per thread even in float64 (two block-sized float64
+    # partial sums already cost registers)
+    block = min(_block(dtype, scale), triton.next_power_of_2(stride))
+    block_rows = _block(dtype, scale) // block
+    steps = _steps(stride, block)
+    while steps > 1 and rows * triton.cdiv(stride, block * steps) < _PROGRAMS:
+        steps //= 2  # a small tensor: more programs, not more steps per program
+    while triton.cdiv(stride, block * steps) > 65535:  # the grid's second axis limit
+        steps *= 2
+    chunks = triton.cdiv(stride, block * steps)
+    grid = (triton.cdiv(rows, block_rows), chunks)
+    sizes = (rows, stride, channels, chunks)
+    blocks = dict(BLOCK_ROWS=block_rows, BLOCK=block, STEPS=steps)
+    return "rows_kernel", grid, sizes, rows // channels * chunks, blocks
 
 
 def _steps(length: int, block: int) -> int:
