@@ -350,21 +350,7 @@ def _plan(key, scale: int) -> _Plan:
             n, max(stride, 1), channels, dtype, scale
         )
     options.update(blocks)
-    ndim = len(shape)
-    # whether each parameter varies along the channels (else one value, read with stride 0)
-    varies = tuple(
-        p is not None and dim is not None and dim >= ndim - len(p[0]) and p[0][dim - ndim] > 1
-        for p in parameters
-    )
-    param_strides = tuple(
-        p[1][dim - ndim] if vary else 0 for p, vary in zip(parameters, varies, strict=True)
-    )
-    # a gradient per channel (1), or summed over the channels too (2: a scalar parameter beside
-    # a per-channel one), or none (0)
-    outputs = tuple(
-        0 if not want else 1 if vary or channels == 1 else 2
-        for want, vary in zip(wants, varies, strict=True)
-    )
+    param_strides, outputs = _parameter_layout(parameters, wants, dim, len(shape), channels)
     block_c = min(128, triton.next_power_of_2(channels))
     block_g = min(_FINISH_TILE // block_c, triton.next_power_of_2(max(groups, 1)))
     finish = dict(OUT1=outputs[0], OUT2=outputs[1], WIDE=wide, BLOCK_G=block_g, BLOCK_C=block_c)
@@ -383,6 +369,25 @@ def _plan(key, scale: int) -> _Plan:
         finish_sizes=(groups, channels, groups * channels),
         finish_options=dict(finish, num_warps=_WARPS),
     )
+
+
+def _parameter_layout(parameters, wants, dim: int | None, ndim: int, channels: int):
+    """(each parameter's stride along the channels, 0 where it is one value; each parameter
+    gradient's output: 1 per channel, 2 summed over the channels too (a scalar parameter beside
+    a per-channel one), 0 none) for ``parameters`` as in :func:`_plan`'s key."""
+    # whether each parameter varies along the channels (else one value, read with stride 0)
+    varies = tuple(
+        p is not None and dim is not None and dim >= ndim - len(p[0]) and p[0][dim - ndim] > 1
+        for p in parameters
+    )
+    strides = tuple(
+        p[1][dim - ndim] if vary else 0 for p, vary in zip(parameters, varies, strict=True)
+    )
+    outputs = tuple(
+        0 if not want else 1 if vary or channels == 1 else 2
+        for want, vary in zip(wants, varies, strict=True)
+    )
+    return strides, outputs
 
 
 def _columns_launch(n: int, channels: int):
