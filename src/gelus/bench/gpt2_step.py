@@ -324,6 +324,12 @@ def target_rows(times: dict[str, list[float]], modes: list[str]) -> list[dict]:
     return rows
 
 
+_STEP_HEADERS = (
+    "activation", "mode", "ms/step", "÷ nn.GELU()", "compiled ÷ eager", "compile s", "graphs",
+    "graph breaks", "recompiles while timed",
+)  # fmt: skip
+
+
 def report(rows: list[Row], times: dict[str, list[float]], modes: list[str]) -> str:
     """The step table (ms, ÷ nn.GELU() of the same mode, compiled ÷ eager, compile facts) and
     the target verdicts; every ratio is the median of the rounds' paired ratios."""
@@ -355,20 +361,7 @@ def report(rows: list[Row], times: dict[str, list[float]], modes: list[str]) -> 
                 *compile_facts,
             ]
         )
-    text = format_table(
-        [
-            "activation",
-            "mode",
-            "ms/step",
-            "÷ nn.GELU()",
-            "compiled ÷ eager",
-            "compile s",
-            "graphs",
-            "graph breaks",
-            "recompiles while timed",
-        ],
-        table,
-    )
+    text = format_table(_STEP_HEADERS, table)
     targets = target_rows(times, modes)
     if targets:
         lines = [
