@@ -62,7 +62,7 @@ def test_every_activation_gets_one_positive_time_per_round_at_one_thread(corpus,
 
 
 def test_a_stacked_sweep_is_timed_as_its_whole_job_per_run_step(corpus, monkeypatch):
-    from gelus.experiments import step_times
+    from gelus.experiments import step_times, timing
     from gelus.experiments.engines.transformer import stacked as transformer_stacked
 
     config = apply_overrides(
@@ -79,7 +79,7 @@ def test_a_stacked_sweep_is_timed_as_its_whole_job_per_run_step(corpus, monkeypa
 
     monkeypatch.setattr(transformer_stacked.StackedTransformerEngine, "train_epoch", spy)
     clock = iter(range(10_000))  # each perf_counter() call advances 1 s
-    monkeypatch.setattr(step_times.time, "perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: float(next(clock)))
     monkeypatch.setattr(step_times, "MIN_ROUND_SECONDS", 0.0)
     data = load_text_file(corpus / "text" / "corpus.txt")
     times = measure_step_times(
@@ -90,10 +90,10 @@ def test_a_stacked_sweep_is_timed_as_its_whole_job_per_run_step(corpus, monkeypa
 
 
 def test_a_round_repeats_a_short_epoch_until_it_lasts_the_minimum(monkeypatch):
-    from gelus.experiments import step_times
+    from gelus.experiments import step_times, timing
 
     clock = iter(range(10_000))  # each perf_counter() call advances 1 s; an epoch costs 1 s
-    monkeypatch.setattr(step_times.time, "perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: float(next(clock)))
     monkeypatch.setattr(step_times, "MIN_ROUND_SECONDS", 3.0)
     calls = {"a": 0, "b": 0}
 

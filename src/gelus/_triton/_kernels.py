@@ -176,8 +176,16 @@ def geglu_kernel(
 
 
 @triton.jit
-def _parametric(grad, x, p, q, MEMBER: tl.constexpr, FORM: tl.constexpr, PREC: tl.constexpr,
-                BACKWARD: tl.constexpr):  # fmt: skip
+def _parametric(
+    grad,
+    x,
+    p,
+    q,
+    MEMBER: tl.constexpr,
+    FORM: tl.constexpr,
+    PREC: tl.constexpr,
+    BACKWARD: tl.constexpr,
+):
     """(out, r1, r2): the forward value, or (dx, gradient terms of the two parameters)."""
     if MEMBER == GENERALIZED:  # p = μ, q = 1/σ
         z = (x - p) * q
@@ -212,6 +220,29 @@ def _parametric(grad, x, p, q, MEMBER: tl.constexpr, FORM: tl.constexpr, PREC: t
         r1 = out
         r2 = out
     return out, r1, r2
+
+
+@triton.jit
+def _parametric_step(
+    x_ptr,
+    grad_ptr,
+    offsets,
+    inside,
+    p,
+    q,
+    MEMBER: tl.constexpr,
+    FORM: tl.constexpr,
+    PREC: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    dtype: tl.constexpr,
+):
+    """:func:`_parametric` at x[offsets] (and grad[offsets] for the backward), loaded where
+    ``inside`` in the compute dtype: one step of the rows and the columns kernels."""
+    x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(dtype)
+    grad = x
+    if BACKWARD:
+        grad = tl.load(grad_ptr + offsets, mask=inside, other=0.0).to(dtype)
+    return _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
 
 
 @triton.jit
@@ -276,11 +307,9 @@ def rows_kernel(
         column = (chunk * STEPS + step).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         inside = in_rows[:, None] & (column < row_length)[None, :]
         offsets = base + column[None, :]
-        x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(dtype)
-        grad = x
-        if BACKWARD:
-            grad = tl.load(grad_ptr + offsets, mask=inside, other=0.0).to(dtype)
-        out, r1, r2 = _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
+        out, r1, r2 = _parametric_step(
+            x_ptr, grad_ptr, offsets, inside, p, q, MEMBER, FORM, PREC, BACKWARD, dtype
+        )
         tl.store(out_ptr + offsets, _rounded(out, out_ptr), mask=inside)
         if SUMS > 0:
             sum1 += tl.where(inside, r1, 0.0).to(dtype)
@@ -334,11 +363,9 @@ def columns_kernel(
         row = (row_block * STEPS + step).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
         inside = (row < rows)[:, None] & in_columns[None, :]
         offsets = row[:, None] * channels + column[None, :]
-        x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(dtype)
-        grad = x
-        if BACKWARD:
-            grad = tl.load(grad_ptr + offsets, mask=inside, other=0.0).to(dtype)
-        out, r1, r2 = _parametric(grad, x, p, q, MEMBER, FORM, PREC, BACKWARD)
+        out, r1, r2 = _parametric_step(
+            x_ptr, grad_ptr, offsets, inside, p, q, MEMBER, FORM, PREC, BACKWARD, dtype
+        )
         tl.store(out_ptr + offsets, _rounded(out, out_ptr), mask=inside)
         if SUMS > 0:
             sum1 += tl.where(inside, r1, 0.0).to(dtype)

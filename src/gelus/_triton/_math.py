@@ -193,13 +193,26 @@ def _prepare_single(x):
 
 
 @triton.jit
-def _tail_single(near, t_near, t_far, NEAR: tl.constexpr, NEAR_N: tl.constexpr,
-                 NEAR_LOW: tl.constexpr, FAR: tl.constexpr, FAR_N: tl.constexpr,
-                 FAR_LOW: tl.constexpr, m_hi, m_lo, w, scale):  # fmt: skip
-    """m·P(t)·(1 + w)·scale (times 2^-64: the exact result), P the near or far polynomial.
+def _tail_single(near, t_near, t_far, SLOPE: tl.constexpr, m_hi, m_lo, w, scale):
+    """m·P(t)·(1 + w)·scale (times 2^-64: the exact result), P the near or far polynomial of the
+    value's tail (of the slope's with ``SLOPE``).
 
     Both polynomials are evaluated and one is kept: an fma with an immediate coefficient per
     step and region is cheaper than picking each coefficient (a select and a move per step)."""
+    if SLOPE:
+        NEAR: tl.constexpr = _NEAR_SLOPE
+        NEAR_N: tl.constexpr = _NEAR_SLOPE_N
+        NEAR_LOW: tl.constexpr = _NEAR_SLOPE_LOW
+        FAR: tl.constexpr = _FAR_SLOPE
+        FAR_N: tl.constexpr = _FAR_SLOPE_N
+        FAR_LOW: tl.constexpr = _FAR_SLOPE_LOW
+    else:
+        NEAR: tl.constexpr = _NEAR_VALUE
+        NEAR_N: tl.constexpr = _NEAR_VALUE_N
+        NEAR_LOW: tl.constexpr = _NEAR_VALUE_LOW
+        FAR: tl.constexpr = _FAR_VALUE
+        FAR_N: tl.constexpr = _FAR_VALUE_N
+        FAR_LOW: tl.constexpr = _FAR_VALUE_LOW
     p_near = t_near * NEAR[NEAR_N - 1] + NEAR[NEAR_N - 2]
     for j in tl.static_range(NEAR_N - 3, 0, -1):
         p_near = tl.fma(p_near, t_near, NEAR[j])
@@ -222,8 +235,7 @@ def _gelu_exact_single(x, factor):
     u, beyond, near, t_near, t_far, _ = _prepare_single(x)
     w, scale = _gauss_single(u)
     m = tl.where(near, u, 1.0)
-    q = _tail_single(near, t_near, t_far, _NEAR_VALUE, _NEAR_VALUE_N, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_N, _FAR_VALUE_LOW,
-                     m, 0.0, w, scale)  # fmt: skip
+    q = _tail_single(near, t_near, t_far, False, m, 0.0, w, scale)
     q = tl.where(beyond, 0.0, q) * factor * _SCALE_DOWN
     return tl.where(x >= 0, x * factor - q, -q)  # x ≥ 0: ±0 − 0 keeps the sign of zero
 
@@ -240,8 +252,7 @@ def _gelu_exact_slope_single(x, factor):
     d_lo = (tl.where(above, -_ROOT_HI, u) - z) - _ROOT_LO
     m_hi = tl.where(near, d_hi, -u)
     m_lo = tl.where(near, d_lo, 0.0)
-    q = _tail_single(near, t_near, t_far, _NEAR_SLOPE, _NEAR_SLOPE_N, _NEAR_SLOPE_LOW, _FAR_SLOPE, _FAR_SLOPE_N, _FAR_SLOPE_LOW,
-                     m_hi, m_lo, w, scale)  # fmt: skip
+    q = _tail_single(near, t_near, t_far, True, m_hi, m_lo, w, scale)
     q = tl.where(beyond, 0.0, q) * factor * _SCALE_DOWN
     return tl.where(x > 0, factor - q, q)
 
@@ -252,8 +263,7 @@ def _normal_cdf_pdf_single(z):
     u, beyond, near, t_near, t_far, inverse = _prepare_single(z)
     w, scale = _gauss_single(u)
     m = tl.where(near, 1.0, inverse)
-    q = _tail_single(near, t_near, t_far, _NEAR_VALUE, _NEAR_VALUE_N, _NEAR_VALUE_LOW, _FAR_VALUE, _FAR_VALUE_N, _FAR_VALUE_LOW,
-                     m, 0.0, w, scale)  # fmt: skip
+    q = _tail_single(near, t_near, t_far, False, m, 0.0, w, scale)
     q = tl.where(beyond, 0.0, q * _SCALE_DOWN)
     pdf = tl.fma(_INV_SQRT_2PI, w, _INV_SQRT_2PI) * scale * _SCALE_DOWN
     pdf = tl.where(beyond, 0.0, pdf)

@@ -57,8 +57,10 @@ __all__ = [
 ]
 
 _GENERALIZED, _SWISH_BETA, _BIAS = (
-    int(kernels.GENERALIZED), int(kernels.SWISH_BETA), int(kernels.BIAS)
-)  # fmt: skip
+    int(kernels.GENERALIZED),
+    int(kernels.SWISH_BETA),
+    int(kernels.BIAS),
+)
 _FORMS = {"none": int(_math.EXACT), "tanh": int(_math.TANH), "sigmoid": int(_math.SIGMOID)}
 _PRECISION = {
     torch.float16: int(_math.HALF),
@@ -333,53 +335,22 @@ def _plan(key, scale: int) -> _Plan:
     stride = n if dim is None else strides[dim]
     sums = (2 if wants[1] else 1 if wants[0] else 0) if backward else 0
     options = dict(
-        MEMBER=member, FORM=form, BACKWARD=backward, SUMS=sums, PREC=_PRECISION[dtype],
-        WIDE=wide, num_warps=_WARPS,
-    )  # fmt: skip
+        MEMBER=member,
+        FORM=form,
+        BACKWARD=backward,
+        SUMS=sums,
+        PREC=_PRECISION[dtype],
+        WIDE=wide,
+        num_warps=_WARPS,
+    )
     if channels > 1 and stride == 1:  # the channel is the fastest dimension in storage
-        rows = n // channels
-        block_c = min(64, triton.next_power_of_2(channels))
-        block_r = _TILE // block_c
-        steps = _steps(rows, block_r)
-        while steps > 1 and triton.cdiv(rows, block_r * steps) * channels < _PROGRAMS * block_c:
-            steps //= 2  # a small tensor: more programs, not more steps per program
-        groups = triton.cdiv(rows, block_r * steps)
-        kernel, grid = "columns_kernel", (groups, triton.cdiv(channels, block_c))
-        sizes = (rows, channels)
-        options.update(BLOCK_R=block_r, BLOCK_C=block_c, STEPS=steps)
-    else:  # one channel per row of `stride` elements
-        stride = max(stride, 1)  # (an empty x: nothing is launched)
-        rows = n // stride
-        # short rows (NCHW with a small H·W) share a block, several rows to a program, rather
-        # than each masking most of one; 4 per thread even in float64 (two block-sized float64
-        # partial sums already cost registers)
-        block = min(_block(dtype, scale), triton.next_power_of_2(stride))
-        block_rows = _block(dtype, scale) // block
-        steps = _steps(stride, block)
-        while steps > 1 and rows * triton.cdiv(stride, block * steps) < _PROGRAMS:
-            steps //= 2  # a small tensor: more programs, not more steps per program
-        while triton.cdiv(stride, block * steps) > 65535:  # the grid's second axis limit
-            steps *= 2
-        chunks = triton.cdiv(stride, block * steps)
-        groups = rows // channels * chunks
-        kernel, grid = "rows_kernel", (triton.cdiv(rows, block_rows), chunks)
-        sizes = (rows, stride, channels, chunks)
-        options.update(BLOCK_ROWS=block_rows, BLOCK=block, STEPS=steps)
-    ndim = len(shape)
-    # whether each parameter varies along the channels (else one value, read with stride 0)
-    varies = tuple(
-        p is not None and dim is not None and dim >= ndim - len(p[0]) and p[0][dim - ndim] > 1
-        for p in parameters
-    )
-    param_strides = tuple(
-        p[1][dim - ndim] if vary else 0 for p, vary in zip(parameters, varies, strict=True)
-    )
-    # a gradient per channel (1), or summed over the channels too (2: a scalar parameter beside
-    # a per-channel one), or none (0)
-    outputs = tuple(
-        0 if not want else 1 if vary or channels == 1 else 2
-        for want, vary in zip(wants, varies, strict=True)
-    )
+        kernel, grid, sizes, groups, blocks = _columns_launch(n, channels)
+    else:  # one channel per row of `stride` elements (an empty x: nothing is launched)
+        kernel, grid, sizes, groups, blocks = _rows_launch(
+            n, max(stride, 1), channels, dtype, scale
+        )
+    options.update(blocks)
+    param_strides, outputs = _parameter_layout(parameters, wants, dim, len(shape), channels)
     block_c = min(128, triton.next_power_of_2(channels))
     block_g = min(_FINISH_TILE // block_c, triton.next_power_of_2(max(groups, 1)))
     finish = dict(OUT1=outputs[0], OUT2=outputs[1], WIDE=wide, BLOCK_G=block_g, BLOCK_C=block_c)
@@ -398,6 +369,66 @@ def _plan(key, scale: int) -> _Plan:
         finish_sizes=(groups, channels, groups * channels),
         finish_options=dict(finish, num_warps=_WARPS),
     )
+
+
+def _parameter_layout(parameters, wants, dim: int | None, ndim: int, channels: int):
+    """(each parameter's stride along the channels, 0 where it is one value; each parameter
+    gradient's output: 1 per channel, 2 summed over the channels too (a scalar parameter beside
+    a per-channel one), 0 none) for ``parameters`` as in :func:`_plan`'s key."""
+    # whether each parameter varies along the channels (else one value, read with stride 0)
+    varies = tuple(
+        p is not None and dim is not None and dim >= ndim - len(p[0]) and p[0][dim - ndim] > 1
+        for p in parameters
+    )
+    strides = tuple(
+        p[1][dim - ndim] if vary else 0 for p, vary in zip(parameters, varies, strict=True)
+    )
+    outputs = tuple(
+        0 if not want else 1 if vary or channels == 1 else 2
+        for want, vary in zip(wants, varies, strict=True)
+    )
+    return strides, outputs
+
+
+def _columns_launch(n: int, channels: int):
+    """(kernel, grid, sizes, groups, block options) of columns_kernel for ``n`` elements whose
+    ``channels`` are the fastest dimension in storage."""
+    rows = n // channels
+    block_c = min(64, triton.next_power_of_2(channels))
+    block_r = _TILE // block_c
+    steps = _steps(rows, block_r)
+    while steps > 1 and triton.cdiv(rows, block_r * steps) * channels < _PROGRAMS * block_c:
+        steps //= 2  # a small tensor: more programs, not more steps per program
+    groups = triton.cdiv(rows, block_r * steps)
+    grid = (groups, triton.cdiv(channels, block_c))
+    return (
+        "columns_kernel",
+        grid,
+        (rows, channels),
+        groups,
+        dict(BLOCK_R=block_r, BLOCK_C=block_c, STEPS=steps),
+    )
+
+
+def _rows_launch(n: int, stride: int, channels: int, dtype: torch.dtype, scale: int):
+    """(kernel, grid, sizes, groups, block options) of rows_kernel for ``n`` elements in rows of
+    ``stride`` elements, each row one of ``channels`` channels."""
+    rows = n // stride
+    # short rows (NCHW with a small H·W) share a block, several rows to a program, rather
+    # than each masking most of one; 4 per thread even in float64 (two block-sized float64
+    # partial sums already cost registers)
+    block = min(_block(dtype, scale), triton.next_power_of_2(stride))
+    block_rows = _block(dtype, scale) // block
+    steps = _steps(stride, block)
+    while steps > 1 and rows * triton.cdiv(stride, block * steps) < _PROGRAMS:
+        steps //= 2  # a small tensor: more programs, not more steps per program
+    while triton.cdiv(stride, block * steps) > 65535:  # the grid's second axis limit
+        steps *= 2
+    chunks = triton.cdiv(stride, block * steps)
+    grid = (triton.cdiv(rows, block_rows), chunks)
+    sizes = (rows, stride, channels, chunks)
+    blocks = dict(BLOCK_ROWS=block_rows, BLOCK=block, STEPS=steps)
+    return "rows_kernel", grid, sizes, rows // channels * chunks, blocks
 
 
 def _steps(length: int, block: int) -> int:
@@ -431,14 +462,24 @@ def _run_parametric(member, form, x, grad, p, q, wants=(False, False), wide=Fals
     q = p if q is p else _on_device(q, x, dtype)
     partial = torch.empty(plan.partial, dtype=dtype, device=device) if plan.sums else out
     getattr(kernels, plan.kernel)[plan.grid](
-        x, x if grad is None else _as_layout_of(grad, x), out, p, q, partial, *plan.sizes,
-        *plan.strides, **plan.options,
-    )  # fmt: skip
+        x,
+        x if grad is None else _as_layout_of(grad, x),
+        out,
+        p,
+        q,
+        partial,
+        *plan.sizes,
+        *plan.strides,
+        **plan.options,
+    )
     if plan.sums:
         kernels.finish_kernel[plan.finish_grid](
-            partial, partial if dp is None else dp, partial if dq is None else dq,
-            *plan.finish_sizes, **plan.finish_options,
-        )  # fmt: skip
+            partial,
+            partial if dp is None else dp,
+            partial if dq is None else dq,
+            *plan.finish_sizes,
+            **plan.finish_options,
+        )
     return out, (dp, dq)
 
 

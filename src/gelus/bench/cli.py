@@ -34,6 +34,32 @@ def register(subparsers) -> None:
         "to torch's F.gelu (same mode) and to y.copy_(x), measured in one run with rounds "
         "interleaved across candidates (median of rounds), plus the bytes kept for backward.",
     )
+    _kernels_arguments(kernels)
+    kernels.set_defaults(func=kernels_main)
+
+    training = commands.add_parser(
+        "training",
+        help="training throughput of the paper's models",
+        description="The experiment engine's training time on the mnist-classification grid "
+        "against the seed-004 loop and a batched matmul: s/model-epoch, speed-up, GFLOP/s.",
+        epilog="The transformer presets' engine, against a plain loop and the bmm rate: "
+        "gelus bench transformer.",
+    )
+    training.set_defaults(func=_training_main)
+    importlib.import_module("gelus.bench.training").add_arguments(training)
+
+    transformer = commands.add_parser(
+        "transformer",
+        help="the transformer engine's step vs a plain loop and the bmm rate, per activation",
+        description="Time one training step of the transformer presets' engine per activation, "
+        "against a plain PyTorch loop and the batched-matmul rate of the machine.",
+    )
+    transformer.set_defaults(func=_transformer_main)
+    importlib.import_module("gelus.bench.transformer").add_arguments(transformer)
+
+
+def _kernels_arguments(kernels: argparse.ArgumentParser) -> None:
+    """The options of ``gelus bench kernels`` (CPU rows, and the CUDA bench's with ``--device``)."""
     kernels.add_argument(
         "--sizes",
         default=None,
@@ -75,27 +101,6 @@ def register(subparsers) -> None:
         help="only the host time of one forward + backward per member, with the Triton launches "
         "stubbed (and, on cuda, real): runs without a GPU, the CUDA route taken on CPU tensors",
     )
-    kernels.set_defaults(func=kernels_main)  # fmt: skip
-
-    training = commands.add_parser(
-        "training",
-        help="training throughput of the paper's models",
-        description="The experiment engine's training time on the mnist-classification grid "
-        "against the seed-004 loop and a batched matmul: s/model-epoch, speed-up, GFLOP/s.",
-        epilog="The transformer presets' engine, against a plain loop and the bmm rate: "
-        "gelus bench transformer.",
-    )
-    training.set_defaults(func=_training_main)
-    importlib.import_module("gelus.bench.training").add_arguments(training)
-
-    transformer = commands.add_parser(
-        "transformer",
-        help="the transformer engine's step vs a plain loop and the bmm rate, per activation",
-        description="Time one training step of the transformer presets' engine per activation, "
-        "against a plain PyTorch loop and the batched-matmul rate of the machine.",
-    )
-    transformer.set_defaults(func=_transformer_main)
-    importlib.import_module("gelus.bench.transformer").add_arguments(transformer)
 
 
 def _training_main(args: argparse.Namespace) -> int:
@@ -124,12 +129,34 @@ def _select(members: str | None, candidates):
     return [c for c in candidates if c.key in needed]
 
 
+def _log(message: str) -> None:
+    """A progress line, on stderr (the tables go to stdout)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def _write_json(path: str, payload: dict, **options) -> None:
+    with atomic_write(path, "w") as handle:
+        json.dump(payload, handle, indent=1, **options)
+
+
+def _kernels_settings(args: argparse.Namespace, candidates) -> tuple[list[int], int, list, bool]:
+    """(sizes, rounds, selected rows, compile) of ``gelus bench kernels`` on CPU, checked."""
+    from gelus.experiments.errors import CommandError
+
+    sizes = parse_sizes(args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES))
+    rounds = args.rounds if args.rounds is not None else (5 if args.quick else 7)
+    if rounds < 1:
+        raise CommandError(f"--rounds {rounds} must be at least 1 (medians want 5 or more)")
+    if args.threads < 1:
+        raise CommandError(f"--threads {args.threads} must be at least 1")
+    return sizes, rounds, _select(args.members, candidates), not (args.no_compile or args.quick)
+
+
 def kernels_main(args: argparse.Namespace, out=None) -> int:
     """Run ``gelus bench kernels`` with parsed ``args``; print the tables to ``out`` (stdout)."""
     import torch
 
     from gelus.bench import kernels
-    from gelus.experiments.errors import CommandError
 
     out = out or sys.stdout
     if args.device == "cuda" or args.host_only:
@@ -139,26 +166,17 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
         for c in candidates:
             print(f"{c.key:20} {c.label} ({c.kind})", file=out)
         return 0
-    sizes = parse_sizes(args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES))
-    rounds = args.rounds if args.rounds is not None else (5 if args.quick else 7)
-    if rounds < 1:
-        raise CommandError(f"--rounds {rounds} must be at least 1 (medians want 5 or more)")
-    if args.threads < 1:
-        raise CommandError(f"--threads {args.threads} must be at least 1")
-    selected = _select(args.members, candidates)
-    compile = not (args.no_compile or args.quick)
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
+    sizes, rounds, selected, compile = _kernels_settings(args, candidates)
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     try:
         environment = kernels.environment()
         start = time.perf_counter()
-        log(f"gelus bench kernels: {len(selected)} rows, sizes "
+        _log(
+            f"gelus bench kernels: {len(selected)} rows, sizes "
             f"{', '.join(kernels.size_name(s) for s in sizes)}, {rounds} rounds, "
-            f"{'compiled and eager' if compile else 'eager only'}")  # fmt: skip
+            f"{'compiled and eager' if compile else 'eager only'}"
+        )
         results = kernels.run(
             selected,
             sizes,
@@ -166,13 +184,31 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
             compile=compile,
             backend=args.compile_backend,
             min_seconds=1e-3 if args.quick else 5e-3,
-            log=log,
+            log=_log,
         )
         elapsed = time.perf_counter() - start
     finally:
         torch.set_num_threads(previous_threads)
-
     report = kernels.Report(results, selected)
+    _print_kernels(report, results, environment, rounds, elapsed, compile, out)
+    if args.json:
+        settings = {"sizes": sizes, "rounds": rounds, "compile": compile}
+        settings |= {"backend": args.compile_backend, "elapsed_seconds": elapsed}
+        payload = {
+            "environment": environment,
+            "settings": settings,
+            "rows": [_row_record(c) for c in selected],
+            "results": [asdict(r) for r in results],
+            "targets": report.target_rows(),
+        }
+        _write_json(args.json, payload, default=repr)
+    return 1 if any(r.error for r in results) else 0
+
+
+def _print_kernels(report, results, environment, rounds, elapsed, compile, out) -> None:
+    """The CPU bench's header line, tables and errors, to ``out``."""
+    from gelus.bench import kernels
+
     print(
         f"fp32, {environment['threads']} thread(s), torch {environment['packages']['torch']}, "
         f"gelus {environment['code_version']}, {environment['date']}, "
@@ -184,22 +220,10 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
         file=out,
     )
     print(report.text(compile), file=out)
-    errors = [r for r in results if r.error]
-    for r in errors:
-        mode = "compiled" if r.compiled else "eager"
-        print(f"\nerror: {r.key} ({mode}, {kernels.size_name(r.size)}): {r.error}", file=out)
-    if args.json:
-        payload = {
-            "environment": environment,
-            "settings": {"sizes": sizes, "rounds": rounds, "compile": compile,
-                         "backend": args.compile_backend, "elapsed_seconds": elapsed},
-            "rows": [_row_record(c) for c in selected],
-            "results": [asdict(r) for r in results],
-            "targets": report.target_rows(),
-        }  # fmt: skip
-        with atomic_write(args.json, "w") as handle:
-            json.dump(payload, handle, indent=1, default=repr)
-    return 1 if errors else 0
+    for r in results:
+        if r.error:
+            mode = "compiled" if r.compiled else "eager"
+            print(f"\nerror: {r.key} ({mode}, {kernels.size_name(r.size)}): {r.error}", file=out)
 
 
 def _row_record(candidate) -> dict[str, object]:
@@ -253,6 +277,36 @@ def _check_cuda_device(device: str, host_only: bool) -> None:
         )
 
 
+def _print_cuda_header(device: str, host_only: bool, rounds: int, out) -> str:
+    """Print the CUDA bench's opening line to ``out``; returns where it runs (:func:`_where`)."""
+    import torch
+    import triton  # (after _check_cuda_device, which says how to install it)
+
+    where = _where(device, host_only)
+    what = "host time only" if host_only else f"{rounds} paired rounds"
+    print(
+        f"gelus bench kernels --device {device}{' --host-only' if host_only else ''}: {where}; "
+        f"torch {torch.__version__}, triton {triton.__version__}; public calls with autograd, "
+        f"forward + backward; {what}\n",
+        file=out,
+    )
+    return where
+
+
+def _where(device: str, host_only: bool) -> str:
+    """What the CUDA bench's times are of: the GPU's name, or the CPU proxy it runs on."""
+    import torch
+
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    if host_only:
+        return (
+            "CPU, the CUDA route on CPU tensors with the Triton launches stubbed: a proxy of "
+            "the host time on CUDA"
+        )
+    return "CPU, the CUDA route in Triton's interpreter: the times say nothing about speed"
+
+
 def kernels_cuda_main(args: argparse.Namespace, out) -> int:
     """``gelus bench kernels --device cuda [--host-only]`` (:mod:`gelus.bench.kernels_cuda`):
     print the tables and the target verdicts to ``out``."""
@@ -270,45 +324,44 @@ def kernels_cuda_main(args: argparse.Namespace, out) -> int:
             print(f"{m.key:14} {m.label} (vs {against})", file=out)
         return 0
     _check_cuda_device(device, host_only)
-    import triton  # (after the check, which says how to install it)
-
     sizes = parse_sizes(args.sizes or CUDA_SIZES)
     rounds = args.rounds if args.rounds is not None else CUDA_ROUNDS
     if rounds < 1:
         raise CommandError(f"--rounds {rounds} must be at least 1 (medians want 5 or more)")
     inputs = _cuda_inputs(getattr(args, "inputs", None))
-    if device == "cuda":
-        where = torch.cuda.get_device_name()
-    elif host_only:
-        where = ("CPU, the CUDA route on CPU tensors with the Triton launches stubbed: a proxy of "
-                 "the host time on CUDA")  # fmt: skip
-    else:
-        where = "CPU, the CUDA route in Triton's interpreter: the times say nothing about speed"
-    what = "host time only" if host_only else f"{rounds} paired rounds"
-    print(f"gelus bench kernels --device {device}{' --host-only' if host_only else ''}: {where}; "
-          f"torch {torch.__version__}, triton {triton.__version__}; public calls with autograd, "
-          f"forward + backward; {what}\n", file=out)  # fmt: skip
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
+    where = _print_cuda_header(device, host_only, rounds, out)
     results = []
     if not host_only:
         # in the interpreter (CPU) a call takes ~0.1 s and its time means nothing: few host calls
         host_calls = 30 if device == "cuda" else 2
-        results = run(sizes, inputs=inputs, members=members, rounds=rounds, device=device,
-                      host_calls=host_calls, log=log)  # fmt: skip
+        results = run(
+            sizes,
+            inputs=inputs,
+            members=members,
+            rounds=rounds,
+            device=device,
+            host_calls=host_calls,
+            log=_log,
+        )
         print(report.format_results(results), file=out)
     host = host_rows(device, members, size=min(sizes))
-    print(f"\n### Host time of one forward + backward ({size_label(min(sizes))} elements, "
-          "float32; median of 200 calls)\n", file=out)  # fmt: skip
+    print(
+        f"\n### Host time of one forward + backward ({size_label(min(sizes))} elements, "
+        "float32; median of 200 calls)\n",
+        file=out,
+    )
     print(report.format_host(host), file=out)
     targets = report.target_rows(results, host)
     print("\n### Targets (issue 30), device time unless said\n", file=out)
     print(report.format_targets(targets), file=out)
     if getattr(args, "json", None):
-        payload = {"device": where, "torch": torch.__version__, "rounds": rounds,
-                   "results": [asdict(r) for r in results], "host": host, "targets": targets}  # fmt: skip
-        with atomic_write(args.json, "w") as handle:
-            json.dump(payload, handle, indent=1)
+        payload = {
+            "device": where,
+            "torch": torch.__version__,
+            "rounds": rounds,
+            "results": [asdict(r) for r in results],
+            "host": host,
+            "targets": targets,
+        }
+        _write_json(args.json, payload)
     return 0

@@ -37,8 +37,14 @@ import torch
 
 from gelus.bench.timing import Timer, time_calls
 
-__all__ = ["Replay", "cuda_route_on_cpu", "device_timer", "host_times", "replayable",
-           "stubbed_launches"]  # fmt: skip
+__all__ = [
+    "Replay",
+    "cuda_route_on_cpu",
+    "device_timer",
+    "host_times",
+    "replayable",
+    "stubbed_launches",
+]
 
 
 @dataclass
@@ -195,8 +201,10 @@ def cuda_route_on_cpu() -> Iterator[None]:
     replaced = []
     try:
         for original, replacement in replacements.items():
-            replaced += [(module, name, original)
-                         for module, name in _replace_everywhere(original, replacement)]  # fmt: skip
+            replaced += [
+                (module, name, original)
+                for module, name in _replace_everywhere(original, replacement)
+            ]
         for op, kernel in routed.items():
             op._backend_fns[None] = kernel  # looked up per call by the op's default entry
         yield

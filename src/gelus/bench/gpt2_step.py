@@ -91,9 +91,14 @@ class GPTConfig:
 
     def model_config(self) -> TransformerModelConfig:
         return TransformerModelConfig(
-            d_model=self.width, layers=self.layers, heads=self.heads, context=self.context,
-            norm="layernorm", ffn_mult=4, init_std=0.02,
-        )  # fmt: skip
+            d_model=self.width,
+            layers=self.layers,
+            heads=self.heads,
+            context=self.context,
+            norm="layernorm",
+            ffn_mult=4,
+            init_std=0.02,
+        )
 
 
 class _TritonGELU(torch.autograd.Function):
@@ -148,9 +153,16 @@ def activation_spec(name: str) -> ActivationSpec:
     if name not in BENCH_ACTIVATIONS:
         return resolve_activation(name)
     return ActivationSpec(
-        text=name, label=name, kind="factory", canonical="", approximate="none",
-        stochastic=False, gated=False, parameters=False, factory=partial(make_activation, name),
-    )  # fmt: skip
+        text=name,
+        label=name,
+        kind="factory",
+        canonical="",
+        approximate="none",
+        stochastic=False,
+        gated=False,
+        parameters=False,
+        factory=partial(make_activation, name),
+    )
 
 
 def gpt2_model(config: GPTConfig, activation: str) -> ByteGPT:
@@ -234,9 +246,16 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure(config: GPTConfig, activations: list[str], modes: list[str], steps: int, warmup: int,
-            device: str, settings: CompileSettings = CompileSettings(),
-            log=print) -> tuple[list[Row], dict[str, list[float]]]:  # fmt: skip
+def measure(
+    config: GPTConfig,
+    activations: list[str],
+    modes: list[str],
+    steps: int,
+    warmup: int,
+    device: str,
+    settings: CompileSettings = CompileSettings(),
+    log=print,
+) -> tuple[list[Row], dict[str, list[float]]]:
     """Every activation in every mode, warmed up, then timed in ``steps`` interleaved rounds (one
     step of each row per round, eager and compiled together, so that both modes meet the same
     drifts); returns the rows and their seconds per step, round by round."""
@@ -258,15 +277,18 @@ def measure(config: GPTConfig, activations: list[str], modes: list[str], steps: 
                     _synchronize(device)
                     if index == 0 and row.compiled:
                         row.compile_seconds = time.perf_counter() - start
-                row.graphs, row.graph_breaks = (a - b for a, b in zip(_dynamo_counts(),
-                                                                      (graphs, breaks),
-                                                                      strict=True))  # fmt: skip
+                row.graphs, row.graph_breaks = (
+                    a - b for a, b in zip(_dynamo_counts(), (graphs, breaks), strict=True)
+                )
                 rows.append(row)
                 log(f"{row.key}: warmed up")
         graphs, _ = _dynamo_counts()
-        times = interleaved_rounds({row.key: row.step for row in rows}, steps,
-                                   calls=dict.fromkeys((row.key for row in rows), 1),
-                                   timer=device_timer(device))  # fmt: skip
+        times = interleaved_rounds(
+            {row.key: row.step for row in rows},
+            steps,
+            calls=dict.fromkeys((row.key for row in rows), 1),
+            timer=device_timer(device),
+        )
         recompiled = _dynamo_counts()[0] - graphs
     for row in rows:  # dynamo's counters are per process: a recompile is not pinned to a row
         row.recompiles_in_timing = recompiled if row.compiled else 0
@@ -295,9 +317,17 @@ def target_rows(times: dict[str, list[float]], modes: list[str]) -> list[dict]:
             )
             if row_times is None or reference_times is None:
                 continue
-            rows.append({"target": f"{label}, {mode}", "limit": TARGET_LIMIT, "value": None}
-                        | spread(paired_ratios(row_times, reference_times)))  # fmt: skip
+            rows.append(
+                {"target": f"{label}, {mode}", "limit": TARGET_LIMIT, "value": None}
+                | spread(paired_ratios(row_times, reference_times))
+            )
     return rows
+
+
+_STEP_HEADERS = (
+    "activation", "mode", "ms/step", "÷ nn.GELU()", "compiled ÷ eager", "compile s", "graphs",
+    "graph breaks", "recompiles while timed",
+)  # fmt: skip
 
 
 def report(rows: list[Row], times: dict[str, list[float]], modes: list[str]) -> str:
@@ -315,25 +345,40 @@ def report(rows: list[Row], times: dict[str, list[float]], modes: list[str]) -> 
         mode = "compiled" if row.compiled else "eager"
         compile_facts = ["—"] * 4
         if row.compiled:
-            compile_facts = [f"{row.compile_seconds:.1f}", str(row.graphs), str(row.graph_breaks),
-                             str(row.recompiles_in_timing)]  # fmt: skip
-        table.append([row.name, mode, f"{median(times[row.key]) * 1e3:.2f}",
-                      ratio(row.key, f"torch-exact/{mode}"),
-                      ratio(f"{row.name}/compiled", f"{row.name}/eager"), *compile_facts])  # fmt: skip
-    text = format_table(["activation", "mode", "ms/step", "÷ nn.GELU()", "compiled ÷ eager",
-                         "compile s", "graphs", "graph breaks", "recompiles while timed"],
-                        table)  # fmt: skip
+            compile_facts = [
+                f"{row.compile_seconds:.1f}",
+                str(row.graphs),
+                str(row.graph_breaks),
+                str(row.recompiles_in_timing),
+            ]
+        table.append(
+            [
+                row.name,
+                mode,
+                f"{median(times[row.key]) * 1e3:.2f}",
+                ratio(row.key, f"torch-exact/{mode}"),
+                ratio(f"{row.name}/compiled", f"{row.name}/eager"),
+                *compile_facts,
+            ]
+        )
+    text = format_table(_STEP_HEADERS, table)
     targets = target_rows(times, modes)
     if targets:
-        lines = [[t["target"], f"{t['limit']:.2f}",
-                  f"{t['value']:.3f} {verdict(t)} ({t['q1']:.3f}–{t['q3']:.3f})"]
-                 for t in targets]  # fmt: skip
+        lines = [
+            [
+                t["target"],
+                f"{t['limit']:.2f}",
+                f"{t['value']:.3f} {verdict(t)} ({t['q1']:.3f}–{t['q3']:.3f})",
+            ]
+            for t in targets
+        ]
         text += "\n\n" + format_table(["target (step time)", "≤", "median (middle half)"], lines)
         text += "\n\n" + TARGETS_LEGEND
     return text
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The options of ``python -m gelus.bench.gpt2_step``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
@@ -342,19 +387,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="eager,compiled", help="eager, compiled or both")
     parser.add_argument("--steps", type=int, default=20, help="interleaved rounds (default 20)")
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--compile-scope", choices=("step", "model"), default="step",
-                        help="step (default): forward + loss compiled as one graph; model: the "
-                        "model's forward only, the loss eager (the 2026-11-26 setup)")  # fmt: skip
-    parser.add_argument("--compile-mode", default="default",
-                        help="torch.compile mode for every compiled row (default 'default')")  # fmt: skip
-    parser.add_argument("--compile-backend", default="inductor",
-                        help="torch.compile backend for every compiled row (default inductor)")  # fmt: skip
+    parser.add_argument(
+        "--compile-scope",
+        choices=("step", "model"),
+        default="step",
+        help="step (default): forward + loss compiled as one graph; model: the "
+        "model's forward only, the loss eager (the 2026-11-26 setup)",
+    )
+    parser.add_argument(
+        "--compile-mode",
+        default="default",
+        help="torch.compile mode for every compiled row (default 'default')",
+    )
+    parser.add_argument(
+        "--compile-backend",
+        default="inductor",
+        help="torch.compile backend for every compiled row (default inductor)",
+    )
     parser.add_argument("--layers", type=int, default=GPTConfig.layers)
     parser.add_argument("--width", type=int, default=GPTConfig.width)
     parser.add_argument("--heads", type=int, default=GPTConfig.heads)
     parser.add_argument("--vocab", type=int, default=GPTConfig.vocab)
     parser.add_argument("--context", type=int, default=GPTConfig.context)
     parser.add_argument("--batch", type=int, default=GPTConfig.batch)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure and print the GPT-2 step's table (``argv``: the options of :func:`_parser`)."""
+    parser = _parser()
     args = parser.parse_args(argv)
     config = GPTConfig(args.layers, args.width, args.heads, args.vocab, args.context, args.batch)
     activations = [a.strip() for a in args.activations.split(",") if a.strip()]
@@ -366,13 +427,23 @@ def main(argv: list[str] | None = None) -> int:
     for name in activations:
         activation_spec(name)  # an unknown name fails here, with the list of names
     settings = CompileSettings(args.compile_scope, args.compile_mode, backend=args.compile_backend)
-    print(f"GPT-2 step: {config}, device {args.device}"
-          + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
-          + f", torch {torch.__version__}; {args.steps} interleaved rounds after {args.warmup} "
-          f"warm-up steps; every compiled row: torch.compile({settings.options()}) over the "
-          f"{'forward + loss' if settings.scope == 'step' else 'model forward'}\n")  # fmt: skip
-    rows, times = measure(config, activations, modes, args.steps, args.warmup, args.device,
-                          settings, log=lambda message: print(message, file=sys.stderr))  # fmt: skip
+    print(
+        f"GPT-2 step: {config}, device {args.device}"
+        + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
+        + f", torch {torch.__version__}; {args.steps} interleaved rounds after {args.warmup} "
+        f"warm-up steps; every compiled row: torch.compile({settings.options()}) over the "
+        f"{'forward + loss' if settings.scope == 'step' else 'model forward'}\n"
+    )
+    rows, times = measure(
+        config,
+        activations,
+        modes,
+        args.steps,
+        args.warmup,
+        args.device,
+        settings,
+        log=lambda message: print(message, file=sys.stderr),
+    )
     print(report(rows, times, modes))
     return 0
 

@@ -95,19 +95,9 @@ def _takes(function: Callable, name: str) -> bool:
         return False
 
 
-def candidates() -> list[Candidate]:
-    """Every row the benchmark knows, references first; members found in ``gelus.functional``."""
-    from gelus import functional as G
-
-    def member(key, label, name, reference="torch-gelu", **kwargs):
-        function = getattr(G, name)
-        params = kwargs.pop("params", ())
-        doubled = kwargs.pop("doubled_input", False)
-        bound = partial(function, **kwargs) if kwargs else function
-        out = partial(function, **kwargs) if _takes(function, "out") else None
-        return Candidate(key, label, bound, reference, "member", params, doubled, out)
-
-    rows = [
+def _baselines() -> list[Candidate]:
+    """The rows every ratio is taken against: a copy, torch's GELUs and SiLU, naive compositions."""
+    return [
         Candidate("copy", "copy (clone / y.copy_(x))", torch.clone, "", "baseline",
                   out_function=_copy_into, backward=False, compile=False),
         Candidate("torch-gelu", "torch F.gelu", _torch_gelu, "torch-gelu", "baseline",
@@ -120,10 +110,25 @@ def candidates() -> list[Candidate]:
                   "baseline"),
         Candidate("naive-generalized", "naive x·Φ((x−μ)/σ)", _naive_generalized_gelu,
                   "torch-gelu", "baseline", params=("mu", "sigma")),
+    ]  # fmt: skip
+
+
+def candidates() -> list[Candidate]:
+    """Every row the benchmark knows, references first; members found in ``gelus.functional``."""
+    from gelus import functional as G
+
+    def member(key, label, name, reference="torch-gelu", **kwargs):
+        function = getattr(G, name)
+        params = kwargs.pop("params", ())
+        doubled = kwargs.pop("doubled_input", False)
+        bound = partial(function, **kwargs) if kwargs else function
+        out = partial(function, **kwargs) if _takes(function, "out") else None
+        return Candidate(key, label, bound, reference, "member", params, doubled, out)
+
+    return [
+        *_baselines(),
         member("exact", "gelu", "gelu"),
         member("exact-accurate", "gelu (accurate)", "gelu", accurate=True),
-    ]  # fmt: skip
-    rows += [
         member("tanh", "gelu(tanh)", "gelu", "torch-gelu-tanh", approximate="tanh"),
         member("sigmoid", "gelu(sigmoid)", "gelu", approximate="sigmoid"),
         member("silu", "silu", "silu"),
@@ -133,7 +138,6 @@ def candidates() -> list[Candidate]:
         member("bias-gelu", "bias_gelu", "bias_gelu", params=("bias",)),
         member("geglu", "geglu", "geglu", doubled_input=True),
     ]
-    return rows
 
 
 def saved_bytes(function: Callable[..., Tensor], *args: Tensor) -> int:
@@ -382,45 +386,66 @@ class Report:
     def eager_table(self, size: int) -> str:
         from gelus.bench.timing import format_table
 
-        headers = ["row", "vs", "fwd", "fwd out=", "fwd+bwd", "fwd ×copy", "fwd out= ×copy",
-                   "fwd+bwd ×copy", "saved ×input"]  # fmt: skip
+        headers = [
+            "row",
+            "vs",
+            "fwd",
+            "fwd out=",
+            "fwd+bwd",
+            "fwd ×copy",
+            "fwd out= ×copy",
+            "fwd+bwd ×copy",
+            "saved ×input",
+        ]
         rows = []
         for c in self.selected:
             ref = c.reference
-            rows.append([
-                c.label,
-                self._label(ref),
-                _number(self.ratio(size, c.key, False, "fwd", ref, False)) if ref else "—",
-                _number(self.ratio(size, c.key, False, "fwd_out", ref, False)) if ref else "—",
-                _number(self.ratio(size, c.key, False, "fwd_bwd", ref, False)) if ref else "—",
-                _number(self.ratio(size, c.key, False, "fwd", "copy", False, "fwd_out")),
-                _number(self.ratio(size, c.key, False, "fwd_out", "copy", False, "fwd_out")),
-                _number(self.ratio(size, c.key, False, "fwd_bwd", "copy", False, "fwd_out")),
-                _number(self.saved_ratio(size, c.key, False)),
-            ])  # fmt: skip
+            rows.append(
+                [
+                    c.label,
+                    self._label(ref),
+                    _number(self.ratio(size, c.key, False, "fwd", ref, False)) if ref else "—",
+                    _number(self.ratio(size, c.key, False, "fwd_out", ref, False)) if ref else "—",
+                    _number(self.ratio(size, c.key, False, "fwd_bwd", ref, False)) if ref else "—",
+                    _number(self.ratio(size, c.key, False, "fwd", "copy", False, "fwd_out")),
+                    _number(self.ratio(size, c.key, False, "fwd_out", "copy", False, "fwd_out")),
+                    _number(self.ratio(size, c.key, False, "fwd_bwd", "copy", False, "fwd_out")),
+                    _number(self.saved_ratio(size, c.key, False)),
+                ]
+            )
         return format_table(headers, rows)
 
     def compiled_table(self, size: int) -> str:
         from gelus.bench.timing import format_table
 
-        headers = ["row", "vs", "fwd ÷compiled", "fwd ÷eager", "fwd+bwd ÷compiled",
-                   "fwd+bwd ÷eager", "saved ×input", "compile s"]  # fmt: skip
+        headers = [
+            "row",
+            "vs",
+            "fwd ÷compiled",
+            "fwd ÷eager",
+            "fwd+bwd ÷compiled",
+            "fwd+bwd ÷eager",
+            "saved ×input",
+            "compile s",
+        ]
         rows = []
         for c in self.selected:
             result = self.by_key.get((size, c.key, True))
             if result is None:
                 continue
             ref = c.reference
-            rows.append([
-                c.label,
-                self._label(ref),
-                _number(self.ratio(size, c.key, True, "fwd", ref, True)),
-                _number(self.ratio(size, c.key, True, "fwd", ref, False)),
-                _number(self.ratio(size, c.key, True, "fwd_bwd", ref, True)),
-                _number(self.ratio(size, c.key, True, "fwd_bwd", ref, False)),
-                _number(self.saved_ratio(size, c.key, True)),
-                _number(result.compile_seconds),
-            ])  # fmt: skip
+            rows.append(
+                [
+                    c.label,
+                    self._label(ref),
+                    _number(self.ratio(size, c.key, True, "fwd", ref, True)),
+                    _number(self.ratio(size, c.key, True, "fwd", ref, False)),
+                    _number(self.ratio(size, c.key, True, "fwd_bwd", ref, True)),
+                    _number(self.ratio(size, c.key, True, "fwd_bwd", ref, False)),
+                    _number(self.saved_ratio(size, c.key, True)),
+                    _number(result.compile_seconds),
+                ]
+            )
         return format_table(headers, rows) if rows else ""
 
     def target_sizes(self) -> list[int]:
@@ -443,8 +468,14 @@ class Report:
             if result is not None and result.saved_bytes is not None:
                 value = result.saved_bytes / result.input_bytes
                 limit = (result.input_bytes + result.param_bytes) / result.input_bytes
-            rows.append({"target": "generalized GELU, eager, saved ÷ input bytes (+ params)",
-                         "limit": limit, "size": size, "value": value})  # fmt: skip
+            rows.append(
+                {
+                    "target": "generalized GELU, eager, saved ÷ input bytes (+ params)",
+                    "limit": limit,
+                    "size": size,
+                    "value": value,
+                }
+            )
         return rows
 
     def targets_table(self) -> str:

@@ -234,8 +234,15 @@ def _errors(member: Member, x: Tensor) -> tuple[float, float]:
     return _ulp(y.detach(), value), _ulp(slope, reference_slope)
 
 
-def _measure(case: Case, member: Member, baselines: dict, rounds: int, host_calls: int,
-             min_seconds: float, device: str) -> Result:  # fmt: skip
+def _measure(
+    case: Case,
+    member: Member,
+    baselines: dict,
+    rounds: int,
+    host_calls: int,
+    min_seconds: float,
+    device: str,
+) -> Result:
     """Time one member, F.gelu and its composition in paired rounds, and their host times."""
     name = str(case.dtype).removeprefix("torch.")
     result = Result(case.size, name, case.inputs, member.key)
@@ -294,8 +301,17 @@ def _fits(size: int, dtype: torch.dtype, device: str) -> tuple[bool, str]:
     return need <= free, f"needs ~{need / 2**30:.0f} GiB, {free / 2**30:.0f} GiB free"
 
 
-def run(sizes, dtypes=("float32", "bfloat16"), inputs=("normal", "uniform"), members=MEMBERS,
-        rounds=15, device="cuda", host_calls=30, min_seconds=2e-3, log=print) -> list[Result]:  # fmt: skip
+def run(
+    sizes,
+    dtypes=("float32", "bfloat16"),
+    inputs=("normal", "uniform"),
+    members=MEMBERS,
+    rounds=15,
+    device="cuda",
+    host_calls=30,
+    min_seconds=2e-3,
+    log=print,
+) -> list[Result]:
     """Measure every member at every size × dtype × input kind; returns one Result per row
     measured (a case that would not fit in memory is logged and skipped)."""
     results = []
@@ -311,12 +327,15 @@ def run(sizes, dtypes=("float32", "bfloat16"), inputs=("normal", "uniform"), mem
                     case = Case.make(size, dtype, kind, device)
                     baselines = _baselines(case, rounds, host_calls, min_seconds, device)
                     for member in members:
-                        result = _measure(case, member, baselines, rounds, host_calls,
-                                          min_seconds, device)  # fmt: skip
+                        result = _measure(
+                            case, member, baselines, rounds, host_calls, min_seconds, device
+                        )
                         results.append(result)
                         ratio = median(result.ratio("F.gelu"))
-                        log(f"{size_label(size)} {dtype_name} {kind} {member.key}: "
-                            f"{ratio:.2f}x F.gelu ({result.method})")  # fmt: skip
+                        log(
+                            f"{size_label(size)} {dtype_name} {kind} {member.key}: "
+                            f"{ratio:.2f}x F.gelu ({result.method})"
+                        )
                     del case, baselines
                     if device == "cuda":
                         torch.cuda.empty_cache()  # the graphs' pools, before a larger case
@@ -343,8 +362,13 @@ def _cpu_route(device: str):
 # ---------------------------------------------------------------- host time, launches stubbed
 
 
-def host_rows(device: str, members=MEMBERS, size: int = 1 << 16, calls: int = 200,
-              dtype: torch.dtype = torch.float32) -> list[dict]:  # fmt: skip
+def host_rows(
+    device: str,
+    members=MEMBERS,
+    size: int = 1 << 16,
+    calls: int = 200,
+    dtype: torch.dtype = torch.float32,
+) -> list[dict]:
     """Host seconds of one forward + backward of each member at ``size``: with the Triton
     launches stubbed (the library's own host work: issue 30's ≤ 40 µs), and on CUDA also with
     them (what the host pays); the Triton launches one call makes. On CPU the rows take the
@@ -354,8 +378,12 @@ def host_rows(device: str, members=MEMBERS, size: int = 1 << 16, calls: int = 20
         case = Case.make(size, dtype, "normal", device)
         for member in members:
             fn = case.forward_backward(member.call, member.params)
-            row = {"key": member.key, "label": member.label, "size": size,
-                   "dtype": str(dtype).removeprefix("torch.")}  # fmt: skip
+            row = {
+                "key": member.key,
+                "label": member.label,
+                "size": size,
+                "dtype": str(dtype).removeprefix("torch."),
+            }
             if device == "cuda":
                 fn()
                 row["launched"] = device_timing.host_times(fn, calls, device)

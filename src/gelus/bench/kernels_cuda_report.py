@@ -26,9 +26,15 @@ _INPUTS = {"normal": "N(0, 1)", "uniform": "uniform [−20, 20]"}
 def _ratio_target(target: str, result: Result, against: str, limit: float) -> dict:
     member = _BY_KEY[result.key]
     return {
-        "target": target, "key": result.key, "label": member.label, "dtype": result.dtype,
-        "inputs": result.inputs, "size": result.size, "limit": limit, "value": None,
-    } | spread(result.ratio(against))  # fmt: skip
+        "target": target,
+        "key": result.key,
+        "label": member.label,
+        "dtype": result.dtype,
+        "inputs": result.inputs,
+        "size": result.size,
+        "limit": limit,
+        "value": None,
+    } | spread(result.ratio(against))
 
 
 def target_rows(results: list[Result], host: list[dict]) -> list[dict]:
@@ -48,11 +54,19 @@ def target_rows(results: list[Result], host: list[dict]) -> list[dict]:
     for entry in host:
         if _BY_KEY[entry["key"]].per_channel:
             stubbed = [seconds * 1e6 for seconds in entry["stubbed"]]
-            rows.append({
-                "target": "host µs per fwd+bwd, Triton launches stubbed", "key": entry["key"],
-                "label": entry["label"], "dtype": entry["dtype"], "inputs": "normal",
-                "size": entry["size"], "limit": HOST_LIMIT_US, "value": None,
-            } | spread(stubbed))  # fmt: skip
+            rows.append(
+                {
+                    "target": "host µs per fwd+bwd, Triton launches stubbed",
+                    "key": entry["key"],
+                    "label": entry["label"],
+                    "dtype": entry["dtype"],
+                    "inputs": "normal",
+                    "size": entry["size"],
+                    "limit": HOST_LIMIT_US,
+                    "value": None,
+                }
+                | spread(stubbed)
+            )
     return rows
 
 
@@ -91,9 +105,48 @@ def format_targets(rows: list[dict]) -> str:
             [[*line, *(cells.get(s, "—") for s in sizes)] for line, cells in lines.items()],
         )
         blocks.append(f"**{target}**\n\n{table}")
-    host = ("The host target's value is the median over calls, with their middle half, judged "
-            "the same way.")  # fmt: skip
+    host = (
+        "The host target's value is the median over calls, with their middle half, judged "
+        "the same way."
+    )
     return "\n\n".join(blocks) + "\n\n" + TARGETS_LEGEND + " " + host
+
+
+_RESULT_HEADERS = (
+    "row", "device µs", "÷ F.gelu", "torch it replaces", "its µs", "÷ it", "host µs",
+    "its host µs", "× copy rate", "value ulp", "grad ulp",
+)  # fmt: skip
+_RESULTS_NOTE = (
+    "device µs: CUDA graph replay between CUDA events (median of rounds); † timed eagerly "
+    "between events (the call could not be captured: the larger of host and device time). "
+    "÷: median of the rounds' paired ratios. host µs: wall clock of one eager call, the "
+    "device drained before it (median). × copy rate: the bytes the member must move "
+    "(÷ x's: 5, GEGLU 4) over its time, as a fraction of y.copy_(x)'s rate. ulp: against "
+    "float64 on the first 4 M elements; n/a: no column for that row."
+)
+
+
+def _result_row(r: Result) -> list[str]:
+    """One member's cells under :data:`_RESULT_HEADERS`."""
+    member = _BY_KEY[r.key]
+    device = _us(r.seconds()) + ("" if r.method in ("graph", "wall") else " †")
+    against = median(r.ratio("torch")) if "torch" in r.rounds else None
+    bandwidth = None
+    if r.copy_seconds and r.seconds():
+        bandwidth = member.moved * r.copy_seconds / (2 * r.seconds())
+    return [
+        member.label,
+        device,
+        _number(median(r.ratio("F.gelu"))),
+        member.composition_label,
+        _us(r.seconds("torch")) if against else "—",
+        _number(against) if against else "—",
+        _us(median(r.host["member"])),
+        _us(median(r.host["torch"])) if "torch" in r.host else "—",
+        _number(bandwidth),
+        _number(r.value_ulp),
+        _number(r.slope_ulp),
+    ]
 
 
 def format_results(results: list[Result]) -> str:
@@ -105,42 +158,19 @@ def format_results(results: list[Result]) -> str:
         first = selected[0]
         gelu = median([t for r in selected for t in r.rounds.get("F.gelu", [])])
         gelu_host = median(first.host["F.gelu"])
-        head = (f"{size_label(size)} elements, {dtype}, inputs {_INPUTS.get(inputs, inputs)}: "
-                f"F.gelu fwd+bwd {_us(gelu)} µs device, {_us(gelu_host)} µs host; "
-                f"y.copy_(x) {_us(first.copy_seconds)} µs")  # fmt: skip
-        rows = []
-        for r in selected:
-            member = _BY_KEY[r.key]
-            device = _us(r.seconds()) + ("" if r.method in ("graph", "wall") else " †")
-            against = median(r.ratio("torch")) if "torch" in r.rounds else None
-            bandwidth = None
-            if r.copy_seconds and r.seconds():
-                bandwidth = member.moved * r.copy_seconds / (2 * r.seconds())
-            rows.append([
-                member.label, device, _number(median(r.ratio("F.gelu"))),
-                member.composition_label, _us(r.seconds("torch")) if against else "—",
-                _number(against) if against else "—",
-                _us(median(r.host["member"])),
-                _us(median(r.host["torch"])) if "torch" in r.host else "—",
-                _number(bandwidth), _number(r.value_ulp), _number(r.slope_ulp),
-            ])  # fmt: skip
-        table = format_table(
-            ["row", "device µs", "÷ F.gelu", "torch it replaces", "its µs", "÷ it", "host µs",
-             "its host µs", "× copy rate", "value ulp", "grad ulp"],
-            rows,
-        )  # fmt: skip
-        uncaptured = [f"† {_BY_KEY[r.key].label}: {r.method}" for r in selected
-                      if r.method not in ("graph", "wall")]  # fmt: skip
+        head = (
+            f"{size_label(size)} elements, {dtype}, inputs {_INPUTS.get(inputs, inputs)}: "
+            f"F.gelu fwd+bwd {_us(gelu)} µs device, {_us(gelu_host)} µs host; "
+            f"y.copy_(x) {_us(first.copy_seconds)} µs"
+        )
+        table = format_table(_RESULT_HEADERS, [_result_row(r) for r in selected])
+        uncaptured = [
+            f"† {_BY_KEY[r.key].label}: {r.method}"
+            for r in selected
+            if r.method not in ("graph", "wall")
+        ]
         blocks.append("\n\n".join([head, table, *uncaptured]))
-    note = (
-        "device µs: CUDA graph replay between CUDA events (median of rounds); † timed eagerly "
-        "between events (the call could not be captured: the larger of host and device time). "
-        "÷: median of the rounds' paired ratios. host µs: wall clock of one eager call, the "
-        "device drained before it (median). × copy rate: the bytes the member must move "
-        "(÷ x's: 5, GEGLU 4) over its time, as a fraction of y.copy_(x)'s rate. ulp: against "
-        "float64 on the first 4 M elements; n/a: no column for that row."
-    )
-    return "\n\n".join(blocks) + "\n\n" + note
+    return "\n\n".join(blocks) + "\n\n" + _RESULTS_NOTE
 
 
 def format_host(rows: list[dict]) -> str:
@@ -149,16 +179,29 @@ def format_host(rows: list[dict]) -> str:
     for row in rows:
         stubbed = spread([seconds * 1e6 for seconds in row["stubbed"]])
         launched = median(row["launched"]) * 1e6 if "launched" in row else None
-        judged = {"value": stubbed["value"], "limit": HOST_LIMIT_US, "q1": stubbed["q1"],
-                  "q3": stubbed["q3"]}  # fmt: skip
+        judged = {
+            "value": stubbed["value"],
+            "limit": HOST_LIMIT_US,
+            "q1": stubbed["q1"],
+            "q3": stubbed["q3"],
+        }
         mark = verdict(judged) if _BY_KEY[row["key"]].per_channel else "—"
-        table_rows.append([
-            row["label"], str(row["launches"]),
-            f"{stubbed['value']:.1f} ({stubbed['q1']:.1f}–{stubbed['q3']:.1f})",
-            "n/a" if launched is None else f"{launched:.1f}", mark,
-        ])  # fmt: skip
+        table_rows.append(
+            [
+                row["label"],
+                str(row["launches"]),
+                f"{stubbed['value']:.1f} ({stubbed['q1']:.1f}–{stubbed['q3']:.1f})",
+                "n/a" if launched is None else f"{launched:.1f}",
+                mark,
+            ]
+        )
     return format_table(
-        ["row", "Triton launches", "host µs, launches stubbed (middle half)",
-         "host µs, launched", f"per-channel ≤ {HOST_LIMIT_US:.0f} µs"],
+        [
+            "row",
+            "Triton launches",
+            "host µs, launches stubbed (middle half)",
+            "host µs, launched",
+            f"per-channel ≤ {HOST_LIMIT_US:.0f} µs",
+        ],
         table_rows,
-    )  # fmt: skip
+    )

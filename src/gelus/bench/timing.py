@@ -1,18 +1,20 @@
 """Timing utilities shared by the benchmark commands.
 
 Absolute times drift by 15 % or more between runs on a shared machine, so a benchmark here reports
-*ratios* against a baseline measured in the same process. Every candidate is timed once per round,
-round-robin, so that slow drifts (another process waking up, thermal or frequency changes) hit all
-candidates alike; the figure kept is the median over rounds. A comparison against a baseline
-reads the *paired* ratios (each round's row ÷ the same round's baseline, timed back to back):
-:func:`paired_ratios`, :func:`spread` and :func:`verdict` are the one place that reads them.
+*ratios* against a baseline measured in the same process. The measurement is the harness's one
+timer (:mod:`gelus.experiments.timing`, re-exported here): every candidate is timed once per
+round, round-robin, so that slow drifts (another process waking up, thermal or frequency
+changes) hit all candidates alike; the figure kept is the median over rounds. A comparison
+against a baseline reads the *paired* ratios (each round's row ÷ the same round's baseline,
+timed back to back): :func:`paired_ratios`, :func:`spread` and :func:`verdict` are the one place
+that reads them.
 """
 
-import math
 import re
 import statistics
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+
+from gelus.experiments.timing import Timer, calls_for, interleaved_rounds, median, time_calls
 
 __all__ = [
     "TARGETS_LEGEND",
@@ -27,75 +29,6 @@ __all__ = [
     "time_calls",
     "verdict",
 ]
-
-# (fn, calls) -> seconds per call of ``calls`` back-to-back calls of fn
-Timer = Callable[[Callable[[], object], int], float]
-
-
-def time_calls(fn: Callable[[], object], calls: int) -> float:
-    """Seconds per call of ``fn()``, averaged over ``calls`` back-to-back calls."""
-    start = time.perf_counter_ns()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter_ns() - start) / calls * 1e-9
-
-
-def calls_for(
-    fn: Callable[[], object],
-    min_seconds: float,
-    max_calls: int = 10_000,
-    warm_up: bool = True,
-    timer: Timer = time_calls,
-) -> int:
-    """How many back-to-back calls of ``fn`` take at least ``min_seconds``.
-
-    ``fn`` is called once first as a warm-up (first-touch page faults, lazy initialisation, caches)
-    unless ``warm_up=False`` says the caller did it, then timed for one call, then for the
-    estimated count until the calls add up to ``min_seconds``, by ``timer`` (the wall clock
-    unless given, e.g. a device's clock).
-    """
-    if warm_up:
-        fn()
-    calls = 1
-    seconds = timer(fn, 1)
-    while seconds * calls < min_seconds and calls < max_calls:
-        calls = min(max_calls, max(calls + 1, math.ceil(min_seconds / max(seconds, 1e-9))))
-        seconds = timer(fn, calls)
-    return calls
-
-
-def interleaved_rounds(
-    candidates: Mapping[str, Callable[[], object]],
-    rounds: int,
-    min_seconds: float = 5e-3,
-    calls: Mapping[str, int] | None = None,
-    timer: Timer = time_calls,
-) -> dict[str, list[float]]:
-    """Time every candidate once per round, round-robin; returns seconds per call, one per round.
-
-    Each measurement repeats the candidate ``calls[name]`` times (by default enough calls for
-    ``min_seconds``, found with :func:`calls_for`). The starting candidate rotates from round to
-    round so that no candidate always runs right after the same neighbour. ``timer`` measures
-    one candidate's calls (the wall clock unless given, e.g. CUDA events on the device).
-    """
-    if rounds < 1:
-        raise ValueError(f"rounds={rounds} must be at least 1")
-    names = list(candidates)
-    calls = dict(calls or {})
-    for name in names:
-        if name not in calls:
-            calls[name] = calls_for(candidates[name], min_seconds, timer=timer)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for round_index in range(rounds):
-        start = round_index % len(names) if names else 0
-        for name in names[start:] + names[:start]:
-            times[name].append(timer(candidates[name], calls[name]))
-    return times
-
-
-def median(values: Sequence[float]) -> float:
-    """The median of ``values`` (the middle one, or the mean of the two middle ones)."""
-    return statistics.median(values)
 
 
 def paired_ratios(times: Sequence[float], reference: Sequence[float]) -> list[float]:

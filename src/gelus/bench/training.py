@@ -78,6 +78,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataset", default="fashion-mnist", help="dataset (default fashion-mnist)"
     )
     parser.add_argument("--data-dir", default=None, help="directory holding NAME/ dataset folders")
+    _device_arguments(parser)
+
+
+def _device_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the device bench (``--device``, :mod:`gelus.bench.training_device`)."""
     device = parser.add_argument_group(
         "the device bench (--device): the paper's networks on a GPU against its matmul rate"
     )
@@ -167,7 +172,8 @@ def _engine(data, args, samples: int, compiled: bool):
     """One epoch of the engine: train_epoch + the per-epoch evaluation, on one thread."""
     import torch
 
-    from gelus.experiments.config import ExperimentConfig
+    from gelus.experiments.activation_spec import resolve_activation
+    from gelus.experiments.engines.mlp.config import MLPExperimentConfig
     from gelus.experiments.engines.mlp.engine import (
         build_ensemble,
         compiled_train_step,
@@ -178,8 +184,10 @@ def _engine(data, args, samples: int, compiled: bool):
 
     k = args.models
     lrs = [(1e-3, 1e-4, 1e-5)[i % 3] for i in range(k)]
+    config = MLPExperimentConfig()
+    activation = resolve_activation(args.activation, config.model.approximate)
     model, optimizer, randomness = build_ensemble(
-        ExperimentConfig(), args.activation, args.keep, list(range(k)), lrs, 784, 10
+        config, activation, args.keep, list(range(k)), lrs, 784, 10
     )
     step = compiled_train_step(model, "classify") if compiled else train_step
     train_index = torch.arange(samples)
@@ -228,21 +236,11 @@ def main(args: argparse.Namespace) -> int:
         return device_main(args)
     import torch
 
-    from gelus.bench.timing import format_table, interleaved_rounds, median
-    from gelus.data import load
-    from gelus.experiments.errors import CommandError
+    from gelus.bench.timing import interleaved_rounds, median
 
-    if args.models < 1 or args.samples < 128 or args.rounds < 1 or args.epochs < 1:
-        raise CommandError(
-            "--models, --epochs and --rounds must be at least 1 and --samples at least 128"
-        )
-    try:
-        data = load(args.dataset, args.data_dir)
-    except Exception as error:
-        raise CommandError(f"bench training needs {args.dataset}: {error}") from None
+    data = _checked_data(args)
     samples = min(args.samples, len(data.train))
     default_threads = torch.get_num_threads()
-    workers = args.workers or default_workers("cpu")
     seed_threads = {"seed-004 loop, 1 thread": 1}
     if args.seed_default_threads and default_threads > 1:
         seed_threads[f"seed-004 loop, {default_threads} threads"] = default_threads
@@ -251,27 +249,9 @@ def main(args: argparse.Namespace) -> int:
         f"keep={args.keep}, {args.activation}, {args.rounds} rounds; engine on 1 thread, "
         f"load average {os.getloadavg()[0]:.1f}"
     )
-
-    test_samples = round(TEST_SIZE * samples / 60_000)
-    candidates = {
-        name: _seed004(data, samples, args.keep, test_samples, threads)
-        for name, threads in seed_threads.items()
-    }
-    engine_epoch, engine_train, eval_samples = _engine(data, args, samples, compiled=False)
-    candidates["engine"] = engine_epoch
-    candidates["engine, training only"] = engine_train
-    bmm_run, bmm_flops = _bmm((8, 512, 512))
-    candidates["bmm"] = bmm_run
-    # the ceiling at the engine's own matmul shape (batch 128, width 128): smaller GEMMs run slower
-    small_run, small_flops = _bmm((args.models, 128, 128))
-    candidates["small bmm"] = small_run
-    compile_seconds = None
-    if args.compile:
-        compiled_epoch, _, _ = _engine(data, args, samples, compiled=True)
-        began = time.perf_counter()
-        compiled_epoch()  # the first epoch compiles
-        compile_seconds = time.perf_counter() - began
-        candidates["engine compiled"] = compiled_epoch
+    candidates, flops, eval_samples, compile_seconds = _candidates(
+        data, args, samples, seed_threads
+    )
     for epoch in candidates.values():
         epoch()  # warm-up: first-touch allocations, lazy init
     times = interleaved_rounds(
@@ -280,9 +260,68 @@ def main(args: argparse.Namespace) -> int:
         calls={name: 1 if name.endswith("bmm") else args.epochs for name in candidates},
     )
     torch.set_num_threads(default_threads)
-    bmm = bmm_flops / median(times.pop("bmm")) / 1e9
-    small_bmm = small_flops / median(times.pop("small bmm")) / 1e9
+    rates = {name: flops[name] / median(times.pop(name)) / 1e9 for name in flops}
+    _print_table(args, samples, seed_threads, times, eval_samples, rates["bmm"])
+    bmm, small_bmm = rates["bmm"], rates["small bmm"]
+    workers = args.workers or default_workers("cpu")
+    print(
+        f"bmm [8,512,512]² on 1 thread, same rounds: {bmm:.1f} GFLOP/s (at the engine's shape "
+        f"[{args.models},128,128]²: {small_bmm:.1f}, {small_bmm / bmm:.0%}). FLOPs: matmuls of training "
+        f"and the per-epoch evaluation. Grid: {GRID_RUNS} runs × {GRID_EPOCHS} epochs on "
+        f"{workers} cores: 1-thread methods as {workers} processes at the measured speed each "
+        "(the engine: 2 workers × 1 thread), multi-threaded ones as one process."
+    )
+    if compile_seconds is not None:
+        print(f"compile (first compiled epoch, including its training): {compile_seconds:.1f} s")
+    return 0
 
+
+def _checked_data(args: argparse.Namespace):
+    """The bench's dataset, after the options' ranges are checked."""
+    from gelus.data import load
+    from gelus.experiments.errors import CommandError
+
+    if args.models < 1 or args.samples < 128 or args.rounds < 1 or args.epochs < 1:
+        raise CommandError(
+            "--models, --epochs and --rounds must be at least 1 and --samples at least 128"
+        )
+    try:
+        return load(args.dataset, args.data_dir)
+    except Exception as error:
+        raise CommandError(f"bench training needs {args.dataset}: {error}") from None
+
+
+def _candidates(data, args, samples: int, seed_threads: dict[str, int]):
+    """The timed rows ``{name: one epoch (or bmm run)}``, the FLOPs of the two bmm rows, the
+    engine's evaluated samples per epoch and the compile time (None without ``--compile``)."""
+    test_samples = round(TEST_SIZE * samples / 60_000)
+    candidates = {
+        name: _seed004(data, samples, args.keep, test_samples, threads)
+        for name, threads in seed_threads.items()
+    }
+    engine_epoch, engine_train, eval_samples = _engine(data, args, samples, compiled=False)
+    candidates["engine"] = engine_epoch
+    candidates["engine, training only"] = engine_train
+    flops = {}
+    candidates["bmm"], flops["bmm"] = _bmm((8, 512, 512))
+    # the ceiling at the engine's own matmul shape (batch 128, width 128): smaller GEMMs run slower
+    candidates["small bmm"], flops["small bmm"] = _bmm((args.models, 128, 128))
+    compile_seconds = None
+    if args.compile:
+        compiled_epoch, _, _ = _engine(data, args, samples, compiled=True)
+        began = time.perf_counter()
+        compiled_epoch()  # the first epoch compiles
+        compile_seconds = time.perf_counter() - began
+        candidates["engine compiled"] = compiled_epoch
+    return candidates, flops, eval_samples, compile_seconds
+
+
+def _print_table(args, samples: int, seed_threads, times, eval_samples: int, bmm: float) -> None:
+    """Per method: seconds per model-epoch (scaled to a full epoch), speed-up over each seed-004
+    row, achieved GFLOP/s and its share of the ``bmm`` rate, and the paper's grid in minutes."""
+    from gelus.bench.timing import format_table, median
+
+    workers = args.workers or default_workers("cpu")
     train_flops, eval_flops = _matmul_flops_per_sample((784, *HIDDEN, 10))
     steps = samples // 128
     train_only_flops = args.models * steps * 128 * train_flops
@@ -310,13 +349,3 @@ def main(args: argparse.Namespace) -> int:
         row.append(f"{GRID_RUNS * GRID_EPOCHS * seconds / processes / 60:.0f}")
         rows.append(row)
     print(format_table(headers, rows))
-    print(
-        f"bmm [8,512,512]² on 1 thread, same rounds: {bmm:.1f} GFLOP/s (at the engine's shape "
-        f"[{args.models},128,128]²: {small_bmm:.1f}, {small_bmm / bmm:.0%}). FLOPs: matmuls of training "
-        f"and the per-epoch evaluation. Grid: {GRID_RUNS} runs × {GRID_EPOCHS} epochs on "
-        f"{workers} cores: 1-thread methods as {workers} processes at the measured speed each "
-        "(the engine: 2 workers × 1 thread), multi-threaded ones as one process."
-    )
-    if compile_seconds is not None:
-        print(f"compile (first compiled epoch, including its training): {compile_seconds:.1f} s")
-    return 0

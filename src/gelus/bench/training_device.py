@@ -18,10 +18,10 @@ Targets (issue: the paper on one GPU) are printed beside the figures; the bench 
 
 import argparse
 import dataclasses
-import statistics
-import time
 
 import torch
+
+from gelus.experiments.timing import median_seconds, wall_clock
 
 __all__ = ["TARGETS", "main", "matmul_rate", "training_flops_per_image"]
 
@@ -46,22 +46,10 @@ def matmul_rate(
     try:
         a = torch.randn(n, n, device=device, dtype=dtype)
         b = torch.randn(n, n, device=device, dtype=dtype)
-        torch.mm(a, b)
-        times = []
-        for _ in range(repeats):
-            _sync(device)
-            began = time.perf_counter()
-            torch.mm(a, b)
-            _sync(device)
-            times.append(time.perf_counter() - began)
+        seconds = median_seconds(lambda: torch.mm(a, b), repeats, timer=wall_clock(device))
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
-    return 2 * n**3 / statistics.median(times)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    return 2 * n**3 / seconds
 
 
 def training_flops_per_image(work, device: torch.device) -> float:
@@ -120,6 +108,32 @@ def shared_speedup(work, device: str, processes: int, repeats: int) -> float:
     return sum(alone / seconds for seconds in steps)
 
 
+def _ceilings(device: torch.device) -> dict[str, float]:
+    """The device's matmul rate in bf16 and fp32 (FLOP/s), printed."""
+    size = 8192 if device.type == "cuda" else 1024
+    ceilings = {
+        "bf16": matmul_rate(device, torch.bfloat16, size),
+        "fp32": matmul_rate(device, torch.float32, size),
+    }
+    print(
+        f"ceiling: torch.mm [{size}]² bf16 {ceilings['bf16'] / 1e12:.1f} TFLOP/s, "
+        f"fp32 {ceilings['fp32'] / 1e12:.1f} TFLOP/s (TF32 off)"
+    )
+    return ceilings
+
+
+def _print_shared(experiment: str, device: torch.device, processes: int, repeats: int) -> None:
+    """The aggregate rate of ``processes`` runs of ``experiment`` sharing the device, printed."""
+    from gelus.experiments.presets import PRESETS
+
+    _, amp, work = _variants(experiment, PRESETS[experiment], None)[-1]
+    speedup = shared_speedup(work, str(device), processes, repeats)
+    print(
+        f"{processes} runs of {experiment} {amp or 'fp32'} sharing the device: aggregate "
+        f"{speedup:.2f}× one run's rate (target ≥ {SHARED_TARGET:g}×)"
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     """Print the device bench (see the module docstring); returns 0."""
     from gelus.experiments.budget import budget_table, price, workload
@@ -140,15 +154,7 @@ def main(args: argparse.Namespace) -> int:
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"gelus bench training on {name} ({device}), torch {torch.__version__}")
-    size = 8192 if device.type == "cuda" else 1024
-    ceilings = {
-        "bf16": matmul_rate(device, torch.bfloat16, size),
-        "fp32": matmul_rate(device, torch.float32, size),
-    }
-    print(
-        f"ceiling: torch.mm [{size}]² bf16 {ceilings['bf16'] / 1e12:.1f} TFLOP/s, "
-        f"fp32 {ceilings['fp32'] / 1e12:.1f} TFLOP/s (TF32 off)"
-    )
+    ceilings = _ceilings(device)
     print(
         f"{'run':<34} {'s/epoch':>8} {'target':>7} {'img/s':>9} {'GFLOP/img':>9} "
         f"{'TFLOP/s':>8} {'of ceiling':>10}"
@@ -174,13 +180,7 @@ def main(args: argparse.Namespace) -> int:
                 f"{rate / 1e12:>8.2f} {rate / ceiling:>10.1%}"
             )
     if args.shared > 1:
-        experiment = names[0]
-        _, amp, work = _variants(experiment, PRESETS[experiment], None)[-1]
-        speedup = shared_speedup(work, str(device), args.shared, args.repeats)
-        print(
-            f"{args.shared} runs of {experiment} {amp or 'fp32'} sharing the device: aggregate "
-            f"{speedup:.2f}× one run's rate (target ≥ {SHARED_TARGET:g}×)"
-        )
+        _print_shared(names[0], device, args.shared, args.repeats)
     if args.plan:
         costs = [price(workload(p), str(device), args.repeats) for p in PRESETS.values()]
         print(budget_table(costs, (1, 4, 8)))

@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="cpu",
         help="where every row runs (default cpu, one thread; cuda: bf16 autocast)",
     )
-    parser.add_argument("--json", metavar="PATH", help="write the results as JSON")  # fmt: skip
+    parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
 
 
 # the config key each option sets (_config), so a range the presets' checks refuse names the option
@@ -113,12 +113,20 @@ def _config(args):
     from gelus.experiments.config import apply_overrides
     from gelus.experiments.engines.transformer.config import TransformerExperimentConfig
 
-    return apply_overrides(TransformerExperimentConfig(), [
-        f"model.d_model={args.d_model}", f"model.layers={args.layers}",
-        f"model.heads={args.heads}", f"model.context={args.context}",
-        f"train.batch_size={args.batch}", f"train.steps_per_epoch={args.steps}", "train.seeds=1",
-        "optim.lr=1e-3", "activations=gelu",
-    ])  # fmt: skip
+    return apply_overrides(
+        TransformerExperimentConfig(),
+        [
+            f"model.d_model={args.d_model}",
+            f"model.layers={args.layers}",
+            f"model.heads={args.heads}",
+            f"model.context={args.context}",
+            f"train.batch_size={args.batch}",
+            f"train.steps_per_epoch={args.steps}",
+            "train.seeds=1",
+            "optim.lr=1e-3",
+            "activations=gelu",
+        ],
+    )
 
 
 class _PlainGPT:
@@ -194,8 +202,9 @@ def _engine_rows(args, data):
     rows = {}
     for spec in resolve_activations(args.activations):
         config = dataclasses.replace(_config(args), activations=(spec.text,))
-        (job,) = plan_jobs("bench", config, [spec], train_size=train_size(config, 0, 0),
-                           out_dir="bench")  # fmt: skip
+        (job,) = plan_jobs(
+            "bench", config, [spec], train_size=train_size(config, 0, 0), out_dir="bench"
+        )
         engine = TransformerEngine(job, data, torch.device(args.device))
         tokens = args.batch * args.context
         rows[f"engine {spec.label}"] = (
@@ -221,11 +230,13 @@ def _stacked_row(args, data):
     spec = resolve_activation(args.activations[0])
     config = _config(args)
     config = dataclasses.replace(
-        config, activations=(spec.text,),
+        config,
+        activations=(spec.text,),
         train=dataclasses.replace(config.train, seeds=args.stack, stack="on"),
-    )  # fmt: skip
-    (job,) = plan_jobs("bench", config, [spec], train_size=train_size(config, 0, 0),
-                       out_dir="bench")  # fmt: skip
+    )
+    (job,) = plan_jobs(
+        "bench", config, [spec], train_size=train_size(config, 0, 0), out_dir="bench"
+    )
     engine = StackedTransformerEngine(job, data, torch.device(args.device))
     flops = engine.size["flops_per_token"] * args.batch * args.context
     return {
@@ -252,6 +263,42 @@ def _cuda_bmm(shape: tuple[int, int, int], calls: int = 50):
     return run, calls * 2 * batch * rows * inner * inner
 
 
+def _rows(args, times: dict[str, list[float]], rows, bmm_rate: float):
+    """The table's rows and the JSON's results, per timed row but the bmm: seconds per
+    member-step, against the plain loop's, its model FLOP/s and their share of ``bmm_rate``."""
+    from gelus.bench.timing import median
+
+    plain_step = median(times["plain loop (F.gelu)"]) / args.steps
+    flops_per_step = rows[next(iter(rows))][1] if rows else math.nan
+    table, results = [], {}
+    for name, per_call in times.items():
+        if name.startswith("bmm"):
+            continue
+        members = rows[name][2] if name in rows else 1
+        step = median(per_call) / args.steps / members  # per member-step
+        flops = rows[name][1] if name in rows else flops_per_step  # the plain loop: gelu's shape
+        share = flops / step / bmm_rate
+        results[name] = {
+            "seconds_per_step": step,
+            "vs_plain": step / plain_step,
+            "model_flops_per_second": flops / step,
+            "of_bmm_rate": share,
+        }
+        meets = step / plain_step <= TARGET_VS_PLAIN and share >= TARGET_OF_BMM
+        target = ("yes" if meets else "no") if name.startswith("engine") else ""
+        table.append(
+            [
+                name,
+                f"{step * 1e3:.1f} ms",
+                f"{step / plain_step:.3f}×",
+                f"{flops / step / 1e9:.2f}",
+                f"{share:.0%}",
+                target,
+            ]
+        )
+    return table, results
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark and print its table."""
     import torch
@@ -276,22 +323,7 @@ def main(args: argparse.Namespace) -> int:
     candidates["bmm [8, 512, 512]"] = bmm
     times = interleaved_rounds(candidates, args.rounds, calls=dict.fromkeys(candidates, 1))
     bmm_rate = bmm_flops / median(times["bmm [8, 512, 512]"])
-    plain_step = median(times["plain loop (F.gelu)"]) / args.steps
-    flops_per_step = rows[next(iter(rows))][1] if rows else math.nan
-    table, results = [], {}
-    for name, per_call in times.items():
-        if name.startswith("bmm"):
-            continue
-        members = rows[name][2] if name in rows else 1
-        step = median(per_call) / args.steps / members  # per member-step
-        flops = rows[name][1] if name in rows else flops_per_step  # the plain loop: gelu's shape
-        share = flops / step / bmm_rate
-        results[name] = {"seconds_per_step": step, "vs_plain": step / plain_step,
-                         "model_flops_per_second": flops / step, "of_bmm_rate": share}  # fmt: skip
-        meets = step / plain_step <= TARGET_VS_PLAIN and share >= TARGET_OF_BMM
-        target = ("yes" if meets else "no") if name.startswith("engine") else ""
-        table.append([name, f"{step * 1e3:.1f} ms", f"{step / plain_step:.3f}×",
-                      f"{flops / step / 1e9:.2f}", f"{share:.0%}", target])  # fmt: skip
+    table, results = _rows(args, times, rows, bmm_rate)
     where = "CUDA, bf16 autocast" if cuda else "one thread"
     print(
         f"{where}, d {args.d_model}, {args.layers} layers, context {args.context}, batch "
@@ -300,8 +332,10 @@ def main(args: argparse.Namespace) -> int:
         "per token"
     )
     print(format_table(["row", "s/step", "vs plain", "GFLOP/s", "of bmm", "target"], table))
-    print(f"target: an engine row within {TARGET_VS_PLAIN:.2f}× the plain loop's step and at "
-          f"{TARGET_OF_BMM:.0%} or more of the bmm rate")  # fmt: skip
+    print(
+        f"target: an engine row within {TARGET_VS_PLAIN:.2f}× the plain loop's step and at "
+        f"{TARGET_OF_BMM:.0%} or more of the bmm rate"
+    )
     if args.json:
         with atomic_write(args.json, "w", encoding="utf-8") as out:
             json.dump({"bmm_flops_per_second": bmm_rate, "rows": results}, out, indent=1)

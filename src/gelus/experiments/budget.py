@@ -20,12 +20,12 @@ process start (seconds per job), ``torch.compile`` warm-up, and slowdown from sh
 
 import dataclasses
 import math
-import statistics
 import time
 from dataclasses import dataclass
 
 import torch
 
+from gelus.experiments import timing
 from gelus.experiments.activation_spec import resolve_activations
 from gelus.experiments.config import ExperimentConfig, apply_overrides, plugin_for, trainer_for
 from gelus.experiments.plan import Job, holds_out_validation, makespan, plan_jobs, train_size
@@ -134,18 +134,10 @@ def workload(preset, quick: bool = False, device: str = "cpu") -> Workload:
 
 
 def _median_seconds(function, repeats: int, device: torch.device, warmups: int = 1) -> float:
-    for _ in range(warmups):  # allocations, cuDNN autotuning, compilation, CUDA graph recording
-        function()
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        began = time.perf_counter()
-        function()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
+    """The harness's timer (:func:`gelus.experiments.timing.median_seconds`) on ``device``'s wall
+    clock: ``warmups`` calls (allocations, cuDNN autotuning, compilation, CUDA graph recording),
+    then the median of ``repeats`` calls."""
+    return timing.median_seconds(function, repeats, warmups, timing.wall_clock(device))
 
 
 def step_functions(work: Workload, device: torch.device):

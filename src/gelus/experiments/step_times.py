@@ -12,12 +12,12 @@ the records' ``step_times`` table beside the runs it prices.
 """
 
 import math
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from gelus.experiments import timing
 from gelus.experiments.activation_spec import ActivationSpec
 
 __all__ = [
@@ -125,25 +125,19 @@ def measure_jobs(
 
 
 def _interleaved(epoch: dict[str, Any], rounds: int, steps: int) -> dict[str, list[float]]:
-    """Seconds per step of each ``epoch[label]()`` (``steps`` steps), one figure per round; the
-    starting label rotates so that none always runs right after the same neighbour.
+    """Seconds per step of each ``epoch[label]()`` (``steps`` steps), one figure per round, by the
+    harness's timer (:func:`gelus.experiments.timing.interleaved_rounds`: round-robin, the
+    starting label rotating).
 
-    A warm-up epoch first (first-touch allocation, lazy initialisation) also sizes each round:
-    epochs are repeated until a round lasts ``MIN_ROUND_SECONDS``, as a small model's few steps
-    are otherwise within the timer's and the scheduler's noise.
+    A timed warm-up epoch first (first-touch allocation, lazy initialisation) also sizes each
+    round: epochs are repeated until a round lasts ``MIN_ROUND_SECONDS``, as a small model's few
+    steps are otherwise within the timer's and the scheduler's noise.
     """
-    labels = list(epoch)
-    repeats = {}
-    for label in labels:
-        began = time.perf_counter()
-        epoch[label]()
-        warm = time.perf_counter() - began
-        repeats[label] = max(1, math.ceil(MIN_ROUND_SECONDS / max(warm, 1e-6)))
-    times: dict[str, list[float]] = {label: [] for label in labels}
-    for r in range(rounds):
-        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
-            began = time.perf_counter()
-            for _ in range(repeats[label]):
-                epoch[label]()
-            times[label].append((time.perf_counter() - began) / (steps * repeats[label]))
-    return times
+    # at most as many repeats as 1 µs epochs fill a round
+    most = max(1, math.ceil(MIN_ROUND_SECONDS / 1e-6))
+    repeats = {
+        label: timing.calls_for(fn, MIN_ROUND_SECONDS, most, warm_up=False, refine=False)
+        for label, fn in epoch.items()
+    }
+    times = timing.interleaved_rounds(epoch, rounds, calls=repeats)
+    return {label: [t / steps for t in ts] for label, ts in times.items()}
