@@ -128,19 +128,25 @@ def _long_functions(root: Path, limit: int = 60) -> list[str]:
     return long
 
 
-def test_no_function_in_experiments_is_longer_than_60_lines():
-    # counted as formatted: "# fmt: skip" does not shorten a function (it is kept for tables)
-    assert _long_functions(SOURCE / "experiments") == []
+def test_no_function_is_longer_than_60_lines():
+    # over the whole package, counted as formatted: "# fmt: skip" does not shorten a function
+    assert _long_functions(SOURCE) == []
 
 
-def test_experiments_keep_fmt_skip_for_a_few_tables():
-    markers = [
+def _fmt_skip_markers(root: Path) -> list[str]:
+    return [
         f"{path.relative_to(SOURCE)}:{number}"
-        for path in sorted((SOURCE / "experiments").rglob("*.py"))
+        for path in sorted(root.rglob("*.py"))
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if line.rstrip().endswith("# fmt: skip")
     ]
-    assert len(markers) <= 6, markers
+
+
+def test_fmt_skip_is_kept_for_a_few_tables():
+    # at most 40 in the package and 6 in the harness's core (experiments/)
+    assert len(_fmt_skip_markers(SOURCE)) <= 40, _fmt_skip_markers(SOURCE)
+    experiments = _fmt_skip_markers(SOURCE / "experiments")
+    assert len(experiments) <= 6, experiments
 
 
 def test_no_import_cycle_between_modules():

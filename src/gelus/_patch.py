@@ -220,6 +220,12 @@ def patch(model: nn.Module) -> PatchReport:
             f"({type(model).__name__}); build its gelus member with gelus.get_activation, or "
             f"patch a container that holds it (nn.Sequential(act))"
         )
+    return _replace_within(model)
+
+
+def _replace_within(model: nn.Module) -> PatchReport:
+    """Walk ``model``'s children depth first, replacing what :func:`_decide` maps (each shared
+    module once, with one replacement at every place) and listing what it leaves alone."""
     replaced: list[Replaced] = []
     left_alone: list[LeftAlone] = []
     new_for: dict[int, nn.Module] = {}  # id(old) -> its one replacement, for shared instances

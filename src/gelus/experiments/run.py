@@ -140,17 +140,7 @@ def resolve_run(
     if (edited := recorded.edited_code(preset.name, asked.sources)) is not None:
         raise SettingError("activations", f"{preset.name}: {out_dir} {edited}")
     workers = getattr(executor, "workers", None) if options.workers is None else options.workers
-    metadata = asked.environment | {  # what every run records about its experiment and data
-        "train_size": n_train,
-        "steps": n_train // config.train.batch_size * config.train.epochs,
-        "experiment": preset.name,
-        "citation": preset.citation,
-        "dataset": config.dataset,
-        "dataset_requested": options.dataset or preset.dataset,
-        "dataset_source": source,
-        "quick": options.quick,
-        "checksums_verified": options.verify,
-    }
+    metadata = _metadata(asked, options, config, n_train, source)
     return Run(
         preset=preset,
         config=config,
@@ -168,7 +158,7 @@ def resolve_run(
         threads=options.threads,
         out_dir=out_dir,
         train_size=n_train,
-        metadata=metadata | ({"activation_sources": asked.sources} if asked.sources else {}),
+        metadata=metadata,
         done=recorded.done,
         timed=recorded.timed,
         step_times=options.step_times,
@@ -288,6 +278,28 @@ def _explicit(preset: Preset, options: RunOptions) -> list[str]:
     explicit += [f"train.seeds={options.seeds}"] if options.seeds is not None else []
     explicit += [f"train.epochs={options.epochs}"] if options.epochs is not None else []
     return explicit
+
+
+def _metadata(
+    asked: "Asked", options: RunOptions, config: ExperimentConfig, n_train: int, source: str
+) -> dict:
+    """What every run records about its experiment and data (and the user's activation code)."""
+    preset = asked.preset
+    return (
+        asked.environment
+        | {
+            "train_size": n_train,
+            "steps": n_train // config.train.batch_size * config.train.epochs,
+            "experiment": preset.name,
+            "citation": preset.citation,
+            "dataset": config.dataset,
+            "dataset_requested": options.dataset or preset.dataset,
+            "dataset_source": source,
+            "quick": options.quick,
+            "checksums_verified": options.verify,
+        }
+        | ({"activation_sources": asked.sources} if asked.sources else {})
+    )
 
 
 def _loading_line(name: str, requested: str, used: str, source: str) -> str:
