@@ -14,13 +14,14 @@ test:  ## install with the test tools, then run the linter and the tests
 
 # The whole suite on another torch, in its own virtual environment (.venv-torch-$(TORCH), git-ignored),
 # e.g. `make test-torch TORCH=2.14.1`: torch==$(TORCH) and the dev extra, constraints.txt's other pins.
-# Anything but the CPU build pinned in constraints.txt is a CUDA build here: gigabytes in the venv.
+# Anything but the CPU build pinned in constraints.txt is a CUDA build here: gigabytes in the venv;
+# torchvision is left for pip to match to that torch.
 TORCH ?= 2.14.1
 TORCH_VENV := .venv-torch-$(TORCH)
 
 test-torch:  ## the whole suite in $(TORCH_VENV) with torch==$(TORCH) (the tests that need a GPU skip without one)
 	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
-	{ grep -v '^torch==' constraints.txt || true; echo 'torch==$(TORCH)'; } > $(TORCH_VENV)/constraints.txt
+	{ grep -v -E '^torch(vision)?==' constraints.txt || true; echo 'torch==$(TORCH)'; } > $(TORCH_VENV)/constraints.txt
 	$(TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
 	    -c $(TORCH_VENV)/constraints.txt -e '.[dev]'
 	$(TORCH_VENV)/bin/python -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
