@@ -16,6 +16,7 @@ import numpy as np
 
 from gelus.experiments.protocol import Protocol
 from gelus.experiments.selection import Selection, select
+from gelus.report.robust import robust_marks
 from gelus.report.stats import (
     DESIGN,
     HEADLINE,
@@ -68,7 +69,7 @@ class _Claims(NamedTuple):
             compare_paired(t, b, lower_is_better=t.metric != "accuracy", aggregate=self.aggregate)
             for t, b in pairs
         ]
-        return adjust(tests, self.design)
+        return robust_marks(adjust(tests, self.design), self.design.alpha, self.aggregate)
 
     def check(self, claim: str, measure: str, comparisons, wanted: Sequence[str]) -> ClaimCheck:
         return ClaimCheck(

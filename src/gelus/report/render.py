@@ -22,13 +22,22 @@ from gelus.experiments.selection import run_configs
 from gelus.plots.io import save_figure
 from gelus.report.analysis import ExperimentResult, Missing, analyse, environment, is_quick
 from gelus.report.figures import experiment_figures
-from gelus.report.stats import DESIGN, EQUIVALENCE_MARGINS, HEADLINE, Aggregate, Design
+from gelus.report.robust import (
+    INSIDE_MARGIN,
+    NULL_RATES,
+    NULL_RATES_ALPHA,
+    holm_power,
+    inside_margin,
+    skewed_rates,
+)
+from gelus.report.stats import DESIGN, EQUIVALENCE_MARGINS, HEADLINE, Aggregate, Design, power
 
 __all__ = [
     "Block",
     "format_difference",
     "format_value",
     "how_to_read",
+    "power_text",
     "report_blocks",
     "summary_block",
     "to_html",
@@ -81,14 +90,38 @@ def _percent(level: float) -> str:
     return f"{100 * level:g} %"
 
 
+def _range(low: float, high: float) -> str:
+    return f"{100 * low:.1f}–{100 * high:.1f} %" if low != high else f"{100 * low:.1f} %"
+
+
+def _assumption(design: Design) -> str:
+    """The test's assumption and what it costs when broken, from :data:`robust.NULL_RATES`."""
+    n_values = sorted(next(iter(NULL_RATES.values())))
+    (g_low, g_high), _ = skewed_rates("Gaussian")
+    skewed = [(shape, *skewed_rates(shape)) for shape in NULL_RATES if shape != "Gaussian"]
+    per = ", ".join(f"{_range(*p)} ({shape})" for shape, p, _ in skewed)
+    family = _range(min(f[0] for _, _, f in skewed), max(f[1] for _, _, f in skewed))
+    at = "" if design.alpha == NULL_RATES_ALPHA else f", measured at α = {NULL_RATES_ALPHA:g}"
+    return (
+        f"It assumes roughly symmetric paired differences: then it calls a null difference real "
+        f"in {_range(g_low, g_high)} of comparisons at n = {', '.join(map(str, n_values))}; for "
+        "skewed differences with mean 0 (an activation with an occasional bad seed) it does so in "
+        f"{per}, and family-wise over 5 comparisons in {family} (simulated{at}: docs/REPORT.md, "
+        '"What a verdict can promise"). Five seeds cannot tell these shapes apart, so its '
+        f"{_percent(design.alpha)} holds only under the assumption."
+    )
+
+
 def how_to_read(aggregate: Aggregate = HEADLINE, design: Design = DESIGN) -> str:
     """The report's "how to read" paragraph, written from the aggregate over seeds (statistic,
     interval method, resamples, confidence, seed) and the verdicts' design (test, alpha,
-    correction, equivalence test, power, fewest pairs) that the numbers were computed with."""
+    correction, equivalence test, power, fewest pairs) that the numbers were computed with, and
+    the measured error rates of the test when its assumption fails (:data:`robust.NULL_RATES`)."""
     seeded = "each cell's generator seeded from its own key"
     if aggregate.seed:
         seeded += f" and the report's seed {aggregate.seed}"
     alpha = f"{design.alpha:g}"
+    floor = 2 / 2**5  # the sign-flip test's smallest p: the observed pattern and its mirror
     return " ".join(
         [
             "How to read: n is the number of seeds; each seed contributes its test value at the chosen "
@@ -103,12 +136,25 @@ def how_to_read(aggregate: Aggregate = HEADLINE, design: Design = DESIGN) -> str
             f"({aggregate.resamples:,} resamples, {seeded}), a description of spread: with n ≤ 3 "
             "seeds such an interval cannot be wider than the range of the values; none is given for "
             "n = 1.",
-            f"Verdicts come from a {design.test} on the seeds both activations ran (false-positive "
-            f"rate {_percent(design.alpha)} at any n ≥ {design.min_pairs}), {design.correction}-"
-            "adjusted over every comparison of the experiment: ▲ better / ▼ worse when the adjusted "
-            f"p < {alpha}, = tie when an equivalence test ({design.equivalence}, margins in "
-            "docs/REPORT.md) says the difference is within the margin, else · unresolved with the "
-            f"pairs a test would need for {_percent(design.power)} power against the observed effect.",
+            f"Verdicts come from a {design.test} on the seeds both activations ran "
+            f"(n ≥ {design.min_pairs}), {design.correction}-adjusted over every comparison of the "
+            f"experiment: ▲ better / ▼ worse when the adjusted p < {alpha}, = tie when an "
+            f"equivalence test ({design.equivalence}, margins in docs/REPORT.md) says the "
+            "difference is within the margin, else · unresolved with the pairs with which a "
+            f"{design.correction} verdict over the experiment's m comparisons would call the "
+            f"observed effect real with {_percent(design.power)} power (one real effect, the others "
+            "null).",
+            _assumption(design),
+            "Beside the t-test's p stands the exact sign-flip p (all 2ⁿ sign patterns of the "
+            "differences, unadjusted): it needs no normality, only symmetry, and its floor is "
+            f"2/2ⁿ, {floor:g} at n = 5, so below 6 pairs it can never reach {alpha}.",
+            "A significant verdict is marked fragile, with the seed named, when that one seed "
+            "carries it (dropping it from every comparison, then the same test and correction, "
+            "leaves it not significant while dropping any other seed keeps it) or dropping it "
+            f'reverses its sign; "{INSIDE_MARGIN}" when its mean difference is smaller than the '
+            "metric's margin; \"depends on the reference's lr\" when the reference activation's "
+            "two best learning rates are not told apart on validation (unresolved, or inside the "
+            "margin) and the verdict changes with the reference at its runner-up.",
             "Errors are in %, differences in percentage points (pp), losses in nats, a language "
             "model's bpb in bits per byte (its loss over ln 2).",
         ]
@@ -179,6 +225,7 @@ def _comparison_row(c, paper, variants: bool, theirs: bool, design: Design) -> t
         format_difference(c.metric, c.mean),
         _interval(c.metric, c.ci, difference=True),
         _p(c.p),
+        _p_exact(c.p_sign),
         _p(c.p_holm),
         *((paper_cell,) if theirs else ()),
         _verdict(c, design),
@@ -190,7 +237,8 @@ def _comparison_table(result: ExperimentResult, aggregate: Aggregate, design: De
     theirs = ("paper",) if result.in_paper else ()  # beyond the paper: no such column
     headers = (
         "comparison", *(("config",) if variants else ()), "setting", "lr", "metric", "n pairs",
-        "mean difference", f"{aggregate.level} CI (t)", "p", f"p ({design.correction})",
+        "mean difference", f"{aggregate.level} CI (t)", "p", "p (sign-flip)",
+        f"p ({design.correction})",
         *theirs, "verdict",
     )  # fmt: skip
     rows = [
@@ -237,11 +285,26 @@ def _p(p: float) -> str:
     return "—" if p != p else "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def _p_exact(p: float) -> str:
+    """A sign-flip p, a multiple of 1/2ⁿ: to 4 significant digits (its floor 0.0625 at n = 5)."""
+    return "—" if p != p else f"{p:.4g}"
+
+
 def _verdict(c, design: Design) -> str:
-    """The verdict word and its detail: which way, or the pairs the design's power would need;
-    and whether another defensible choice of the learning rate would change it."""
-    text = _verdict_detail(c, design)
-    return f"{text} — depends on the selection rule ({c.depends})" if c.depends else text
+    """The verdict word and its detail (which way, or the pairs the design's power would need),
+    then its marks: inside the margin, fragile to one seed, and whether another defensible
+    choice of the learning rate (the selection rule, the reference's own lr) would change it."""
+    marks = [_verdict_detail(c, design)]
+    if inside_margin(c, design.alpha):
+        margin = format_difference(c.metric, EQUIVALENCE_MARGINS[c.metric])
+        marks.append(f"{INSIDE_MARGIN} (±{margin.lstrip('+')})")
+    if c.fragile:
+        marks.append(f"fragile: {c.fragile}")
+    if c.depends:
+        marks.append(f"depends on the selection rule ({c.depends})")
+    if c.reference_lr:
+        marks.append(f"depends on the reference's lr ({c.reference_lr})")
+    return " — ".join(marks)
 
 
 def _verdict_detail(c, design: Design) -> str:
@@ -384,13 +447,38 @@ def _experiment_intro(result: ExperimentResult, quick: bool) -> list[Block]:
     return blocks
 
 
+def power_text(comparisons: Sequence[Any], design: Design = DESIGN) -> str:
+    """What one Holm family of comparisons can detect: the power with which a verdict over its m
+    comparisons (at their usual n pairs) calls one real effect of 1 and 1.5 SD of its paired
+    differences real, the others null (:func:`~gelus.report.robust.holm_power`), each with the
+    lone test's (:func:`~gelus.report.stats.power`) beside it. "" without a testable comparison."""
+    tested = [c for c in comparisons if not math.isnan(c.p)]
+    if not tested:
+        return ""
+    sizes = [len(c.seeds) for c in tested]
+    n, m = max(set(sizes), key=lambda k: (sizes.count(k), k)), len(tested)
+    found = "; ".join(
+        f"{effect:g} SD: {holm_power(n, effect, m, design.alpha):.2f} "
+        f"(a lone test: {power(n, effect, design.alpha):.2f})"
+        for effect in (1.0, 1.5)
+    )
+    return (
+        f"What these verdicts can detect: with n = {n} pairs and m = {m} comparisons "
+        f"({design.correction}), one real effect (in standard deviations of its paired "
+        f"differences), the others null, is called real with power {found}."
+    )
+
+
 def _experiment_results(result: ExperimentResult, figures, aggregate, design) -> list[Block]:
-    """The results table, the paired differences and the experiment's figures."""
+    """The results table, the paired differences (with what they can detect) and the
+    experiment's figures."""
     title = "Test results: paper vs ours" if result.in_paper else "Test results"
     blocks = [Block("h3", title), _result_table(result, aggregate)]
     if result.comparisons:
         table = _comparison_table(result, aggregate, design)
         blocks += [Block("h3", "Paired differences (same seeds)"), table]
+        detect = power_text([c for c, _ in result.comparisons], design)
+        blocks += [Block("p", detect)] if detect else []
     blocks += [Block("figure", caption, image=image) for image, caption in figures]
     return blocks
 
