@@ -212,3 +212,77 @@ def test_the_markdown_comparison_table_puts_the_sign_flip_p_beside_the_t_tests()
     assert cells[7] == f"{c.p:.3f}" if c.p >= 0.001 else "&lt; 0.001"
     assert float(cells[8]) == pytest.approx(_brute_sign_flip(c.differences))
     assert math.isclose(float(cells[8]), 0.0625)
+
+
+# --------------------------------------------------------------------------- lr sensitivity
+def _regret_records(relu_penalty: float):
+    """gelu and relu, 5 seeds, lrs 1e-3 and 1e-4, val and test loss at one epoch: GELU's loss
+    barely moves with the lr (regret ≈ 0.001), ReLU's rises by ``relu_penalty`` at 1e-4."""
+    records, runs = [], []
+    for activation in ("gelu", "relu"):
+        for lr in (1e-3, 1e-4):
+            for seed in range(5):
+                jitter = 0.002 * ((3 * seed + len(activation) + int(lr == 1e-4)) % 5)
+                value = 1.0 + jitter + relu_penalty * (activation == "relu" and lr == 1e-4)
+                key = (f"{activation}-{lr:g}-{seed}", "e", "h", activation, seed, lr, "")
+                runs.append(RunInfo(*key, "done", json.dumps({}), json.dumps({})))
+                records += [Record(*key, 1, split, "loss", value) for split in ("val", "test")]
+    return records, runs
+
+
+def _regret_oracle(records, activation) -> list[float]:
+    """Each seed's mean regret over the two lrs, by hand."""
+    by_seed: dict[int, list[float]] = {}
+    for r in records:
+        if r.activation == activation and r.split == "val":
+            by_seed.setdefault(r.seed, []).append(r.value)
+    return [float(np.mean(np.subtract(v, min(v)))) for _, v in sorted(by_seed.items())]
+
+
+def test_the_sensitivity_section_pairs_each_regret_against_gelu_and_judges_the_seed_claim():
+    records, runs = _regret_records(0.5)
+    results = analyse(records, runs, {})
+    md = to_markdown(report_blocks(results, {}, runs=runs), Path("."))
+    assert "### Learning-rate sensitivity" in md
+    (relu,) = [line for line in md.splitlines() if line.startswith("| relu | — | 0.0001, 0.001 |")]
+    gelu_regret, relu_regret = _regret_oracle(records, "gelu"), _regret_oracle(records, "relu")
+    assert f"| {np.median(relu_regret):.4g} | relu − gelu |" in relu
+    difference = np.subtract(relu_regret, gelu_regret)
+    assert f"| {difference.mean():+.4g} |" in relu and "▼ worse" in relu  # more sensitive
+    (claim,) = [line for line in md.splitlines() if line.startswith("The seed documents' claim")]
+    assert "holds in part: gelu is shown less sensitive than relu" in claim
+    assert "gelu is stable across them" in claim and f"{np.median(gelu_regret):.4g}" in claim
+
+
+def test_the_seed_claim_reads_unresolved_and_unstable_when_the_data_say_so():
+    records, runs = _regret_records(0.0)  # the same (small) regret: nothing told apart
+    (result,) = analyse(records, runs, {})
+    from gelus.report.render import sensitivity_claim
+
+    assert "is not shown" in sensitivity_claim(result.sensitivity)
+    steep = [r._replace(value=r.value + 0.2 * (r.lr == 1e-4)) for r in records]
+    (result,) = analyse(steep, runs, {})
+    text = sensitivity_claim(result.sensitivity)
+    assert "gelu is not stable across them" in text and "× the margin 0.01" in text
+
+
+def test_the_lr_figure_adds_the_test_error_and_the_robustness_area_rows():
+    from gelus.experiments.presets import PRESETS
+    from gelus.report.figures import experiment_figures
+    from test_synthetic import make_records, value_of
+
+    levels = (0.0, 1.5, 3.0)
+    records, _ = make_records(experiment="mnist-noise", settings=("keep=1.0",), epochs=2,
+                              noise_levels=levels)  # fmt: skip
+    preset = PRESETS["mnist-noise"]
+    selections = select(records, preset.protocol)
+    fig = experiment_figures(records, selections, preset.figure, title="t")["lr"]
+    assert [ax.get_ylabel().replace("\n", " ") for ax in fig.axes] == [
+        "val loss", "test loss", "test error (%)",
+        "test error over noise a ∈ [0, 3] (error·a)",
+    ]  # fmt: skip
+    dots = np.concatenate([c.get_offsets()[:, 1] for c in fig.axes[3].collections])
+    for seed in (0, 1, 2):
+        errors = [value_of("gelu", seed, 1e-3, "keep=1.0", 2, "test", "error", a) for a in levels]
+        area = sum((errors[i] + errors[i + 1]) / 2 * 1.5 for i in range(2))  # trapezoid by hand
+        assert np.isclose(dots, area).any()

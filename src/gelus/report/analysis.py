@@ -19,6 +19,7 @@ from gelus.experiments.protocol import SELECTION_RULES, FigureSpec, Protocol
 from gelus.experiments.selection import RunnerUp, Selection, run_configs, runner_up, select
 from gelus.report.claims import check_claims
 from gelus.report.robust import robust_marks
+from gelus.report.sensitivity import LrSensitivity, lr_sensitivity
 from gelus.report.stats import (
     DESIGN,
     EQUIVALENCE_MARGINS,
@@ -134,6 +135,7 @@ class ExperimentResult(NamedTuple):
     in_paper: bool = True  # False: beyond the paper; its setup column is the preset's
     step_costs: tuple[StepCost, ...] = ()  # each activation's interleaved time per step
     steps_per_epoch: tuple[tuple[str, int], ...] = ()  # (config hash, optimizer steps per epoch)
+    sensitivity: LrSensitivity | None = None  # learning-rate sensitivity, paired against GELU
 
 
 def _pairs(
@@ -552,6 +554,33 @@ def _comparisons(preset: Preset | None, finished: _Finished, selections) -> list
     return comparisons
 
 
+def _sensitivity(finished: _Finished) -> LrSensitivity | None:
+    """The experiment's learning-rate sensitivity (:func:`~gelus.report.sensitivity.lr_sensitivity`)
+    on the metric and epoch rule its lr is chosen by, on validation (the reported split where no
+    validation split was recorded, e.g. the autoencoder: a regret chooses nothing), against the
+    protocol's reference (else GELU); its comparisons carry the sign-flip p and fragility marks.
+    None with fewer than two common lrs or no such records."""
+    protocol, records = finished.protocol, finished.records
+    recorded = {(r.split, r.metric) for r in records}
+    for split, metrics in (
+        (protocol.select_split, protocol.select_metrics),
+        (protocol.report_split, protocol.report_metrics),
+    ):
+        metric = next((m for m in metrics if (split, m) in recorded), None)
+        if metric is not None:
+            break
+    else:
+        return None
+    found = lr_sensitivity(
+        records, finished.name, reference=protocol.reference or REFERENCE, split=split,
+        metric=metric, epoch=protocol.epoch, configs=finished.configs,
+    )  # fmt: skip
+    if not found.groups:
+        return None
+    marked = robust_marks(found.comparisons, finished.design.alpha, finished.aggregate)
+    return found._replace(comparisons=tuple(marked))
+
+
 def _result(
     preset: Preset | None, finished: _Finished, runs: Sequence[Any], records: Sequence[Any]
 ) -> ExperimentResult:
@@ -575,6 +604,7 @@ def _result(
         departures=_departures(preset, runs),
         in_paper=preset.in_paper if preset else True,
         steps_per_epoch=tuple(sorted(steps_per_epoch(runs).items())),
+        sensitivity=_sensitivity(finished) if finished.records else None,
     )
 
 

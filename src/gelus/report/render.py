@@ -39,6 +39,7 @@ __all__ = [
     "how_to_read",
     "power_text",
     "report_blocks",
+    "sensitivity_claim",
     "summary_block",
     "to_html",
     "to_markdown",
@@ -483,6 +484,103 @@ def _experiment_results(result: ExperimentResult, figures, aggregate, design) ->
     return blocks
 
 
+CLAIM = "moderate, less sensitive than some alternatives; stable across learning rates"
+
+
+def _regret_rows(sens, aggregate: Aggregate, design: Design) -> list[tuple[str, ...]]:
+    """One row per (config, setting, activation): its regret over seeds and, for an alternative,
+    its paired difference against the reference (lr_sensitivity emits them in group order)."""
+    comparisons = iter(sens.comparisons)
+    rows = []
+    for group in sens.groups:
+        lrs = ", ".join(f"{lr:g}" for lr in group.lrs)
+        paired = sens.reference in group.regrets
+        for activation, by_seed in group.regrets.items():
+            finite = [v for v in by_seed.values() if math.isfinite(v)]
+            diverged = len(by_seed) - len(finite)
+            regret = format_value(sens.metric, aggregate.point(finite)) + (
+                f" ({diverged} of {len(by_seed)} diverged)" if diverged else ""
+            )
+            cells: tuple[str, ...] = ("—",) * 7
+            if paired and activation != sens.reference:
+                c = next(comparisons)
+                cells = (
+                    f"{c.treatment} − {c.baseline}", format_difference(c.metric, c.mean),
+                    _interval(c.metric, c.ci, difference=True), _p(c.p), _p_exact(c.p_sign),
+                    _p(c.p_holm), _verdict(c, design),
+                )  # fmt: skip
+            rows.append((activation, group.setting or "—", lrs, str(len(finite)), regret, *cells))
+    return rows
+
+
+def sensitivity_claim(sens, aggregate: Aggregate = HEADLINE) -> str:
+    """The seed documents' claim about GELU's learning-rate sensitivity judged in one sentence
+    from the paired regret verdicts: its first half by which alternatives are shown more (▼
+    worse) or less (▲ better) sensitive than the reference; "stable" by whether the reference's
+    own regret (its aggregate over seeds) is within the metric's margin in every setting."""
+    several = len({c.setting for c in sens.comparisons}) > 1
+    words = {"better": [], "worse": []}
+    for c in sens.comparisons:
+        word = c.verdict.split()[-1]
+        if word in words:
+            words[word].append(c.treatment + (f" ({c.setting})" if several and c.setting else ""))
+    more, less = words["worse"], words["better"]  # more / less sensitive than the reference
+    ref = sens.reference
+    if more and not less:
+        half = f"holds in part: {ref} is shown less sensitive than {', '.join(more)}"
+    elif less and not more:
+        are = "is" if len(less) == 1 else "are"
+        half = f"is contradicted: {', '.join(less)} {are} shown less sensitive than {ref}"
+    elif less and more:
+        half = f"is mixed: {ref} is less sensitive than {', '.join(more)}, more than "
+        half += ", ".join(less)
+    else:
+        half = f"is not shown: no alternative's regret is told apart from {ref}'s"
+    margin = EQUIVALENCE_MARGINS.get(sens.metric)
+    own = [
+        aggregate.point([v for v in g.regrets[ref].values() if math.isfinite(v)])
+        for g in sens.groups
+        if ref in g.regrets
+    ]
+    shown = ", ".join(format_value(sens.metric, v) for v in own)
+    if margin is None or not own:
+        stable = f"{ref}'s stability has no margin to be judged against"
+    else:
+        bound = f"the margin {format_difference(sens.metric, margin).lstrip('+')}"
+        if all(v <= margin for v in own):
+            stable = f"{ref} is stable across them: its regret ({shown}) is within {bound}"
+        else:
+            stable = (
+                f"{ref} is not stable across them: its regret ({shown}) is "
+                f"{min(own) / margin:.0f}× {bound} or more"
+            )
+    return f"The seed documents' claim that {ref}'s learning-rate sensitivity is \"{CLAIM}\" {half}; {stable}."  # fmt: skip
+
+
+def _sensitivity_section(result: ExperimentResult, aggregate, design) -> list[Block]:
+    """Learning-rate sensitivity: each activation's regret over the common lrs, paired against
+    the reference with the family's Holm, and the seed's claim judged from the verdicts."""
+    sens = result.sensitivity
+    if sens is None:
+        return []
+    at = "its last epoch" if sens.epoch == "last" else "its best epoch"
+    how = (
+        f"Per activation and seed: the mean regret of {sens.split} {sens.metric} (each run at "
+        f"{at}) over the learning rates every activation ran, relative to that seed's best of "
+        f"them, (1/L)·Σ_lr [m(lr) − min m]; 0 when every lr does as well as the best. Each "
+        f"alternative − {sens.reference} is paired by seed, {design.test}, {design.correction} "
+        "over this table: ▲ better means less sensitive, ▼ worse more."
+    )
+    headers = (
+        "activation", "setting", "learning rates", "n", f"regret ({aggregate.name})",
+        "comparison", "mean difference", f"{aggregate.level} CI (t)", "p", "p (sign-flip)",
+        f"p ({design.correction})", "verdict",
+    )  # fmt: skip
+    table = Block("table", headers=headers, rows=tuple(_regret_rows(sens, aggregate, design)))
+    claim = Block("p", sensitivity_claim(sens, aggregate))
+    return [Block("h3", "Learning-rate sensitivity"), Block("p", how), table, claim]
+
+
 def _experiment_time_and_setup(result: ExperimentResult) -> list[Block]:
     """Time per step (where measured), the setup beside the paper's, notes and wall time."""
     blocks = []
@@ -547,6 +645,7 @@ def report_blocks(
     for result in results:
         blocks += _experiment_intro(result, quick)
         blocks += _experiment_results(result, figures.get(result.name, []), aggregate, design)
+        blocks += _sensitivity_section(result, aggregate, design)
         blocks += _experiment_time_and_setup(result)
     return blocks + _missing_section(missing) + _environment_section(results, runs)
 
