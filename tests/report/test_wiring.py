@@ -286,3 +286,15 @@ def test_the_lr_figure_adds_the_test_error_and_the_robustness_area_rows():
         errors = [value_of("gelu", seed, 1e-3, "keep=1.0", 2, "test", "error", a) for a in levels]
         area = sum((errors[i] + errors[i + 1]) / 2 * 1.5 for i in range(2))  # trapezoid by hand
         assert np.isclose(dots, area).any()
+
+
+def test_the_exported_verdicts_carry_the_sign_flip_p_and_the_marks():
+    from gelus.report.export import tables
+
+    records, runs = _lr_records(0.1001)
+    results = analyse(records, runs, {})
+    (row,) = tables(records, runs, results)["verdicts"]
+    c = results[0].comparisons[0][0]
+    assert row["p_sign_flip"] == pytest.approx(_brute_sign_flip(c.differences))
+    assert row["fragile"] == c.fragile
+    assert "runner-up lr 0.0001" in row["depends_on_reference_lr"]
