@@ -18,7 +18,7 @@ from scipy import stats as scipy_stats
 from gelus.experiments.protocol import Protocol
 from gelus.experiments.selection import runner_up, select
 from gelus.report.analysis import analyse
-from gelus.report.render import how_to_read, power_text, report_blocks, to_markdown
+from gelus.report.render import report_blocks, to_markdown
 from gelus.report.robust import (
     INSIDE_MARGIN,
     NULL_RATES,
@@ -27,6 +27,7 @@ from gelus.report.robust import (
     robust_marks,
 )
 from gelus.report.stats import DESIGN, VERDICTS, Comparison, adjust, power
+from gelus.report.words import how_to_read, power_text, sensitivity_claim, verdict_cell
 from test_synthetic import Record, RunInfo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,9 +72,7 @@ def test_a_verdict_one_seed_carries_is_marked_fragile_with_that_seed_named():
 
 
 def _verdict_cell(c: Comparison) -> str:
-    from gelus.report.render import _verdict
-
-    return _verdict(c, DESIGN)
+    return verdict_cell(c, DESIGN)
 
 
 def test_a_significant_difference_inside_its_margin_is_flagged_and_one_outside_is_not():
@@ -257,8 +256,6 @@ def test_the_sensitivity_section_pairs_each_regret_against_gelu_and_judges_the_s
 def test_the_seed_claim_reads_unresolved_and_unstable_when_the_data_say_so():
     records, runs = _regret_records(0.0)  # the same (small) regret: nothing told apart
     (result,) = analyse(records, runs, {})
-    from gelus.report.render import sensitivity_claim
-
     assert "is not shown" in sensitivity_claim(result.sensitivity)
     steep = [r._replace(value=r.value + 0.2 * (r.lr == 1e-4)) for r in records]
     (result,) = analyse(steep, runs, {})

@@ -15,22 +15,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gelus.experiments.divergence import FACTOR, mark_diverged
+from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.files import atomic_write
 from gelus.experiments.presets import Preset
 from gelus.experiments.selection import run_configs
 from gelus.plots.io import save_figure
 from gelus.report.analysis import ExperimentResult, Missing, analyse, environment, is_quick
 from gelus.report.figures import experiment_figures
-from gelus.report.robust import (
-    INSIDE_MARGIN,
-    NULL_RATES,
-    NULL_RATES_ALPHA,
-    holm_power,
-    inside_margin,
-    skewed_rates,
+from gelus.report.stats import DESIGN, HEADLINE, Aggregate, Design
+from gelus.report.words import (
+    format_difference,
+    format_value,
+    how_to_read,
+    interval,
+    p_exact,
+    p_text,
+    power_text,
+    sensitivity_claim,
+    verdict_cell,
 )
-from gelus.report.stats import DESIGN, EQUIVALENCE_MARGINS, HEADLINE, Aggregate, Design, power
 
 __all__ = [
     "Block",
@@ -60,106 +63,8 @@ class Block(NamedTuple):
     image: Path | None = None  # figure: the PNG file
 
 
-def format_value(metric: str, value: float) -> str:
-    """Errors and accuracies as percentages, losses to 4 significant digits."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    if metric in ("error", "accuracy"):
-        return f"{100 * value:.2f} %"
-    return f"{value:.4g}"
-
-
-def format_difference(metric: str, value: float) -> str:
-    """A difference of errors or accuracies in percentage points, else to 4 significant digits."""
-    if value is None or math.isnan(value):
-        return "—"
-    if metric in ("error", "accuracy"):
-        return f"{100 * value:+.2f} pp"
-    return f"{value:+.4g}"
-
-
-def _interval(metric: str, ci: tuple[float, float], difference: bool = False) -> str:
-    fmt = format_difference if difference else format_value
-    return f"[{fmt(metric, ci[0])}, {fmt(metric, ci[1])}]"
-
-
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-def _percent(level: float) -> str:
-    return f"{100 * level:g} %"
-
-
-def _range(low: float, high: float) -> str:
-    return f"{100 * low:.1f}–{100 * high:.1f} %" if low != high else f"{100 * low:.1f} %"
-
-
-def _assumption(design: Design) -> str:
-    """The test's assumption and what it costs when broken, from :data:`robust.NULL_RATES`."""
-    n_values = sorted(next(iter(NULL_RATES.values())))
-    (g_low, g_high), _ = skewed_rates("Gaussian")
-    skewed = [(shape, *skewed_rates(shape)) for shape in NULL_RATES if shape != "Gaussian"]
-    per = ", ".join(f"{_range(*p)} ({shape})" for shape, p, _ in skewed)
-    family = _range(min(f[0] for _, _, f in skewed), max(f[1] for _, _, f in skewed))
-    at = "" if design.alpha == NULL_RATES_ALPHA else f", measured at α = {NULL_RATES_ALPHA:g}"
-    return (
-        f"It assumes roughly symmetric paired differences: then it calls a null difference real "
-        f"in {_range(g_low, g_high)} of comparisons at n = {', '.join(map(str, n_values))}; for "
-        "skewed differences with mean 0 (an activation with an occasional bad seed) it does so in "
-        f"{per}, and family-wise over 5 comparisons in {family} (simulated{at}: docs/REPORT.md, "
-        '"What a verdict can promise"). Five seeds cannot tell these shapes apart, so its '
-        f"{_percent(design.alpha)} holds only under the assumption."
-    )
-
-
-def how_to_read(aggregate: Aggregate = HEADLINE, design: Design = DESIGN) -> str:
-    """The report's "how to read" paragraph, written from the aggregate over seeds (statistic,
-    interval method, resamples, confidence, seed) and the verdicts' design (test, alpha,
-    correction, equivalence test, power, fewest pairs) that the numbers were computed with, and
-    the measured error rates of the test when its assumption fails (:data:`robust.NULL_RATES`)."""
-    seeded = "each cell's generator seeded from its own key"
-    if aggregate.seed:
-        seeded += f" and the report's seed {aggregate.seed}"
-    alpha = f"{design.alpha:g}"
-    floor = 2 / 2**5  # the sign-flip test's smallest p: the observed pattern and its mirror
-    return " ".join(
-        [
-            "How to read: n is the number of seeds; each seed contributes its test value at the chosen "
-            "learning rate and epoch.",
-            f"A run diverged when a final loss is NaN, infinite or above {FACTOR:g}× that of the "
-            "trivial predictor (ln(classes) for a classifier; the training mean's error for the "
-            "autoencoder): medians, means and intervals are over the runs that did not, and say how "
-            "many did; figures leave such runs out.",
-            "Records of different configs are never merged: each config is its own row, labelled by "
-            "the settings that differ.",
-            f"The {aggregate.plural}' {aggregate.level} intervals are {aggregate.method}s "
-            f"({aggregate.resamples:,} resamples, {seeded}), a description of spread: with n ≤ 3 "
-            "seeds such an interval cannot be wider than the range of the values; none is given for "
-            "n = 1.",
-            f"Verdicts come from a {design.test} on the seeds both activations ran "
-            f"(n ≥ {design.min_pairs}), {design.correction}-adjusted over every comparison of the "
-            f"experiment: ▲ better / ▼ worse when the adjusted p < {alpha}, = tie when an "
-            f"equivalence test ({design.equivalence}, margins in docs/REPORT.md) says the "
-            "difference is within the margin, else · unresolved with the pairs with which a "
-            f"{design.correction} verdict over the experiment's m comparisons would call the "
-            f"observed effect real with {_percent(design.power)} power (one real effect, the others "
-            "null).",
-            _assumption(design),
-            "Beside the t-test's p stands the exact sign-flip p (all 2ⁿ sign patterns of the "
-            "differences, unadjusted): it needs no normality, only symmetry, and its floor is "
-            f"2/2ⁿ, {floor:g} at n = 5, so below 6 pairs it can never reach {alpha}.",
-            "A significant verdict is marked fragile, with the seed named, when that one seed "
-            "carries it (dropping it from every comparison, then the same test and correction, "
-            "leaves it not significant while dropping any other seed keeps it) or dropping it "
-            f'reverses its sign; "{INSIDE_MARGIN}" when its mean difference is smaller than the '
-            "metric's margin; \"depends on the reference's lr\" when the reference activation's "
-            "two best learning rates are not told apart on validation (unresolved, or inside the "
-            "margin) and the verdict changes with the reference at its runner-up.",
-            "Errors are in %, differences in percentage points (pp), losses in nats, a language "
-            "model's bpb in bits per byte (its loss over ln 2).",
-        ]
-    )
 
 
 def _median_cell(metric: str, summary: Any, aggregate: Aggregate) -> str:
@@ -195,7 +100,7 @@ def _result_row(row: Any, variants: bool, paper: bool, aggregate: Aggregate) -> 
         f"test {s.metric}",
         str(m.n + m.diverged),
         _median_cell(s.metric, m, aggregate),
-        _interval(s.metric, aggregate.of(m)[1]),
+        interval(s.metric, aggregate.of(m)[1]),
         *others,
         *((format_value(s.metric, row.paper) if row.paper is not None else "—",) if paper else ()),
     )
@@ -224,12 +129,12 @@ def _comparison_row(c, paper, variants: bool, theirs: bool, design: Design) -> t
         f"test {c.metric}",
         pairs,
         format_difference(c.metric, c.mean),
-        _interval(c.metric, c.ci, difference=True),
-        _p(c.p),
-        _p_exact(c.p_sign),
-        _p(c.p_holm),
+        interval(c.metric, c.ci, difference=True),
+        p_text(c.p),
+        p_exact(c.p_sign),
+        p_text(c.p_holm),
         *((paper_cell,) if theirs else ()),
-        _verdict(c, design),
+        verdict_cell(c, design),
     )
 
 
@@ -282,43 +187,6 @@ def _step_cost_table(result: ExperimentResult) -> Block:
     return Block("table", headers=headers, rows=tuple(rows))
 
 
-def _p(p: float) -> str:
-    return "—" if p != p else "< 0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def _p_exact(p: float) -> str:
-    """A sign-flip p, a multiple of 1/2ⁿ: to 4 significant digits (its floor 0.0625 at n = 5)."""
-    return "—" if p != p else f"{p:.4g}"
-
-
-def _verdict(c, design: Design) -> str:
-    """The verdict word and its detail (which way, or the pairs the design's power would need),
-    then its marks: inside the margin, fragile to one seed, and whether another defensible
-    choice of the learning rate (the selection rule, the reference's own lr) would change it."""
-    marks = [_verdict_detail(c, design)]
-    if inside_margin(c, design.alpha):
-        margin = format_difference(c.metric, EQUIVALENCE_MARGINS[c.metric])
-        marks.append(f"{INSIDE_MARGIN} (±{margin.lstrip('+')})")
-    if c.fragile:
-        marks.append(f"fragile: {c.fragile}")
-    if c.depends:
-        marks.append(f"depends on the selection rule ({c.depends})")
-    if c.reference_lr:
-        marks.append(f"depends on the reference's lr ({c.reference_lr})")
-    return " — ".join(marks)
-
-
-def _verdict_detail(c, design: Design) -> str:
-    if c.verdict.endswith("unresolved"):
-        power = _percent(design.power)
-        more = f"; ≈ {c.pairs_needed} pairs for {power} power" if c.pairs_needed else ""
-        return f"{c.verdict} (n={len(c.seeds)}{more})"
-    if c.verdict.endswith("tie"):
-        margin = EQUIVALENCE_MARGINS.get(c.metric, 0.0)
-        return f"{c.verdict} (within ±{format_difference(c.metric, margin)})"
-    return f"{c.verdict} (p {design.correction} {_p(c.p_holm)})"
-
-
 def _found(result: ExperimentResult, variant: str, aggregate: Aggregate) -> str:
     """This run's aggregates on the headline metric, per setting (and lr when not selected)."""
     rows = [r for r in result.rows if r.selection.variant == variant]
@@ -351,7 +219,7 @@ def _where(c, several_settings: bool = True) -> str:
 def _verdicts(result: ExperimentResult, variant: str, design: Design) -> str:
     settings = {c.setting for c, _ in result.comparisons if c.variant == variant}
     verdicts = [
-        f"{c.treatment} vs {c.baseline}{_where(c, len(settings) > 1)}: {_verdict(c, design)}"
+        f"{c.treatment} vs {c.baseline}{_where(c, len(settings) > 1)}: {verdict_cell(c, design)}"
         for c, _ in result.comparisons
         if c.variant == variant
     ]
@@ -364,7 +232,7 @@ def claims_block(results: Sequence[ExperimentResult], design: Design = DESIGN) -
     for result in results:
         for check in result.claims:
             detail = "; ".join(
-                f"{c.treatment} vs {c.baseline}{_where(c)}: {_verdict(c, design)}"
+                f"{c.treatment} vs {c.baseline}{_where(c)}: {verdict_cell(c, design)}"
                 for c in check.comparisons
             )
             verdict = check.verdict
@@ -448,28 +316,6 @@ def _experiment_intro(result: ExperimentResult, quick: bool) -> list[Block]:
     return blocks
 
 
-def power_text(comparisons: Sequence[Any], design: Design = DESIGN) -> str:
-    """What one Holm family of comparisons can detect: the power with which a verdict over its m
-    comparisons (at their usual n pairs) calls one real effect of 1 and 1.5 SD of its paired
-    differences real, the others null (:func:`~gelus.report.robust.holm_power`), each with the
-    lone test's (:func:`~gelus.report.stats.power`) beside it. "" without a testable comparison."""
-    tested = [c for c in comparisons if not math.isnan(c.p)]
-    if not tested:
-        return ""
-    sizes = [len(c.seeds) for c in tested]
-    n, m = max(set(sizes), key=lambda k: (sizes.count(k), k)), len(tested)
-    found = "; ".join(
-        f"{effect:g} SD: {holm_power(n, effect, m, design.alpha):.2f} "
-        f"(a lone test: {power(n, effect, design.alpha):.2f})"
-        for effect in (1.0, 1.5)
-    )
-    return (
-        f"What these verdicts can detect: with n = {n} pairs and m = {m} comparisons "
-        f"({design.correction}), one real effect (in standard deviations of its paired "
-        f"differences), the others null, is called real with power {found}."
-    )
-
-
 def _experiment_results(result: ExperimentResult, figures, aggregate, design) -> list[Block]:
     """The results table, the paired differences (with what they can detect) and the
     experiment's figures."""
@@ -482,9 +328,6 @@ def _experiment_results(result: ExperimentResult, figures, aggregate, design) ->
         blocks += [Block("p", detect)] if detect else []
     blocks += [Block("figure", caption, image=image) for image, caption in figures]
     return blocks
-
-
-CLAIM = "moderate, less sensitive than some alternatives; stable across learning rates"
 
 
 def _regret_rows(sens, aggregate: Aggregate, design: Design) -> list[tuple[str, ...]]:
@@ -506,55 +349,11 @@ def _regret_rows(sens, aggregate: Aggregate, design: Design) -> list[tuple[str, 
                 c = next(comparisons)
                 cells = (
                     f"{c.treatment} − {c.baseline}", format_difference(c.metric, c.mean),
-                    _interval(c.metric, c.ci, difference=True), _p(c.p), _p_exact(c.p_sign),
-                    _p(c.p_holm), _verdict(c, design),
+                    interval(c.metric, c.ci, difference=True), p_text(c.p), p_exact(c.p_sign),
+                    p_text(c.p_holm), verdict_cell(c, design),
                 )  # fmt: skip
             rows.append((activation, group.setting or "—", lrs, str(len(finite)), regret, *cells))
     return rows
-
-
-def sensitivity_claim(sens, aggregate: Aggregate = HEADLINE) -> str:
-    """The seed documents' claim about GELU's learning-rate sensitivity judged in one sentence
-    from the paired regret verdicts: its first half by which alternatives are shown more (▼
-    worse) or less (▲ better) sensitive than the reference; "stable" by whether the reference's
-    own regret (its aggregate over seeds) is within the metric's margin in every setting."""
-    several = len({c.setting for c in sens.comparisons}) > 1
-    words = {"better": [], "worse": []}
-    for c in sens.comparisons:
-        word = c.verdict.split()[-1]
-        if word in words:
-            words[word].append(c.treatment + (f" ({c.setting})" if several and c.setting else ""))
-    more, less = words["worse"], words["better"]  # more / less sensitive than the reference
-    ref = sens.reference
-    if more and not less:
-        half = f"holds in part: {ref} is shown less sensitive than {', '.join(more)}"
-    elif less and not more:
-        are = "is" if len(less) == 1 else "are"
-        half = f"is contradicted: {', '.join(less)} {are} shown less sensitive than {ref}"
-    elif less and more:
-        half = f"is mixed: {ref} is less sensitive than {', '.join(more)}, more than "
-        half += ", ".join(less)
-    else:
-        half = f"is not shown: no alternative's regret is told apart from {ref}'s"
-    margin = EQUIVALENCE_MARGINS.get(sens.metric)
-    own = [
-        aggregate.point([v for v in g.regrets[ref].values() if math.isfinite(v)])
-        for g in sens.groups
-        if ref in g.regrets
-    ]
-    shown = ", ".join(format_value(sens.metric, v) for v in own)
-    if margin is None or not own:
-        stable = f"{ref}'s stability has no margin to be judged against"
-    else:
-        bound = f"the margin {format_difference(sens.metric, margin).lstrip('+')}"
-        if all(v <= margin for v in own):
-            stable = f"{ref} is stable across them: its regret ({shown}) is within {bound}"
-        else:
-            stable = (
-                f"{ref} is not stable across them: its regret ({shown}) is "
-                f"{min(own) / margin:.0f}× {bound} or more"
-            )
-    return f"The seed documents' claim that {ref}'s learning-rate sensitivity is \"{CLAIM}\" {half}; {stable}."  # fmt: skip
 
 
 def _sensitivity_section(result: ExperimentResult, aggregate, design) -> list[Block]:
