@@ -185,7 +185,7 @@ def power_text(comparisons: Sequence[Any], design: Design = DESIGN) -> str:
         for effect in (1.0, 1.5)
     )
     return (
-        f"What these verdicts can detect: with n = {n} pairs and m = {m} comparisons "
+        f"What these verdicts can detect: with n = {n} pairs and m = {m} comparison{'s' * (m > 1)} "
         f"({design.correction}), one real effect (in standard deviations of its paired "
         f"differences), the others null, is called real with power {found}."
     )
