@@ -103,7 +103,7 @@ def test_the_lr_sensitivity_figure_shows_every_seed_per_lr_activation_and_settin
                                  title="t")  # fmt: skip
     fig = figures["lr"]
     axes = fig.axes
-    assert len(axes) == 4  # val and test × keep 0.5 and 1.0
+    assert len(axes) == 6  # val and test loss, and test error × keep 0.5 and 1.0
     dots = sum(len(c.get_offsets()) for c in axes[0].collections)
     assert dots == 3 * 2 * 3  # activations × lrs × seeds, each seed a dot
     assert all(ax.get_xscale() == "log" for ax in axes)

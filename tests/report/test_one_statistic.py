@@ -116,14 +116,15 @@ def test_how_to_read_is_written_from_the_aggregate_and_the_design():
     text = how_to_read(HEADLINE, DESIGN)
     assert "The medians' 95 % intervals are percentile bootstraps (10,000 resamples" in text
     assert "paired t-test" in text and "Holm-adjusted" in text and "p < 0.05" in text
-    assert "80 % power" in text and "n ≥ 2" in text and "false-positive rate 5 %" in text
+    assert "80 % power" in text and "n ≥ 2" in text and "its 5 % holds only under" in text
     other = how_to_read(dataclasses.replace(HEADLINE, confidence=0.9), DESIGN)
     assert other != text and "The medians' 90 % intervals" in other and "95 %" not in other
     assert "2,000 resamples" in how_to_read(dataclasses.replace(HEADLINE, resamples=2000))
     assert "IQMs' 95 %" in how_to_read(Aggregate(statistic="iqm"))
     assert "seed 7" in how_to_read(dataclasses.replace(HEADLINE, seed=7))
     strict = how_to_read(HEADLINE, dataclasses.replace(DESIGN, alpha=0.01, power=0.9))
-    assert "p < 0.01" in strict and "false-positive rate 1 %" in strict and "90 % power" in strict
+    assert "p < 0.01" in strict and "its 1 % holds only under" in strict and "90 % power" in strict
+    assert "measured at α = 0.05" in strict and "measured at" not in text
 
 
 def test_a_report_written_with_another_aggregate_says_so_in_every_table(tmp_path):

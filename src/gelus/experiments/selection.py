@@ -25,9 +25,11 @@ from gelus.experiments.protocol import Protocol
 
 __all__ = [
     "CurveKey",
+    "RunnerUp",
     "Selection",
     "curves_by_seed",
     "run_configs",
+    "runner_up",
     "select",
     "variant_labels",
 ]
@@ -313,3 +315,70 @@ class _Context(NamedTuple):
             if found is not None:
                 epochs[key.seed], values[key.seed] = found
         return values, epochs
+
+
+class RunnerUp(NamedTuple):
+    """A selection's activation at its second-best learning rate (and setting) on validation, and
+    the two lrs' validation values per seed, to tell whether the choice between them is resolved."""
+
+    selection: Selection  # the protocol's result with the chosen (setting, lr) left out
+    metric: str  # the validation metric the lr is chosen on
+    chosen: dict[int, float]  # seed -> validation metric at the chosen (setting, lr)
+    second: dict[int, float]  # seed -> validation metric at the runner-up
+
+
+def _select_metric(records: Sequence[Any], protocol: Protocol) -> str | None:
+    present = {r.metric for r in records if r.split == protocol.select_split}
+    return next((m for m in protocol.select_metrics if m in present), None)
+
+
+def runner_up(
+    records: Sequence[Any],
+    protocol: Protocol,
+    chosen: Selection,
+    configs: Mapping[str, Mapping[str, Any]] | None = None,
+    aggregate: Aggregate = HEADLINE,
+) -> RunnerUp | None:
+    """``chosen``'s activation as the protocol would report it had its chosen (setting, lr) not
+    run: the (setting, lr) second in ``chosen.val_medians`` (the aggregate over seeds of the
+    validation metric), with each seed's validation value at both (at the protocol's epoch; NaN
+    for a diverged run). None when the lr was not chosen on validation or only one was run.
+
+    ``records`` are the experiment's, as passed to :func:`select` with the same ``protocol``,
+    ``configs`` and ``aggregate``."""
+    if not chosen.lr_selected or len(chosen.val_medians) < 2:
+        return None
+    best, second = sorted(chosen.val_medians, key=lambda pair: (chosen.val_medians[pair], pair))[:2]
+    tune = chosen.tuned_on or chosen.config_hash
+    records = mark_diverged(records, configs or {})
+    left_out = [
+        r
+        for r in records
+        if not (
+            r.config_hash == tune
+            and r.activation == chosen.activation
+            and (r.setting, float(r.lr)) == best
+        )
+    ]
+    found = [
+        s
+        for s in select(left_out, protocol, configs, aggregate)
+        if (s.config_hash, s.activation, s.metric)
+        == (chosen.config_hash, chosen.activation, chosen.metric)
+        and s.setting == second[0]
+    ]
+    metric = _select_metric(records, protocol)
+    if not found or metric is None:
+        return None
+    curves = curves_by_seed(records, protocol.select_split, metric)
+
+    def values(pair: tuple[str, float]) -> dict[int, float]:
+        return {
+            key.seed: curve[_chosen_epoch(curve, protocol.epoch)]
+            for key, curve in sorted(curves.items())
+            if curve
+            and (key.config_hash, key.activation, key.setting, key.lr)
+            == (tune, chosen.activation, *pair)
+        }
+
+    return RunnerUp(found[0], metric, values(best), values(second))

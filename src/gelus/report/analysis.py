@@ -16,10 +16,13 @@ from gelus.experiments.config import config_to_dict, flat_config, identity_keys
 from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.presets import Preset
 from gelus.experiments.protocol import SELECTION_RULES, FigureSpec, Protocol
-from gelus.experiments.selection import Selection, run_configs, select
+from gelus.experiments.selection import RunnerUp, Selection, run_configs, runner_up, select
 from gelus.report.claims import check_claims
+from gelus.report.robust import robust_marks
+from gelus.report.sensitivity import LrSensitivity, lr_sensitivity
 from gelus.report.stats import (
     DESIGN,
+    EQUIVALENCE_MARGINS,
     HEADLINE,
     Aggregate,
     Comparison,
@@ -27,6 +30,7 @@ from gelus.report.stats import (
     Summary,
     adjust,
     compare_paired,
+    paired_t_test,
 )
 
 __all__ = [
@@ -131,6 +135,7 @@ class ExperimentResult(NamedTuple):
     in_paper: bool = True  # False: beyond the paper; its setup column is the preset's
     step_costs: tuple[StepCost, ...] = ()  # each activation's interleaved time per step
     steps_per_epoch: tuple[tuple[str, int], ...] = ()  # (config hash, optimizer steps per epoch)
+    sensitivity: LrSensitivity | None = None  # learning-rate sensitivity, paired against GELU
 
 
 def _pairs(
@@ -183,13 +188,18 @@ class _Finished(NamedTuple):
             return []
         return select(self.records, protocol or self.protocol, self.configs, self.aggregate)
 
-    def compare(self, pairs: Sequence[tuple[Selection, Selection]]) -> list[Comparison]:
-        """The paired comparisons of ``pairs``, one family: Holm over them."""
+    def compare(
+        self, pairs: Sequence[tuple[Selection, Selection]], *, marks: bool = True
+    ) -> list[Comparison]:
+        """The paired comparisons of ``pairs``, one family: Holm over them; with ``marks``, the
+        pairs an unresolved one needs, the sign-flip p and the fragility marks too (a verdict
+        recomputed only for its word goes without)."""
         tests = [
             compare_paired(t, b, lower_is_better=t.metric != "accuracy", aggregate=self.aggregate)
             for t, b in pairs
         ]
-        return adjust(tests, self.design)
+        adjusted = adjust(tests, self.design, pairs=marks)
+        return robust_marks(adjusted, self.design.alpha, self.aggregate) if marks else adjusted
 
     def claims(self, protocol: Protocol | None = None) -> list:
         """The paper's claims checked under ``protocol`` (default: the experiment's)."""
@@ -200,8 +210,8 @@ class _Finished(NamedTuple):
 
 def _verdicts_under(finished: _Finished, protocol: Protocol) -> dict[tuple, str]:
     """{comparison key: verdict word} with the lr chosen by ``protocol``."""
-    tests = finished.compare(_pairs(finished.selections(protocol), protocol.reference))
-    return {_comparison_key(c): c.verdict.split()[-1] for c in tests}
+    pairs = _pairs(finished.selections(protocol), protocol.reference)
+    return {_comparison_key(c): c.verdict.split()[-1] for c in finished.compare(pairs, marks=False)}
 
 
 def _comparison_key(c: Comparison) -> tuple:
@@ -258,6 +268,56 @@ def _mark_rule_dependence(tests, finished: _Finished) -> list[Comparison]:
             c = c._replace(depends=detail)
         marked.append(c)
     return marked
+
+
+REFERENCE = "gelu"  # the reference activation when a protocol names none (the paper's pairs)
+
+
+def _unresolved_choice(found: RunnerUp, design: Design) -> tuple[bool, str]:
+    """(whether the reference's two best lrs are not told apart, in words): the paired validation
+    difference runner-up − chosen over the seeds both ran, a lone paired t-test at the design's
+    alpha; not told apart when it is not significant, or significant but inside the metric's
+    margin."""
+    seeds = [
+        s for s in found.chosen
+        if s in found.second and math.isfinite(found.chosen[s]) and math.isfinite(found.second[s])
+    ]  # fmt: skip
+    test = paired_t_test([found.second[s] - found.chosen[s] for s in seeds])
+    margin = EQUIVALENCE_MARGINS.get(found.metric, 0.0)
+    apart = test.p < design.alpha and abs(test.mean) >= margin
+    words = f"validation {found.metric} {test.mean:+.2g} against its chosen lr's, p {test.p:.2f}"
+    return not apart, words
+
+
+def _mark_reference_lr(tests, finished: _Finished, selections) -> list[Comparison]:
+    """Each verdict recomputed with the reference activation (the protocol's, else GELU) at its
+    runner-up lr, one of its selections at a time, where the paired validation difference between
+    its two best lrs is unresolved or inside the margin; a verdict whose word changes is marked
+    "depends on the reference's lr" with the runner-up's lr, its validation gap and the verdict."""
+    protocol = finished.protocol
+    reference = protocol.reference or REFERENCE
+    headline = [s for s in selections if s.metric == selections[0].metric] if selections else []
+    marks: dict[tuple, list[str]] = defaultdict(list)
+    for chosen in (s for s in headline if s.activation == reference):
+        found = runner_up(finished.records, protocol, chosen, finished.configs, finished.aggregate)
+        if found is None:
+            continue
+        unresolved, gap = _unresolved_choice(found, finished.design)
+        if not unresolved:
+            continue
+        moved = [found.selection if s == chosen else s for s in headline]
+        tests_again = finished.compare(_pairs(moved, protocol.reference), marks=False)
+        again = {_comparison_key(c): c for c in tests_again}
+        where = f" ({chosen.setting})" if chosen.setting else ""
+        for c in tests:
+            other = again.get(_comparison_key(c))
+            if other is not None and other.verdict != c.verdict:
+                marks[_comparison_key(c)].append(
+                    f"{reference}{where} at its runner-up lr {found.selection.lr:g}, not "
+                    f"{chosen.lr:g} ({gap}): {other.verdict.split()[-1]}, "
+                    f"p {finished.design.correction} {other.p_holm:.3f}"
+                )
+    return [c._replace(reference_lr="; ".join(marks[_comparison_key(c)])) for c in tests]
 
 
 # Keys that do not change what a run measures against the paper, or that the dataset decides.
@@ -485,12 +545,40 @@ def _comparisons(preset: Preset | None, finished: _Finished, selections) -> list
     where the paper gives both numbers, marked where another selection rule changes them."""
     pairs = _pairs(selections, finished.protocol.reference)
     tests = _mark_rule_dependence(finished.compare(pairs), finished)
+    tests = _mark_reference_lr(tests, finished, selections)
     comparisons = []
     for comparison, (t, b) in zip(tests, pairs, strict=True):
         paper_t, paper_b = _paper_number(preset, t), _paper_number(preset, b)
         paper_difference = None if paper_t is None or paper_b is None else paper_t - paper_b
         comparisons.append((comparison, paper_difference))
     return comparisons
+
+
+def _sensitivity(finished: _Finished) -> LrSensitivity | None:
+    """The experiment's learning-rate sensitivity (:func:`~gelus.report.sensitivity.lr_sensitivity`)
+    on the metric and epoch rule its lr is chosen by, on validation (the reported split where no
+    validation split was recorded, e.g. the autoencoder: a regret chooses nothing), against the
+    protocol's reference (else GELU); its comparisons carry the sign-flip p and fragility marks.
+    None with fewer than two common lrs or no such records."""
+    protocol, records = finished.protocol, finished.records
+    recorded = {(r.split, r.metric) for r in records}
+    for split, metrics in (
+        (protocol.select_split, protocol.select_metrics),
+        (protocol.report_split, protocol.report_metrics),
+    ):
+        metric = next((m for m in metrics if (split, m) in recorded), None)
+        if metric is not None:
+            break
+    else:
+        return None
+    found = lr_sensitivity(
+        records, finished.name, reference=protocol.reference or REFERENCE, split=split,
+        metric=metric, epoch=protocol.epoch, configs=finished.configs,
+    )  # fmt: skip
+    if not found.groups:
+        return None
+    marked = robust_marks(found.comparisons, finished.design.alpha, finished.aggregate)
+    return found._replace(comparisons=tuple(marked))
 
 
 def _result(
@@ -516,6 +604,7 @@ def _result(
         departures=_departures(preset, runs),
         in_paper=preset.in_paper if preset else True,
         steps_per_epoch=tuple(sorted(steps_per_epoch(runs).items())),
+        sensitivity=_sensitivity(finished) if finished.records else None,
     )
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from gelus.experiments.protocol import Protocol
 from gelus.experiments.selection import Selection, select
+from gelus.report.robust import robust_marks
 from gelus.report.stats import (
     DESIGN,
     HEADLINE,
@@ -26,7 +27,7 @@ from gelus.report.stats import (
     compare_paired,
 )
 
-__all__ = ["ClaimCheck", "check_claims"]
+__all__ = ["NOISE_RANGE", "ClaimCheck", "check_claims", "noise_areas"]
 
 NOISE_RANGE = (0.0, 3.0)  # the paper's Figure 3 spans a in [0, 3]
 
@@ -68,7 +69,7 @@ class _Claims(NamedTuple):
             compare_paired(t, b, lower_is_better=t.metric != "accuracy", aggregate=self.aggregate)
             for t, b in pairs
         ]
-        return adjust(tests, self.design)
+        return robust_marks(adjust(tests, self.design), self.design.alpha, self.aggregate)
 
     def check(self, claim: str, measure: str, comparisons, wanted: Sequence[str]) -> ClaimCheck:
         return ClaimCheck(
@@ -100,18 +101,25 @@ def _lowest(claims: _Claims, claim: str, split: str, metric: str, measure: str) 
     return claims.check(claim, measure, comparisons, ["better"] * len(comparisons))
 
 
-def _area(records, s: Selection, seed: int) -> float | None:
-    """The trapezoid area under one seed's final test error against the noise half-width a over
-    ``NOISE_RANGE`` (None below two levels)."""
-    curve = {}
+def noise_areas(records: Sequence[Any]) -> dict[tuple, float]:
+    """{(config hash, activation, setting, lr, seed): area}: the trapezoid area under each run's
+    final test error against the noise half-width a over ``NOISE_RANGE`` (runs with at least two
+    levels there), in error·a."""
+    curves: dict[tuple, dict[float, float]] = {}
     for (run, level), by_epoch in _noise_curves(records).items():
-        mine = run == (s.config_hash, s.activation, s.setting, s.lr, seed)
-        if mine and NOISE_RANGE[0] <= level <= NOISE_RANGE[1]:
-            curve[level] = by_epoch[max(by_epoch)]
-    if len(curve) < 2:
-        return None
-    levels = sorted(curve)
-    return float(np.trapezoid([curve[a] for a in levels], levels))
+        if NOISE_RANGE[0] <= level <= NOISE_RANGE[1]:
+            curves.setdefault(run, {})[level] = by_epoch[max(by_epoch)]
+    return {
+        run: float(np.trapezoid([curve[a] for a in sorted(curve)], sorted(curve)))
+        for run, curve in curves.items()
+        if len(curve) >= 2
+    }
+
+
+def _area(records, s: Selection, seed: int) -> float | None:
+    """One seed's :func:`noise_areas` at ``s``'s config, activation, setting and lr (None below
+    two levels)."""
+    return noise_areas(records).get((s.config_hash, s.activation, s.setting, s.lr, seed))
 
 
 def _robustness(claims: _Claims, claim: str) -> ClaimCheck:

@@ -463,7 +463,7 @@ def _last_values(records: Sequence[Any], metric: str) -> dict[tuple, float]:
 
 
 def _lr_panel(ax: Axes, last: dict[tuple, float], where: tuple, scale: float, aggregate) -> None:
-    """One (split, setting) panel: every seed a dot, the aggregate over seeds a line."""
+    """One (row, setting) panel: every seed a dot, the aggregate over seeds a line."""
     for activation in sorted({k[1] for k in last}):
         group = (where[0], activation, where[1])
         points = {k[3]: [] for k in last if k[:3] == group}
@@ -481,38 +481,73 @@ def _lr_panel(ax: Axes, last: dict[tuple, float], where: tuple, scale: float, ag
         ax.plot(lrs, centers, color=color, marker=marker, label=label_for(activation))
 
 
+def _lr_rows(records: Sequence[Any], metric: str) -> list[tuple[str, str, float, dict]]:
+    """The lr figure's rows, each (name, y label, scale, {(name, activation, setting, lr, seed,
+    config hash): value}): the headline metric on validation and test; the test error where the
+    headline is another metric; the robustness area (test error over the noise half-width
+    a ∈ [0, 3], :func:`~gelus.report.claims.noise_areas`) where noise was evaluated."""
+    from gelus.report.claims import NOISE_RANGE, noise_areas
+
+    rows = []
+    last = _last_values(records, metric)
+    scale = _scale(metric)
+    for split in ("val", "test"):
+        mine = {k: v for k, v in last.items() if k[0] == split}
+        if mine:
+            rows.append((split, f"{split} {metric}" + (" (%)" if scale != 1 else ""), scale, mine))
+    if metric != "error":
+        errors = {k: v for k, v in _last_values(records, "error").items() if k[0] == "test"}
+        if errors:
+            rows.append(("test", "test error (%)", _scale("error"), errors))
+    areas = noise_areas(records)
+    if areas:
+        low, high = NOISE_RANGE
+        name = f"test error over noise a ∈ [{low:g}, {high:g}] (error·a)"
+        found = {
+            ("area", a, setting, lr, seed, h): v for (h, a, setting, lr, seed), v in areas.items()
+        }
+        rows.append(("area", name, 1.0, found))
+    return rows
+
+
 def _lr_figure(
     records: Sequence[Any], selections: Sequence[Selection], title: str, aggregate: Aggregate
 ) -> Figure | None:
     """The lr sensitivity: each run's validation and test value of the headline metric at the last
-    epoch against the learning rate, per activation (colour and marker) and setting (panel), every
-    seed a dot and the aggregate over seeds (the median) a line (runs that have not reached their
-    config's last recorded epoch are left out). None when the experiment ran one lr."""
+    epoch against the learning rate, and where the experiment has them its test error and its
+    robustness area (the area under test error against noise), per activation (colour and marker)
+    and setting (panel), every seed a dot and the aggregate over seeds (the median) a line (runs
+    that have not reached their config's last recorded epoch are left out). None when the
+    experiment ran one lr."""
     if not selections:
         return None
     metric = selections[0].metric
-    last = _last_values(records, metric)
-    if len({k[3] for k in last}) < 2:
+    rows = _lr_rows(records, metric)
+    every = {k: v for *_, values in rows for k, v in values.items()}
+    if len({k[3] for k in every}) < 2:
         return None
-    settings = sorted({k[2] for k in last})
-    grid = sorted({k[3] for k in last})
-    splits = [s for s in ("val", "test") if any(k[0] == s for k in last)]
-    fig = Figure(figsize=(4.2 * len(settings), 3.2 * len(splits)), layout="constrained")
-    axes = fig.subplots(len(splits), len(settings), squeeze=False)
-    scale = _scale(metric)
-    for row, split in enumerate(splits):
+    settings = sorted({k[2] for k in every})
+    grid = sorted({k[3] for k in every})
+    fig = Figure(figsize=(4.2 * len(settings), 3.2 * len(rows)), layout="constrained")
+    axes = fig.subplots(len(rows), len(settings), squeeze=False)
+    for row, (name, label, scale, values) in enumerate(rows):
         for col, setting in enumerate(settings):
             ax = axes[row][col]
-            _lr_panel(ax, last, (split, setting), scale, aggregate)
+            _lr_panel(ax, values, (name, setting), scale, aggregate)
             ax.set_xscale("log")
             # the grid's own values as ticks: a log axis's minor labels collide on a narrow grid
             ax.set_xticks(grid, [f"{lr:g}" for lr in grid], rotation=45 if len(grid) > 5 else 0)
             ax.xaxis.set_minor_locator(NullLocator())
             ax.set_xlabel("learning rate")
-            ax.set_ylabel(f"{split} {metric}" + (" (%)" if scale != 1 else ""))
+            ax.set_ylabel("\n".join(textwrap.wrap(label, 28)), fontsize=8)
             ax.set_title(setting or "all runs", fontsize=9)
     axes[0][0].legend(fontsize=7)
-    _title(fig, f"{title}: {metric} at the last epoch against the learning rate")
+    shown = [metric]
+    if any(label.startswith("test error (") for _, label, *_ in rows):
+        shown.append("test error")
+    if any(name == "area" for name, *_ in rows):
+        shown.append("the robustness area (test error over noise)")
+    _title(fig, f"{title}: {', '.join(shown)} at the last epoch against the learning rate")
     return fig
 
 

@@ -15,21 +15,34 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gelus.experiments.divergence import FACTOR, mark_diverged
+from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.files import atomic_write
 from gelus.experiments.presets import Preset
 from gelus.experiments.selection import run_configs
 from gelus.plots.io import save_figure
 from gelus.report.analysis import ExperimentResult, Missing, analyse, environment, is_quick
 from gelus.report.figures import experiment_figures
-from gelus.report.stats import DESIGN, EQUIVALENCE_MARGINS, HEADLINE, Aggregate, Design
+from gelus.report.stats import DESIGN, HEADLINE, Aggregate, Design
+from gelus.report.words import (
+    format_difference,
+    format_value,
+    how_to_read,
+    interval,
+    p_exact,
+    p_text,
+    power_text,
+    sensitivity_claim,
+    verdict_cell,
+)
 
 __all__ = [
     "Block",
     "format_difference",
     "format_value",
     "how_to_read",
+    "power_text",
     "report_blocks",
+    "sensitivity_claim",
     "summary_block",
     "to_html",
     "to_markdown",
@@ -50,69 +63,8 @@ class Block(NamedTuple):
     image: Path | None = None  # figure: the PNG file
 
 
-def format_value(metric: str, value: float) -> str:
-    """Errors and accuracies as percentages, losses to 4 significant digits."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    if metric in ("error", "accuracy"):
-        return f"{100 * value:.2f} %"
-    return f"{value:.4g}"
-
-
-def format_difference(metric: str, value: float) -> str:
-    """A difference of errors or accuracies in percentage points, else to 4 significant digits."""
-    if value is None or math.isnan(value):
-        return "—"
-    if metric in ("error", "accuracy"):
-        return f"{100 * value:+.2f} pp"
-    return f"{value:+.4g}"
-
-
-def _interval(metric: str, ci: tuple[float, float], difference: bool = False) -> str:
-    fmt = format_difference if difference else format_value
-    return f"[{fmt(metric, ci[0])}, {fmt(metric, ci[1])}]"
-
-
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-def _percent(level: float) -> str:
-    return f"{100 * level:g} %"
-
-
-def how_to_read(aggregate: Aggregate = HEADLINE, design: Design = DESIGN) -> str:
-    """The report's "how to read" paragraph, written from the aggregate over seeds (statistic,
-    interval method, resamples, confidence, seed) and the verdicts' design (test, alpha,
-    correction, equivalence test, power, fewest pairs) that the numbers were computed with."""
-    seeded = "each cell's generator seeded from its own key"
-    if aggregate.seed:
-        seeded += f" and the report's seed {aggregate.seed}"
-    alpha = f"{design.alpha:g}"
-    return " ".join(
-        [
-            "How to read: n is the number of seeds; each seed contributes its test value at the chosen "
-            "learning rate and epoch.",
-            f"A run diverged when a final loss is NaN, infinite or above {FACTOR:g}× that of the "
-            "trivial predictor (ln(classes) for a classifier; the training mean's error for the "
-            "autoencoder): medians, means and intervals are over the runs that did not, and say how "
-            "many did; figures leave such runs out.",
-            "Records of different configs are never merged: each config is its own row, labelled by "
-            "the settings that differ.",
-            f"The {aggregate.plural}' {aggregate.level} intervals are {aggregate.method}s "
-            f"({aggregate.resamples:,} resamples, {seeded}), a description of spread: with n ≤ 3 "
-            "seeds such an interval cannot be wider than the range of the values; none is given for "
-            "n = 1.",
-            f"Verdicts come from a {design.test} on the seeds both activations ran (false-positive "
-            f"rate {_percent(design.alpha)} at any n ≥ {design.min_pairs}), {design.correction}-"
-            "adjusted over every comparison of the experiment: ▲ better / ▼ worse when the adjusted "
-            f"p < {alpha}, = tie when an equivalence test ({design.equivalence}, margins in "
-            "docs/REPORT.md) says the difference is within the margin, else · unresolved with the "
-            f"pairs a test would need for {_percent(design.power)} power against the observed effect.",
-            "Errors are in %, differences in percentage points (pp), losses in nats, a language "
-            "model's bpb in bits per byte (its loss over ln 2).",
-        ]
-    )
 
 
 def _median_cell(metric: str, summary: Any, aggregate: Aggregate) -> str:
@@ -148,7 +100,7 @@ def _result_row(row: Any, variants: bool, paper: bool, aggregate: Aggregate) -> 
         f"test {s.metric}",
         str(m.n + m.diverged),
         _median_cell(s.metric, m, aggregate),
-        _interval(s.metric, aggregate.of(m)[1]),
+        interval(s.metric, aggregate.of(m)[1]),
         *others,
         *((format_value(s.metric, row.paper) if row.paper is not None else "—",) if paper else ()),
     )
@@ -177,11 +129,12 @@ def _comparison_row(c, paper, variants: bool, theirs: bool, design: Design) -> t
         f"test {c.metric}",
         pairs,
         format_difference(c.metric, c.mean),
-        _interval(c.metric, c.ci, difference=True),
-        _p(c.p),
-        _p(c.p_holm),
+        interval(c.metric, c.ci, difference=True),
+        p_text(c.p),
+        p_exact(c.p_sign),
+        p_text(c.p_holm),
         *((paper_cell,) if theirs else ()),
-        _verdict(c, design),
+        verdict_cell(c, design),
     )
 
 
@@ -190,7 +143,8 @@ def _comparison_table(result: ExperimentResult, aggregate: Aggregate, design: De
     theirs = ("paper",) if result.in_paper else ()  # beyond the paper: no such column
     headers = (
         "comparison", *(("config",) if variants else ()), "setting", "lr", "metric", "n pairs",
-        "mean difference", f"{aggregate.level} CI (t)", "p", f"p ({design.correction})",
+        "mean difference", f"{aggregate.level} CI (t)", "p", "p (sign-flip)",
+        f"p ({design.correction})",
         *theirs, "verdict",
     )  # fmt: skip
     rows = [
@@ -233,28 +187,6 @@ def _step_cost_table(result: ExperimentResult) -> Block:
     return Block("table", headers=headers, rows=tuple(rows))
 
 
-def _p(p: float) -> str:
-    return "—" if p != p else "< 0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def _verdict(c, design: Design) -> str:
-    """The verdict word and its detail: which way, or the pairs the design's power would need;
-    and whether another defensible choice of the learning rate would change it."""
-    text = _verdict_detail(c, design)
-    return f"{text} — depends on the selection rule ({c.depends})" if c.depends else text
-
-
-def _verdict_detail(c, design: Design) -> str:
-    if c.verdict.endswith("unresolved"):
-        power = _percent(design.power)
-        more = f"; ≈ {c.pairs_needed} pairs for {power} power" if c.pairs_needed else ""
-        return f"{c.verdict} (n={len(c.seeds)}{more})"
-    if c.verdict.endswith("tie"):
-        margin = EQUIVALENCE_MARGINS.get(c.metric, 0.0)
-        return f"{c.verdict} (within ±{format_difference(c.metric, margin)})"
-    return f"{c.verdict} (p {design.correction} {_p(c.p_holm)})"
-
-
 def _found(result: ExperimentResult, variant: str, aggregate: Aggregate) -> str:
     """This run's aggregates on the headline metric, per setting (and lr when not selected)."""
     rows = [r for r in result.rows if r.selection.variant == variant]
@@ -287,7 +219,7 @@ def _where(c, several_settings: bool = True) -> str:
 def _verdicts(result: ExperimentResult, variant: str, design: Design) -> str:
     settings = {c.setting for c, _ in result.comparisons if c.variant == variant}
     verdicts = [
-        f"{c.treatment} vs {c.baseline}{_where(c, len(settings) > 1)}: {_verdict(c, design)}"
+        f"{c.treatment} vs {c.baseline}{_where(c, len(settings) > 1)}: {verdict_cell(c, design)}"
         for c, _ in result.comparisons
         if c.variant == variant
     ]
@@ -300,7 +232,7 @@ def claims_block(results: Sequence[ExperimentResult], design: Design = DESIGN) -
     for result in results:
         for check in result.claims:
             detail = "; ".join(
-                f"{c.treatment} vs {c.baseline}{_where(c)}: {_verdict(c, design)}"
+                f"{c.treatment} vs {c.baseline}{_where(c)}: {verdict_cell(c, design)}"
                 for c in check.comparisons
             )
             verdict = check.verdict
@@ -385,14 +317,67 @@ def _experiment_intro(result: ExperimentResult, quick: bool) -> list[Block]:
 
 
 def _experiment_results(result: ExperimentResult, figures, aggregate, design) -> list[Block]:
-    """The results table, the paired differences and the experiment's figures."""
+    """The results table, the paired differences (with what they can detect) and the
+    experiment's figures."""
     title = "Test results: paper vs ours" if result.in_paper else "Test results"
     blocks = [Block("h3", title), _result_table(result, aggregate)]
     if result.comparisons:
         table = _comparison_table(result, aggregate, design)
         blocks += [Block("h3", "Paired differences (same seeds)"), table]
+        detect = power_text([c for c, _ in result.comparisons], design)
+        blocks += [Block("p", detect)] if detect else []
     blocks += [Block("figure", caption, image=image) for image, caption in figures]
     return blocks
+
+
+def _regret_rows(sens, aggregate: Aggregate, design: Design) -> list[tuple[str, ...]]:
+    """One row per (config, setting, activation): its regret over seeds and, for an alternative,
+    its paired difference against the reference (lr_sensitivity emits them in group order)."""
+    comparisons = iter(sens.comparisons)
+    rows = []
+    for group in sens.groups:
+        lrs = ", ".join(f"{lr:g}" for lr in group.lrs)
+        paired = sens.reference in group.regrets
+        for activation, by_seed in group.regrets.items():
+            finite = [v for v in by_seed.values() if math.isfinite(v)]
+            diverged = len(by_seed) - len(finite)
+            regret = format_value(sens.metric, aggregate.point(finite)) + (
+                f" ({diverged} of {len(by_seed)} diverged)" if diverged else ""
+            )
+            cells: tuple[str, ...] = ("—",) * 7
+            if paired and activation != sens.reference:
+                c = next(comparisons)
+                cells = (
+                    f"{c.treatment} − {c.baseline}", format_difference(c.metric, c.mean),
+                    interval(c.metric, c.ci, difference=True), p_text(c.p), p_exact(c.p_sign),
+                    p_text(c.p_holm), verdict_cell(c, design),
+                )  # fmt: skip
+            rows.append((activation, group.setting or "—", lrs, str(len(finite)), regret, *cells))
+    return rows
+
+
+def _sensitivity_section(result: ExperimentResult, aggregate, design) -> list[Block]:
+    """Learning-rate sensitivity: each activation's regret over the common lrs, paired against
+    the reference with the family's Holm, and the seed's claim judged from the verdicts."""
+    sens = result.sensitivity
+    if sens is None:
+        return []
+    at = "its last epoch" if sens.epoch == "last" else "its best epoch"
+    how = (
+        f"Per activation and seed: the mean regret of {sens.split} {sens.metric} (each run at "
+        f"{at}) over the learning rates every activation ran, relative to that seed's best of "
+        f"them, (1/L)·Σ_lr [m(lr) − min m]; 0 when every lr does as well as the best. Each "
+        f"alternative − {sens.reference} is paired by seed, {design.test}, {design.correction} "
+        "over this table: ▲ better means less sensitive, ▼ worse more."
+    )
+    headers = (
+        "activation", "setting", "learning rates", "n", f"regret ({aggregate.name})",
+        "comparison", "mean difference", f"{aggregate.level} CI (t)", "p", "p (sign-flip)",
+        f"p ({design.correction})", "verdict",
+    )  # fmt: skip
+    table = Block("table", headers=headers, rows=tuple(_regret_rows(sens, aggregate, design)))
+    claim = Block("p", sensitivity_claim(sens, aggregate))
+    return [Block("h3", "Learning-rate sensitivity"), Block("p", how), table, claim]
 
 
 def _experiment_time_and_setup(result: ExperimentResult) -> list[Block]:
@@ -459,6 +444,7 @@ def report_blocks(
     for result in results:
         blocks += _experiment_intro(result, quick)
         blocks += _experiment_results(result, figures.get(result.name, []), aggregate, design)
+        blocks += _sensitivity_section(result, aggregate, design)
         blocks += _experiment_time_and_setup(result)
     return blocks + _missing_section(missing) + _environment_section(results, runs)
 

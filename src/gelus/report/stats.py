@@ -215,14 +215,19 @@ def power(n: int, effect: float, alpha: float) -> float:
     )
 
 
-def fewest_pairs(reaches: Callable[[int], bool], most: int = 10_000) -> int | None:
+def fewest_pairs(
+    reaches: Callable[[int], bool], most: int = 10_000, *, low: int = 1, high: int = 2
+) -> int | None:
     """The smallest n in [2, ``most``] with ``reaches(n)`` true, for a ``reaches`` monotone in n
-    (power at a fixed effect grows with n): doubling, then bisection. None when ``reaches(most)``
-    is false."""
-    if not reaches(most):
-        return None
-    low, high = 1, 2  # reaches(low) false (n = 1 has no test), reaches(high) once doubling stops
-    while high < most and not reaches(high):
+    (power at a fixed effect grows with n): doubling from ``high``, then bisection. None when
+    ``reaches(most)`` is false. ``low`` (where ``reaches`` is known false) and ``high`` start the
+    search where a bracket is known."""
+    low, high = max(1, low), min(max(high, low + 1), most)
+    # reaches(low) false (n = 1 has no test), reaches(high) once doubling stops; ``most`` is asked
+    # last, only when no smaller count reaches (a count of 10,000 is the slowest to compute)
+    while not reaches(high):
+        if high >= most:
+            return None
         low, high = high, min(2 * high, most)
     while high - low > 1:
         middle = (low + high) // 2
@@ -261,9 +266,12 @@ class Comparison(NamedTuple):
     p: float = float("nan")  # unadjusted two-sided p
     p_holm: float = float("nan")  # Holm-adjusted over the experiment's comparisons
     p_tie: float = float("nan")  # Holm-adjusted TOST p for a difference within the margin
-    pairs_needed: int | None = None  # pairs for the design's power at its Holm level (unresolved)
+    pairs_needed: int | None = None  # pairs for the design's power of a Holm verdict (unresolved)
     lower_is_better: bool = True
     depends: str = ""  # each selection rule's verdict, when they disagree ("" when they agree)
+    p_sign: float = float("nan")  # exact sign-flip p, unadjusted (robust.sign_flip_p)
+    fragile: str = ""  # "seed S carries it" / "seed S reverses the sign" (robust.fragility)
+    reference_lr: str = ""  # the verdict with the reference at its runner-up lr, where it changes
 
 
 VERDICTS = {"better": "▲ better", "worse": "▼ worse", "tie": "= tie", "unresolved": "· unresolved"}
@@ -317,21 +325,28 @@ def _word(c: Comparison, p_holm: float, p_tie: float, design: Design) -> str:
     return "tie" if p_tie < design.alpha else "unresolved"
 
 
-def adjust(comparisons: Sequence[Comparison], design: Design = DESIGN) -> list[Comparison]:
+def adjust(
+    comparisons: Sequence[Comparison], design: Design = DESIGN, *, pairs: bool = True
+) -> list[Comparison]:
     """The comparisons of one experiment with Holm-adjusted p-values and their verdicts: better or
     worse when the adjusted p < alpha, a tie when the adjusted TOST p < alpha, else unresolved
-    with the pairs a paired t-test would need for the design's power at its Holm level."""
+    with (``pairs``) the pairs with which a Holm verdict over the family's m comparisons calls the
+    observed effect real with the design's power, the other m − 1 null
+    (:func:`~gelus.report.robust.pairs_for_holm_power`): what the verdict, not a lone test, needs.
+    """
+    from gelus.report.robust import pairs_for_holm_power  # robust builds on this module
+
     adjusted = holm([c.p for c in comparisons])
     margins = [EQUIVALENCE_MARGINS.get(c.metric, 0.0) for c in comparisons]
     ties = holm([tost_p(c.differences, m) for c, m in zip(comparisons, margins, strict=True)])
-    strictest = design.alpha / max(1, sum(not math.isnan(c.p) for c in comparisons))
+    family = max(1, sum(not math.isnan(c.p) for c in comparisons))
     out = []
     for c, p_holm, p_tie in zip(comparisons, adjusted, ties, strict=True):
         word = _word(c, p_holm, p_tie, design)
         needed = None
-        if word == "unresolved":
+        if word == "unresolved" and pairs:
             sd = float(np.std(c.differences, ddof=1)) if len(c.differences) > 1 else math.nan
-            needed = pairs_for_power(c.mean, sd, strictest, design.power)
+            needed = pairs_for_holm_power(c.mean, sd, family, design.alpha, design.power)
         out.append(
             c._replace(p_holm=p_holm, p_tie=p_tie, verdict=VERDICTS[word], pairs_needed=needed)
         )
