@@ -11,18 +11,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from gelus.report.stats import (
+from gelus.report.stats import (  # holm_power, pairs_for_holm_power: re-exported (__all__)
     ALPHA,
     EQUIVALENCE_MARGINS,
     HEADLINE,
-    POWER,
     Aggregate,
     Comparison,
-    fewest_pairs,
     holm,
-    noncentral_t_sf,
+    holm_power,
     paired_t_test,
-    pairs_for_power,
+    pairs_for_holm_power,
 )
 
 __all__ = [
@@ -62,92 +60,6 @@ def skewed_rates(shape: str) -> tuple[tuple[float, float], tuple[float, float]]:
     :data:`NULL_RATES` for one shape, over its n."""
     per, family = zip(*NULL_RATES[shape].values(), strict=True)
     return (min(per), max(per)), (min(family), max(family))
-
-
-# --------------------------------------------------------------------------- Holm-family power
-def _ordered_volume(bounds: Sequence[float]) -> float:
-    """Volume of {0 < u₁ < … < u_k : u_j ≤ b_j} for nondecreasing bounds b_j (1 for k = 0):
-    the iterated integral G_{j−1}(x) = ∫_x^{b_j} G_j(u) du from G_k = 1, at x = 0, exact in
-    polynomials."""
-    inner = np.polynomial.Polynomial([1.0])
-    for b in reversed(bounds):
-        antiderivative = inner.integ()
-        inner = antiderivative(b) - antiderivative
-    return float(inner(0.0))
-
-
-def _holm_passes(p: float, m: int, alpha: float) -> float:
-    """Q(p): the probability that Holm at level ``alpha`` over m comparisons rejects one whose p
-    is ``p`` when the other m − 1 p-values are independent uniforms (nulls).
-
-    With k nulls below p the comparison has rank k + 1 and is rejected iff p ≤ α/(m − k) and
-    the k smaller ones, sorted, pass their steps u_(j) ≤ α/(m − j + 1):
-
-        Q(p) = Σ_k C(m−1, k) (1 − p)^{m−1−k} · k! · vol{0 < u₁ < … < u_k : u_j ≤ min(α/(m−j+1), p)}.
-    """
-    if p <= alpha / m:
-        return 1.0
-    total = 0.0
-    for k in range(m):
-        if p > alpha / (m - k):
-            continue
-        bounds = [min(alpha / (m - j), p) for j in range(k)]  # rank j + 1's step, 0-based j
-        ways = math.comb(m - 1, k) * math.factorial(k) * (1 - p) ** (m - 1 - k)
-        total += ways * _ordered_volume(bounds)
-    return total
-
-
-def holm_power(n: int, effect: float, m: int, alpha: float = ALPHA) -> float:
-    """The probability that a Holm-adjusted verdict over m comparisons calls one real effect of
-    ``effect`` standard deviations (of its paired differences) real, in its own direction, with n
-    pairs, when the other m − 1 comparisons are true nulls independent of it (uniform p-values).
-
-    Let G(p) = P(the effect's two-sided p ≤ p, with the right sign) = P(T' > t_{1−p/2, n−1})
-    (T' noncentral t, δ = effect·√n; :func:`~gelus.report.stats.noncentral_t_sf`). When its p
-    lies in (α/(m−k+1), α/(m−k)] Holm rejects it iff at least k nulls lie below it and the k
-    smallest pass their steps, U_(j) ≤ α/(m−j+1) for j = 1..k (the larger ones' steps are above
-    p); that probability, Q_k (Q_0 = 1), does not depend on p within the piece, so exactly
-
-        power = Σ_{k=0}^{m−1} Q_k · [G(α/(m−k)) − G(α/(m−k+1))],   G(α/(m+1)) := 0.
-
-    Between G(α/m) (a lone test at α/m, a lower bound) and G(α). With m = 1 it is the one-sided
-    share of :func:`~gelus.report.stats.power`. Comparisons that share a reference share its
-    noise, so they are not quite independent: this is the independent case.
-    """
-    from scipy import stats
-
-    if n < 2:
-        return float("nan")
-    if m < 1:
-        raise ValueError(f"holm_power: m = {m} comparisons; a family has at least one")
-    nu, delta = n - 1, abs(effect) * math.sqrt(n)
-    steps = [alpha / (m - k) for k in range(m)]  # α/m, α/(m−1), …, α
-    reached = [noncentral_t_sf(float(stats.t.isf(p / 2, nu)), nu, delta) for p in steps]
-    below = [0.0, *reached[:-1]]
-    return float(sum(
-        _holm_passes(p, m, alpha) * (g - g_below)
-        for p, g, g_below in zip(steps, reached, below, strict=True)
-    ))  # fmt: skip
-
-
-def pairs_for_holm_power(
-    mean: float, sd: float, m: int, alpha: float = ALPHA, target: float = POWER
-) -> int | None:
-    """The fewest pairs with which a Holm verdict over m comparisons calls one real effect of
-    mean/sd (the others null) real with probability ``target`` (:func:`holm_power`); None when no
-    effect is seen or more than 10,000 pairs are needed. At most
-    :func:`~gelus.report.stats.pairs_for_power` at α/m (the lone test at Holm's strictest level,
-    a lower bound on the power)."""
-    if not (math.isfinite(mean) and math.isfinite(sd)) or sd == 0 or mean == 0:
-        return None
-    effect = abs(mean) / sd
-    # bracket: a lone test at α has at least Holm's power, one at α/m about as much (its one-sided
-    # share is a lower bound), so the count lies near [lone at α, lone at α/m]; each holm_power
-    # costs m integrals, the lone counts one
-    above = pairs_for_power(mean, sd, alpha, target)
-    below = pairs_for_power(mean, sd, alpha / m, target)
-    low, high = (above - 1, below) if above and below else (1, 2)
-    return fewest_pairs(lambda n: holm_power(n, effect, m, alpha) >= target, low=low, high=high)
 
 
 # --------------------------------------------------------------------------- sign-flip test

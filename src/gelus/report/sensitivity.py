@@ -115,32 +115,53 @@ def lr_sensitivity(
             runs[(key.config_hash, key.setting)][key.activation][key.seed][key.lr] = value
     groups, comparisons = [], []
     for (config_hash, setting), by_activation in sorted(runs.items()):
-        ran = [{lr for seed in seeds.values() for lr in seed} for seeds in by_activation.values()]
-        common = tuple(sorted(set.intersection(*ran)))
-        if len(common) < 2:
+        group = _regret_group(config_hash, setting, by_activation, lower_is_better)
+        if group is None:
             continue
-        regrets = {
-            activation: {
-                seed: mean_regret([values[lr] for lr in common], lower_is_better)
-                for seed, values in sorted(seeds.items())
-                if all(lr in values for lr in common)
-            }
-            for activation, seeds in sorted(by_activation.items())
-        }
-        groups.append(RegretGroup(config_hash, setting, common, regrets))
-        if reference not in regrets:
-            continue
-        label = "regret over lrs " + ", ".join(f"{lr:g}" for lr in common)
-
-        baseline = Selection(experiment, config_hash, "", reference, setting, math.nan, True,
-                             metric, regrets[reference], {}, {}, label)  # fmt: skip
-        for activation, values in regrets.items():
-            if activation != reference:
-                side = baseline._replace(activation=activation, values=values)
-                comparisons.append(compare_paired(side, baseline)._replace(lr=label))
+        groups.append(group)
+        comparisons += _against_reference(group, experiment, reference, metric)
     return LrSensitivity(
         experiment, split, metric, epoch, reference, tuple(groups), tuple(adjust(comparisons))
     )
+
+
+def _regret_group(
+    config_hash: str, setting: str, by_activation: Mapping, lower_is_better: bool
+) -> RegretGroup | None:
+    """Each activation's per-seed mean regret over the lrs every activation of the group ran
+    (None when fewer than 2 are common)."""
+    ran = [{lr for seed in seeds.values() for lr in seed} for seeds in by_activation.values()]
+    common = tuple(sorted(set.intersection(*ran)))
+    if len(common) < 2:
+        return None
+    regrets = {
+        activation: {
+            seed: mean_regret([values[lr] for lr in common], lower_is_better)
+            for seed, values in sorted(seeds.items())
+            if all(lr in values for lr in common)
+        }
+        for activation, seeds in sorted(by_activation.items())
+    }
+    return RegretGroup(config_hash, setting, common, regrets)
+
+
+def _against_reference(
+    group: RegretGroup, experiment: str, reference: str, metric: str
+) -> list[Comparison]:
+    """Each activation's regret − the reference's, paired by seed (unadjusted)."""
+    config_hash, setting, common, regrets = group
+    if reference not in regrets:
+        return []
+    label = "regret over lrs " + ", ".join(f"{lr:g}" for lr in common)
+    baseline = Selection(experiment, config_hash, "", reference, setting, math.nan, True,
+                         metric, regrets[reference], {}, {}, label)  # fmt: skip
+    return [
+        compare_paired(baseline._replace(activation=activation, values=values), baseline)._replace(
+            lr=label
+        )
+        for activation, values in regrets.items()
+        if activation != reference
+    ]
 
 
 def interaction(
