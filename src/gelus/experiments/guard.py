@@ -99,7 +99,10 @@ def _memory_message(job: Any, doing: str, error: BaseException) -> str:
     plugin = plugin_for(job.config)
     estimate, keys = plugin.memory_bytes(job.config, len(job.members))
     flat = flat_config(plugin.config_to_dict(job.config))
-    settings = ", ".join(f"{key}={flat[key]}" for key in keys if key in flat)
+    shown = {
+        k: ",".join(map(str, v)) if isinstance(v, list | tuple) else v for k, v in flat.items()
+    }
+    settings = ", ".join(f"{key}={shown[key]}" for key in keys if key in shown)
     driven = f"; it grows with {settings} (about {size_text(estimate)} per job)" if settings else ""
     first = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
     return (

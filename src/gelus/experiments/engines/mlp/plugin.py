@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from gelus.experiments.config import drivers
 from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.engines.mlp.config import MLPExperimentConfig, NoiseConfig, mlp_checks
 from gelus.experiments.engines.mlp.engine import MLPEngine
@@ -62,7 +63,7 @@ class MLPPlugin(EnginePlugin):
             ("train.batch_size", "model.hidden"): batch,
             ("train.eval_batch_size", "model.hidden"): evaluation,
         }
-        keys = max(terms, key=terms.__getitem__)
+        keys = drivers(terms)
         return members * size * (4 * weights + max(batch, evaluation)), keys
 
     def cost_scales_with(self, job_engine: str) -> str:

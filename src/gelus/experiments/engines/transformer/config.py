@@ -14,7 +14,7 @@ over image patches, trained by the same optimizer config.
 import math
 from dataclasses import dataclass, field
 
-from gelus.experiments.config import positive_finite
+from gelus.experiments.config import drivers, positive_finite
 
 __all__ = [
     "NORMS",
@@ -182,7 +182,7 @@ def memory_bytes(config, tokens: int, members: int = 1) -> tuple[float, tuple[st
         ("train.batch_size", "model.context", "model.layers", "model.d_model"): batch,
         ("train.eval_batch_size", "model.context", "model.heads"): evaluation,
     }
-    keys = max(terms, key=terms.__getitem__)
+    keys = drivers(terms)
     if config.task != "lm":  # the ViT: its tokens are the patches, set by model.patch
         keys = tuple("model.patch" if key == "model.context" else key for key in keys)
     return members * (16 * weights + max(batch, evaluation)), keys
