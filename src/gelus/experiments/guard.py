@@ -27,7 +27,9 @@ from gelus.experiments.errors import HarnessError, MachineError, size_text
 __all__ = ["Phase", "guarded", "is_out_of_memory", "user_code_failure"]
 
 # what torch's CPU allocator and CUDA caching allocator say when an allocation fails
-_RETRIED = " (finished runs are kept; the runs it failed, marked failed, are tried again)"
+_RETRIED = (
+    "; its runs are marked failed, the epochs they finished kept: the same command tries them again"
+)
 _NO_MEMORY = ("can't allocate memory", "defaultcpuallocator", "out of memory")
 
 
@@ -67,8 +69,9 @@ def user_code_failure(
     if blamed is None:
         return None
     return ActivationError(
-        f"activation {blamed.text[:120]!r} failed during {doing}: {_detail(error)}; fix it (its "
-        f"code: {blamed.path}) and run the same command again{after}"
+        f"activation {blamed.text[:120]!r} failed during {doing}: {_detail(error)}{after}; "
+        f"once its code ({blamed.path}) is fixed, give it a new label "
+        f"({blamed.label}2={blamed.spec}) or another {{out_dir}}"
     )
 
 
