@@ -199,13 +199,16 @@ def test_resume_from_state_continues_bit_identically(data):
         assert torch.equal(a, b), name
 
 
-def test_a_too_short_corpus_for_the_context_is_one_data_error(tmp_path):
-    from gelus.data import DataError
+def test_a_too_short_corpus_for_the_context_is_one_config_error(tmp_path):
+    """The file is fine: the setting is what to change, so the error names model.context and the
+    largest context the corpus admits (its shortest split over MIN_WINDOWS windows)."""
+    from gelus.experiments.errors import ConfigError
 
     path = tmp_path / "short.txt"
     path.write_text(CORPUS_TEXT[:6000], encoding="utf-8")
     short = load_text_file(path)  # long enough for the loader's floor, not for context 128
-    with pytest.raises(DataError, match=r"model\.context=128"):
+    largest = min(len(short.train), len(short.val), len(short.test)) // 4 - 1
+    with pytest.raises(ConfigError, match=rf"model\.context=128 .*to {largest} or less"):
         _engine(_config("model.context=128"), "gelu", short)
 
 
@@ -314,10 +317,10 @@ def test_a_checkpoint_on_disk_resumes_through_the_driver_bit_identically(data, t
 
 
 def test_a_corpus_too_short_for_the_context_is_refused_before_any_job(corpus, tmp_path):
-    from gelus.data import DataError
+    from gelus.experiments.errors import ConfigError
     from gelus.experiments.runner import run_experiment
 
-    with pytest.raises(DataError, match=r"model\.context=1024"):
+    with pytest.raises(ConfigError, match=r"model\.context=1024 is too long"):
         run_experiment(
             "transformer-lm", out_dir=tmp_path / "out", activations=["gelu"], seeds=1,
             overrides=["model.context=1024"], quick=True, workers=0, data_dir=corpus,

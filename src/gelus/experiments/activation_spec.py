@@ -62,6 +62,9 @@ class ActivationError(SettingError):
     def __init__(self, message: str) -> None:
         super().__init__("activations", message)
 
+    def __reduce__(self):  # re-raised from a worker process intact
+        return type(self), (self.template,)
+
 
 @dataclass(frozen=True)
 class ActivationSpec:
@@ -283,13 +286,14 @@ def _import_module(module_name: str):
 
 
 def _user_code(text: str, doing: str, call: Callable):
-    """``call()``, with any failure of user code (SystemExit and KeyboardInterrupt included: a
-    user's module must not end the run silently) turned into one ActivationError."""
+    """``call()``, with any failure of user code (SystemExit included: a user's module must not end
+    the run silently) turned into one ActivationError; a Ctrl-C (KeyboardInterrupt) stays the
+    user's interruption."""
     try:
         return call()
     except ActivationError:
         raise
-    except (Exception, SystemExit, KeyboardInterrupt) as error:
+    except (Exception, SystemExit) as error:
         detail = f"{type(error).__name__}: {error}"[:300]
         raise ActivationError(f"activation {text[:120]!r} failed when {doing}: {detail}") from error
 
@@ -361,8 +365,8 @@ def _checked_build(factory: Callable[[], nn.Module], text: str) -> nn.Module:
 
 
 def _probe(module: nn.Module, text: str, gated: bool) -> None:
-    """Call ``module`` on a probe tensor: it must run, give a tensor, and keep the shape
-    (elementwise) or halve the last dimension (gated)."""
+    """Call ``module`` on a probe tensor: it must run, give a tensor of the input's dtype, and keep
+    the shape (elementwise) or halve the last dimension (gated)."""
     probe = _PROBE.clone()
     with torch.no_grad():
         out = _user_code(text, "called on a probe tensor", lambda: module(probe))
@@ -373,4 +377,9 @@ def _probe(module: nn.Module, text: str, gated: bool) -> None:
         raise ActivationError(
             f"activation {text!r} maps a {tuple(probe.shape)} tensor to {shape}; the harness "
             f"needs {kind}"
+        )
+    if out.dtype != probe.dtype:
+        raise ActivationError(
+            f"activation {text!r} maps a {probe.dtype} tensor to a {out.dtype} one; the harness "
+            "needs the input's dtype back (return e.g. out.to(x.dtype))"
         )

@@ -1,6 +1,7 @@
 """``gelus list`` and ``gelus run``: the experiments from the command line."""
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -225,13 +226,17 @@ def run_with_progress(options, executor=None) -> Path:
     ``options`` is a :class:`~gelus.experiments.run.RunOptions`; ``executor`` as for
     :func:`~gelus.experiments.runner.run_experiment` (None: local worker processes).
     """
-    from gelus.experiments.records import read_results
+    from gelus.experiments.records import read_results, readable_results
     from gelus.experiments.run import resolve_run
     from gelus.experiments.runner import execute
 
     run = resolve_run(options, executor, print)
     execute(run, executor, ProgressBars.over, print)
-    records, runs = read_results(run.out_dir)
+    records, runs, skipped = readable_results(*read_results(run.out_dir))
+    for line in skipped[:5]:  # a damaged row is left out of the summary, as the report does
+        print(f"gelus run: warning: {line}", file=sys.stderr)
+    if len(skipped) > 5:
+        print(f"gelus run: warning: {len(skipped) - 5} more left out", file=sys.stderr)
     print(summary_table(records, runs, run.preset))
     return run.out_dir
 

@@ -36,6 +36,7 @@ __all__ = [
     "config_hash",
     "config_keys",
     "config_to_dict",
+    "drivers",
     "failed_checks",
     "flat_config",
     "identity_keys",
@@ -324,3 +325,10 @@ def validate(config: ExperimentConfig) -> None:
     """Check ranges; raise ConfigError naming the key and the valid values."""
     for key, expected in failed_checks(config)[:1]:
         raise ConfigError(f"{key}: invalid value; expected {expected}")
+
+
+def drivers(terms: Mapping[tuple[str, ...], float]) -> tuple[str, ...]:
+    """The config keys of a memory estimate's ``terms`` ({keys: bytes}), the largest term's first,
+    each once: what ``EnginePlugin.memory_bytes`` names as driving it."""
+    ordered = sorted(terms, key=terms.__getitem__, reverse=True)
+    return tuple(dict.fromkeys(key for keys in ordered for key in keys))

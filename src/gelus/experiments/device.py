@@ -18,6 +18,7 @@ __all__ = [
     "default_workers",
     "environment_metadata",
     "local_device",
+    "memory_of",
     "set_tf32",
 ]
 
@@ -70,6 +71,23 @@ def default_workers(device: str) -> int:
     import torch
 
     return max(1, min(cores, WORKERS_PER_GPU * torch.cuda.device_count()))
+
+
+def memory_of(device: str) -> tuple[int | None, int]:
+    """(bytes of memory, the devices holding that much each) of ``device`` on this machine: the
+    physical RAM on the CPU (one), one GPU's memory on CUDA (the GPUs visible); None for bytes
+    where it cannot be read."""
+    if device != "cuda":
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), 1
+        except (ValueError, OSError, AttributeError):
+            return None, 1
+    import torch
+
+    gpus = torch.cuda.device_count()
+    if not gpus:
+        return None, 1
+    return min(torch.cuda.get_device_properties(i).total_memory for i in range(gpus)), gpus
 
 
 def code_version() -> str:

@@ -4,7 +4,9 @@
 every tensor the shape and dtype of the freshly built engine's; otherwise the checkpoint is set
 aside with one line saying why, and the job restarts), registers the runs, then per epoch trains,
 evaluates, logs the wall time, commits the records, checkpoints and reports progress. The runs are
-marked done only when every epoch's records are in.
+marked done only when every epoch's records are in. All of it runs inside one guard
+(:func:`gelus.experiments.guard.guarded`): a user activation's failure, or memory running out, is
+one error naming the activation or the settings and the phase, the job's runs marked ``failed``.
 """
 
 import time
@@ -17,6 +19,7 @@ import torch
 from gelus.experiments.checkpoint import load_checkpoint, save_checkpoint, set_aside
 from gelus.experiments.config import trainer_for
 from gelus.experiments.engine import state_mismatch
+from gelus.experiments.guard import Phase, guarded
 from gelus.experiments.plan import Job
 from gelus.experiments.reuse import evaluate_kept_models, keep_models
 
@@ -30,35 +33,42 @@ def train_job(job: Job, data: Any, store, progress: Callable[[int], None]) -> No
     ``progress(epoch)`` is called with the epochs done (first with those resumed).
     """
     device = torch.device(job.device)
-    engine = trainer_for(job.engine)(job, data, device)
-    if evaluate_kept_models(job, engine, store):  # trained before, by another experiment
-        progress(job.epochs)
-        return
-    path = Path(job.checkpoint_path)
-    start_epoch, seconds = _resume(job, engine, path)
-    for key in job.members:
-        store.start_run(key, job.config_json, job.metadata_json)
-    epochs = job.epochs
-    every = getattr(job.config.train, "checkpoint_every", 1)
-    if start_epoch == 0 and engine.evaluates_before_training:
-        engine.evaluate(0, store.add)
-        store.commit()
-    progress(start_epoch)
-    for epoch in range(start_epoch + 1, epochs + 1):
-        began = time.perf_counter()
-        engine.train_epoch(epoch)
-        engine.evaluate(epoch, store.add)
-        seconds += time.perf_counter() - began
+    with guarded(job, store, Phase("model building")) as phase:
+        engine = trainer_for(job.engine)(job, data, device)
+        phase.now = "evaluation of the kept models"
+        if evaluate_kept_models(job, engine, store):  # trained before, by another experiment
+            progress(job.epochs)
+            return
+        path = Path(job.checkpoint_path)
+        phase.now = "checkpoint loading"
+        start_epoch, seconds = _resume(job, engine, path)
         for key in job.members:
-            store.add(key, epoch, "train", "seconds", seconds)
-        store.commit()  # records before the checkpoint: a resumed epoch never lacks its records
-        if epoch % every == 0 or epoch == epochs:
-            state = {"run_ids": job.run_ids, "epoch": epoch, "seconds": seconds}
-            save_checkpoint(path, state | {"engine": engine.state()})
-        progress(epoch)
-    first = 0 if engine.evaluates_before_training else 1
-    store.finish_runs(job.run_ids, epochs=range(first, epochs + 1))
-    keep_models(job, engine)
+            store.start_run(key, job.config_json, job.metadata_json)
+        epochs = job.epochs
+        every = getattr(job.config.train, "checkpoint_every", 1)
+        if start_epoch == 0 and engine.evaluates_before_training:
+            phase.now = "evaluation before training"
+            engine.evaluate(0, store.add)
+            store.commit()
+        progress(start_epoch)
+        for epoch in range(start_epoch + 1, epochs + 1):
+            began = time.perf_counter()
+            phase.now = f"training epoch {epoch}"
+            engine.train_epoch(epoch)
+            phase.now = f"evaluation after epoch {epoch}"
+            engine.evaluate(epoch, store.add)
+            seconds += time.perf_counter() - began
+            for key in job.members:
+                store.add(key, epoch, "train", "seconds", seconds)
+            store.commit()  # records before the checkpoint: a resumed epoch never lacks its records
+            if epoch % every == 0 or epoch == epochs:
+                state = {"run_ids": job.run_ids, "epoch": epoch, "seconds": seconds}
+                save_checkpoint(path, state | {"engine": engine.state()})
+            progress(epoch)
+        first = 0 if engine.evaluates_before_training else 1
+        store.finish_runs(job.run_ids, epochs=range(first, epochs + 1))
+        phase.now = "final model saving"
+        keep_models(job, engine)
     path.unlink(missing_ok=True)
 
 

@@ -132,6 +132,13 @@ class EnginePlugin:
         ``SettingError`` template); None when it can."""
         return None
 
+    def memory_bytes(self, config: Any, members: int = 1) -> tuple[float, tuple[str, ...]]:
+        """(bytes, the config keys that drive them): an estimate, from the config alone, of the
+        memory one job of ``members`` runs needs (parameters, optimizer state, the activations of
+        one batch), checked against the machine before any job starts; (0, ()) where the engine
+        does not estimate it."""
+        return 0.0, ()
+
     def text_context(self, config: Any) -> int | None:
         """For a model of byte text: the context a text file must hold windows of; else None (a
         text file's path is then refused as its dataset)."""

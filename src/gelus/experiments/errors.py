@@ -30,6 +30,7 @@ __all__ = [
     "free_space",
     "is_disk_full",
     "render",
+    "size_text",
 ]
 
 # The parameters a message may name as ``{parameter}``: run_experiment's arguments and --set.
@@ -141,13 +142,16 @@ def free_space(path: object) -> str:
     """The free space of the filesystem holding ``path`` (its nearest existing folder), e.g.
     "12.0 MB"; "unknown" if it cannot be read."""
     free = free_bytes(path)
-    if free is None:
-        return "unknown"
-    for unit in ("bytes", "kB", "MB", "GB"):
-        if free < 1000 or unit == "GB":
-            return f"{free} bytes" if unit == "bytes" else f"{free:.1f} {unit}"
-        free /= 1000
-    return "unknown"
+    return "unknown" if free is None else size_text(free, "GB")
+
+
+def size_text(n: float, largest: str = "PB") -> str:
+    """``n`` bytes in words, in decimal units up to ``largest``: "812 bytes", "12.0 MB"."""
+    for unit in ("bytes", "kB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == largest:
+            return f"{n:.0f} bytes" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:,.1f} {largest}"
 
 
 # Messages that say a write ran out of space, whatever the free space reads now: the OS's and

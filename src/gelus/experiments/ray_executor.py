@@ -78,6 +78,9 @@ class RecordSink:
     def finish_runs(self, run_ids: list[str], epochs: list[int] | None = None) -> None:
         self.store.finish_runs(run_ids, epochs)
 
+    def fail_runs(self, run_ids: list[str]) -> None:
+        self.store.fail_runs(run_ids)
+
     def report(self, worker: int, label: str, done: int, total: int) -> None:
         self.reports.append((worker, label, done, total))
 
@@ -115,6 +118,10 @@ class RemoteRecordStore:
         every one of them is recorded)."""
         self.commit()
         self._call(self.sink.finish_runs, list(run_ids), None if epochs is None else list(epochs))
+
+    def fail_runs(self, run_ids: Iterable[str]) -> None:
+        """Mark the runs still ``running`` as ``failed`` (their job raised)."""
+        self._call(self.sink.fail_runs, list(run_ids))
 
     def close(self) -> None:
         self.commit()

@@ -10,8 +10,10 @@ Schema (docs/ARCHITECTURE.md)::
 A diverged run's NaN is stored as NULL (SQLite has no NaN) and read back as NaN; ±inf are stored as
 they are. Records are inserted with ``INSERT OR IGNORE`` and committed once per epoch, so a run resumed from
 an earlier checkpoint re-logs the epochs since then without duplicating (or changing) a record. The
-database is in WAL mode so several worker processes append at once. The only update ever made is
-a run's ``status`` from ``running`` to ``done``.
+database is in WAL mode so several worker processes append at once. The only updates ever made are
+a run's ``status``: from ``running`` to ``done``, or to ``failed`` (its job raised: user code that
+failed, memory that ran out) and from ``failed`` back to ``running`` when a later command tries it
+again (runs not ``done`` are planned again).
 """
 
 import contextlib
@@ -19,7 +21,7 @@ import json
 import math
 import os
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,6 +30,11 @@ from gelus.experiments.errors import DiskFullError, MachineError, SettingError, 
 
 __all__ = [
     "DB_NAME",
+    "REAL",
+    "RECORD_COLUMNS",
+    "RUN_COLUMNS",
+    "TEXT",
+    "WHOLE",
     "Record",
     "RecordStore",
     "RecordedState",
@@ -42,6 +49,8 @@ __all__ = [
     "read_runs",
     "read_state",
     "read_step_times",
+    "readable_results",
+    "wrong_type",
 ]
 
 DB_NAME = "records.sqlite"
@@ -105,7 +114,7 @@ class StepTime(NamedTuple):
 
 
 class RunInfo(NamedTuple):
-    """One run's row: identity, status (``running`` | ``done``), full config and metadata (JSON)."""
+    """One run's row: identity, status (``running`` | ``done`` | ``failed``), full config and metadata (JSON)."""
 
     run_id: str
     experiment: str
@@ -254,11 +263,25 @@ class RecordStore:
             raise _records_error(self.out_dir / DB_NAME, error) from error
 
     def start_run(self, key: RunKey, config_json: str, metadata_json: str) -> None:
-        """Register a run (status ``running``); a run already registered keeps its first row."""
+        """Register a run (status ``running``); a run already registered keeps its first row (one
+        that ``failed`` is ``running`` again: it is being tried again)."""
         with self._transaction():
             self.connection.execute(
                 "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
                 (*key, config_json, metadata_json),
+            )
+            self.connection.execute(
+                "UPDATE runs SET status = 'running' WHERE run_id = ? AND status = 'failed'",
+                (key.run_id,),
+            )
+
+    def fail_runs(self, run_ids: Iterable[str]) -> None:
+        """Mark the runs among ``run_ids`` still ``running`` as ``failed`` (their job raised); the
+        records already committed stay, and a later command plans them again."""
+        with self._transaction():
+            self.connection.executemany(
+                "UPDATE runs SET status = 'failed' WHERE run_id = ? AND status = 'running'",
+                [(r,) for r in run_ids],
             )
 
     def add(self, key: RunKey, epoch: int, split: str, metric: str, value: float) -> None:
@@ -408,6 +431,74 @@ def read_records(out_dir: str | os.PathLike) -> list[Record]:
 def read_runs(out_dir: str | os.PathLike) -> list[RunInfo]:
     """Every run in ``out_dir/records.sqlite``, ordered by run id (read-only)."""
     return [RunInfo(*row) for row in _read(out_dir, "runs", "run_id")]
+
+
+# The type each stored column must hold when read back (SQLite keeps whatever was put in a
+# column). A record's value may be NULL: a diverged run's NaN.
+TEXT = ("a text", lambda value: isinstance(value, str))
+WHOLE = ("a whole number", lambda value: isinstance(value, int) and not isinstance(value, bool))
+REAL = ("a number", lambda value: isinstance(value, int | float) and not isinstance(value, bool))
+RUN_COLUMNS = {
+    "run_id": TEXT, "experiment": TEXT, "config_hash": TEXT, "activation": TEXT,
+    "seed": WHOLE, "lr": REAL, "setting": TEXT, "status": TEXT,
+}  # fmt: skip
+RECORD_COLUMNS = {
+    **{name: kind for name, kind in RUN_COLUMNS.items() if name != "status"},
+    "epoch": WHOLE, "split": TEXT, "metric": TEXT, "value": REAL,
+}  # fmt: skip
+
+
+def readable_results(
+    records: Sequence[Record], runs: Sequence[RunInfo]
+) -> tuple[list[Record], list[RunInfo], list[str]]:
+    """``records`` and ``runs`` without the runs whose stored config or metadata is damaged, or
+    whose row or records hold a value of the wrong type (a text where a number belongs, a NULL
+    epoch), and their records; and one line per run left out saying why (what a reader warns of).
+    """
+    problems = {run.run_id: why for run in runs if (why := _unreadable(run)) is not None}
+    for record in records:
+        if record.run_id not in problems and (why := _bad_record(record)) is not None:
+            problems[record.run_id] = why
+    skipped = [f"run {run_id} left out: {why}" for run_id, why in problems.items()]
+    return (
+        [r for r in records if r.run_id not in problems],
+        [r for r in runs if r.run_id not in problems],
+        skipped,
+    )
+
+
+def wrong_type(
+    row: NamedTuple, columns: dict[str, tuple[str, Callable[[Any], bool]]]
+) -> str | None:
+    """The first column of ``row`` whose value is not of its kind, said in words (None if all are)."""
+    for name, (kind, check) in columns.items():
+        value = getattr(row, name)
+        if not check(value):
+            shown = "NULL" if value is None else repr(value)[:40]
+            return f"{name} is {shown}, not {kind}"
+    return None
+
+
+def _unreadable(run: RunInfo) -> str | None:
+    wrong = wrong_type(run, RUN_COLUMNS)
+    if wrong is not None:
+        return f"its stored {wrong}"
+    for what, text in (("config", run.config_json), ("metadata", run.metadata_json)):
+        try:
+            parsed = json.loads(text) if text else {}
+        except (TypeError, ValueError, RecursionError) as error:
+            return f"its stored {what} is not JSON ({str(error)[:60]})"
+        if not isinstance(parsed, dict):
+            return f"its stored {what} is a JSON {type(parsed).__name__}, not an object"
+    return None
+
+
+def _bad_record(record: Record) -> str | None:
+    wrong = wrong_type(record, RECORD_COLUMNS)
+    if wrong is None:
+        return None
+    epoch = f" at epoch {record.epoch}" if isinstance(record.epoch, int) else ""
+    return f"its stored record {record.split}/{record.metric}{epoch}: {wrong}"
 
 
 def read_results(out_dir: str | os.PathLike) -> tuple[list[Record], list[RunInfo]]:

@@ -25,13 +25,20 @@ from gelus.experiments.config import (
     apply_overrides,
     config_hash,
     config_to_dict,
+    flat_config,
     plugin_for,
     validate,
 )
 from gelus.experiments.datasets import load_dataset
-from gelus.experiments.device import DEVICES, default_workers, environment_metadata, local_device
+from gelus.experiments.device import (
+    DEVICES,
+    default_workers,
+    environment_metadata,
+    local_device,
+    memory_of,
+)
 from gelus.experiments.engine import EnginePlugin
-from gelus.experiments.errors import SettingError
+from gelus.experiments.errors import SettingError, size_text
 from gelus.experiments.presets import PRESETS, Preset
 from gelus.experiments.records import read_state
 from gelus.experiments.sweep import Executor
@@ -126,13 +133,7 @@ def resolve_run(
     validation = plugin.holds_out_validation(config)
     data = load_dataset(used, data_dir, validation=validation, verify=options.verify)
     n_train = plugin.train_size(config, len(data.train), len(data.val or ()))  # val: or None
-    if config.train.batch_size > n_train:
-        raise ConfigError(
-            f"{preset.name}: train.batch_size={config.train.batch_size} is larger than the "
-            f"{n_train} training samples: no full batch, so no step per epoch; set "
-            f"train.batch_size to {n_train} or less"
-        )
-    plugin.check_data(config, data)  # its own needs (a corpus long enough for its context)
+    _check_data(preset.name, config, plugin, data, n_train)
     if (problem := plugin.device_problem(config, device)) is not None:  # fp16 autocast on a CPU
         raise SettingError(*problem)
     chash, out_dir = config_hash(config), Path(options.out_dir)
@@ -163,6 +164,23 @@ def resolve_run(
         timed=recorded.timed,
         step_times=options.step_times,
     )
+
+
+def _check_data(
+    name: str, config: ExperimentConfig, plugin: EnginePlugin, data: Any, n_train: int
+) -> None:
+    """ConfigError unless the data hold a full batch, and what the engine needs of them (a corpus
+    long enough for its context)."""
+    if config.train.batch_size > n_train:
+        raise ConfigError(
+            f"{name}: train.batch_size={config.train.batch_size} is larger than the "
+            f"{n_train} training samples: no full batch, so no step per epoch; set "
+            f"train.batch_size to {n_train} or less"
+        )
+    try:
+        plugin.check_data(config, data)
+    except ConfigError as error:
+        raise ConfigError(f"{name}: {error.template}", error.parameter) from None
 
 
 class Asked(NamedTuple):
@@ -219,7 +237,47 @@ def configure(options: RunOptions, executor: Executor | None = None) -> Asked:
         raise SettingError(
             "workers", f"{{workers}} must be at most {most:,}, got {str(workers)[:60]}"
         )
+    if not hasattr(executor, "resolve_device"):  # the jobs run here: they must fit its memory
+        _check_memory(preset.name, config, plugin, device, workers, runs)
     return Asked(preset, config, specs, plugin, settings, sources, device, environment)
+
+
+def _check_memory(
+    name: str,
+    config: ExperimentConfig,
+    plugin: EnginePlugin,
+    device: str,
+    workers: int | None,
+    runs: int,
+) -> None:
+    """ConfigError when the jobs that run at once need more memory than this machine has (its
+    engine's ``memory_bytes`` of one job, times the jobs at once: the workers, at most one per
+    job; on CUDA per GPU), naming the settings that drive it; checked before anything is built."""
+    members = 1
+    if not plugin.one_run_per_job or plugin.job_engine(config, device) != plugin.name:
+        members = max(1, min(runs, config.train.seeds * len(config.optim.lr)))
+    estimate, keys = plugin.memory_bytes(config, members)
+    total, devices = memory_of(device)
+    if not estimate or total is None:
+        return
+    workers = default_workers(device) if workers is None else workers
+    at_once = max(1, min(workers, -(-runs // members)))
+    per_device = -(-at_once // devices)
+    if estimate * per_device <= total:
+        return
+    flat = flat_config(config_to_dict(config))
+    settings = ", ".join(f"{key}={_shown(flat.get(key))}" for key in keys)
+    where = "this machine's memory" if device == "cpu" else "one GPU's memory"
+    jobs = f"{per_device} jobs at once need" if per_device > 1 else "one job needs"
+    fewer = ", or fewer {workers}" if per_device > 1 else ""
+    raise ConfigError(
+        f"{name}: {jobs} about {size_text(estimate * per_device)}, more than {where} "
+        f"({size_text(total)}); it grows with {settings}: lower them{fewer}"
+    )
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)[:40]
 
 
 def find_preset(name: str) -> Preset:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gelus.experiments.activation_spec import activation_texts
+from gelus.experiments.guard import user_code_failure
 from gelus.experiments.plan import Job, plan_run, step_time_jobs
 from gelus.experiments.run import Run, RunOptions, resolve_run
 from gelus.experiments.step_times import STEPS, time_steps
@@ -72,7 +73,13 @@ def execute(
     with (bars or _no_bars)(jobs, run.name) as report:
         (executor or LocalExecutor(run.workers, run.threads)).run(jobs, report)
     if run.step_times:
-        time_steps(run, timing, say)
+        try:
+            time_steps(run, timing, say)
+        except (Exception, SystemExit) as error:  # user code runs here too: name it
+            failure = user_code_failure(error, run.activations, f"the step timing of {run.name}")
+            if failure is None:
+                raise
+            raise failure from error
 
 
 def _plan_line(run: Run, jobs: Sequence[Job]) -> str:

@@ -9,19 +9,22 @@ other modules use the harness's pure vocabulary directly: the selection protocol
 marking and ``atomic_write``; ``report/cli.py`` runs the experiments through ``gelus.experiments``.
 """
 
-import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from gelus.experiments.records import (
+    REAL,
+    TEXT,
+    WHOLE,
     Record,
     RunInfo,
     StepTime,
     read_records,
     read_runs,
     read_step_times,
+    readable_results,
+    wrong_type,
 )
 
 __all__ = [
@@ -78,61 +81,14 @@ class Loaded(NamedTuple):
     step_times: list[StepTime]
 
 
-# The type each stored column must hold when read back (SQLite keeps whatever was put in a
-# column). A record's value may be NULL: a diverged run's NaN.
-_TEXT = ("a text", lambda value: isinstance(value, str))
-_WHOLE = ("a whole number", lambda value: isinstance(value, int) and not isinstance(value, bool))
-_REAL = ("a number", lambda value: isinstance(value, int | float) and not isinstance(value, bool))
-_RUN_COLUMNS = {
-    "run_id": _TEXT, "experiment": _TEXT, "config_hash": _TEXT, "activation": _TEXT,
-    "seed": _WHOLE, "lr": _REAL, "setting": _TEXT, "status": _TEXT,
-}  # fmt: skip
-_RECORD_COLUMNS = {
-    **{name: kind for name, kind in _RUN_COLUMNS.items() if name != "status"},
-    "epoch": _WHOLE, "split": _TEXT, "metric": _TEXT, "value": _REAL,
-}  # fmt: skip
 _STEP_TIME_COLUMNS = {
-    "experiment": _TEXT, "config_hash": _TEXT, "activation": _TEXT, "device": _TEXT,
-    "threads": _WHOLE, "round": _WHOLE, "seconds": _REAL,
+    "experiment": TEXT, "config_hash": TEXT, "activation": TEXT, "device": TEXT,
+    "threads": WHOLE, "round": WHOLE, "seconds": REAL,
 }  # fmt: skip
-
-
-def _wrong_type(
-    row: NamedTuple, columns: dict[str, tuple[str, Callable[[Any], bool]]]
-) -> str | None:
-    """The first column of ``row`` whose value is not of its kind, said in words (None if all are)."""
-    for name, (kind, check) in columns.items():
-        value = getattr(row, name)
-        if not check(value):
-            shown = "NULL" if value is None else repr(value)[:40]
-            return f"{name} is {shown}, not {kind}"
-    return None
-
-
-def _unreadable(run: RunInfo) -> str | None:
-    wrong = _wrong_type(run, _RUN_COLUMNS)
-    if wrong is not None:
-        return f"its stored {wrong}"
-    for what, text in (("config", run.config_json), ("metadata", run.metadata_json)):
-        try:
-            parsed = json.loads(text) if text else {}
-        except (TypeError, ValueError, RecursionError) as error:
-            return f"its stored {what} is not JSON ({str(error)[:60]})"
-        if not isinstance(parsed, dict):
-            return f"its stored {what} is a JSON {type(parsed).__name__}, not an object"
-    return None
-
-
-def _bad_record(record: Record) -> str | None:
-    wrong = _wrong_type(record, _RECORD_COLUMNS)
-    if wrong is None:
-        return None
-    epoch = f" at epoch {record.epoch}" if isinstance(record.epoch, int) else ""
-    return f"its stored record {record.split}/{record.metric}{epoch}: {wrong}"
 
 
 def _bad_step_time(time: StepTime) -> str | None:
-    wrong = _wrong_type(time, _STEP_TIME_COLUMNS)
+    wrong = wrong_type(time, _STEP_TIME_COLUMNS)
     if wrong is None and not (time.seconds > 0 and math.isfinite(time.seconds)):
         wrong = f"seconds is {time.seconds!r}, not a finite positive number"
     if wrong is None:
@@ -148,12 +104,7 @@ def load(run_dir: str | Path) -> Loaded:
     metadata is damaged, or whose row or records hold a value of the wrong type (a text where a
     number belongs, a NULL epoch), is left out with its records, and a step timing that is not a
     positive number of seconds is left out, so that the rest can be reported."""
-    records, runs = load_records(run_dir), load_runs(run_dir)
-    problems = {run.run_id: why for run in runs if (why := _unreadable(run)) is not None}
-    for record in records:
-        if record.run_id not in problems and (why := _bad_record(record)) is not None:
-            problems[record.run_id] = why
-    skipped = [f"run {run_id} left out: {why}" for run_id, why in problems.items()]
+    records, runs, skipped = readable_results(load_records(run_dir), load_runs(run_dir))
     step_times = []
     for time in load_step_times(run_dir):
         why = _bad_step_time(time)
@@ -161,12 +112,7 @@ def load(run_dir: str | Path) -> Loaded:
             step_times.append(time)
         else:
             skipped.append(why)
-    return Loaded(
-        [r for r in records if r.run_id not in problems],
-        [r for r in runs if r.run_id not in problems],
-        skipped,
-        step_times,
-    )
+    return Loaded(records, runs, skipped, step_times)
 
 
 def presets() -> dict[str, Any]:

@@ -7,14 +7,18 @@ version of the harness stored it.
 """
 
 import dataclasses
+import itertools
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from gelus.experiments.config import drivers
 from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.engines.mlp.config import MLPExperimentConfig, NoiseConfig, mlp_checks
 from gelus.experiments.engines.mlp.engine import MLPEngine
 
-__all__ = ["MLPPlugin"]
+__all__ = ["IO_WIDTH", "MLPPlugin"]
+
+IO_WIDTH = 1024  # the widest input or output of the MLP presets' data (MNIST's 784 pixels)
 
 
 class MLPPlugin(EnginePlugin):
@@ -42,6 +46,25 @@ class MLPPlugin(EnginePlugin):
         if activation.stochastic or config.task == "autoencode":
             return [("keep=1.0", 1.0)] if config.task == "classify" else [("", 1.0)]
         return [(f"keep={float(keep)!r}", keep) for keep in dict.fromkeys(config.train.keep)]
+
+    def memory_bytes(self, config: MLPExperimentConfig, members: int = 1):
+        """Per member, in the config's dtype: 4 copies of the weights (weights, gradients, Adam's
+        two moments; the data's input and output widths taken as ``IO_WIDTH`` at most) and 4
+        values per unit of one training batch (pre-activation, activation, mask, gradient), or
+        one evaluation batch's widest layers if larger."""
+        hidden, train = config.model.hidden, config.train
+        size = 8 if train.dtype == "float64" else 4
+        widths = (IO_WIDTH, *hidden, IO_WIDTH)
+        weights = sum(a * b for a, b in itertools.pairwise(widths))
+        batch = 4 * train.batch_size * sum(widths)
+        evaluation = 2 * train.eval_batch_size * max(widths)
+        terms = {
+            ("model.hidden",): 4 * weights,
+            ("train.batch_size", "model.hidden"): batch,
+            ("train.eval_batch_size", "model.hidden"): evaluation,
+        }
+        keys = drivers(terms)
+        return members * size * (4 * weights + max(batch, evaluation)), keys
 
     def cost_scales_with(self, job_engine: str) -> str:
         return "members"  # one batched matmul per layer for all members

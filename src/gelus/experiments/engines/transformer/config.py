@@ -14,7 +14,7 @@ over image patches, trained by the same optimizer config.
 import math
 from dataclasses import dataclass, field
 
-from gelus.experiments.config import positive_finite
+from gelus.experiments.config import drivers, positive_finite
 
 __all__ = [
     "NORMS",
@@ -25,6 +25,7 @@ __all__ = [
     "TransformerTrainConfig",
     "gated_hidden",
     "lm_checks",
+    "memory_bytes",
     "model_sizes",
     "optim_checks",
     "stacks_runs",
@@ -139,7 +140,11 @@ def lm_checks(config) -> list[tuple[bool, str, str]]:
         (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
         (positive_finite([model.init_std]), "model.init_std", "finite and positive"),
         (train.steps_per_epoch >= 1, "train.steps_per_epoch", "at least 1"),
-        (train.eval_bytes >= 0, "train.eval_bytes", "0 (all) or a positive count"),
+        (
+            train.eval_bytes == 0 or train.eval_bytes > model.context,
+            "train.eval_bytes",
+            "0 (all) or more than model.context (one window of context + 1 bytes at least)",
+        ),
         (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
         (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),
         (train.stack in STACK_MODES, "train.stack", f"one of {', '.join(STACK_MODES)}"),
@@ -157,6 +162,30 @@ def step_flops(config) -> float:
     tokens = model.context if config.task == "lm" else (28 // model.patch) ** 2
     weights = layers * (4 + 2 * model.ffn_mult) * d * d + 256 * d
     return (6 * weights + 6 * layers * tokens * d) * tokens * config.train.batch_size
+
+
+def memory_bytes(config, tokens: int, members: int = 1) -> tuple[float, tuple[str, ...]]:
+    """(bytes, the keys that drive them) of one job of ``members`` runs of a transformer over
+    ``tokens`` tokens, from the config alone, in float32: per run 16·N for the N weights (weights,
+    gradients and AdamW's two moments), plus what one training batch keeps for the backward pass,
+    4·B·layers·tokens·(10·d + 2·h + 2·heads·tokens) bytes (h the FFN width; the attention
+    probabilities per head), or one evaluation batch's forward if larger. An estimate to refuse
+    the impossible before anything is allocated, not a measurement."""
+    model, train = config.model, config.train
+    d, layers, h = model.d_model, model.layers, model.ffn_mult * model.d_model
+    weights = layers * (4 + 2 * model.ffn_mult) * d * d + 256 * d + tokens * d
+    per_token = 10 * d + 2 * h + 2 * model.heads * tokens
+    batch = 4 * train.batch_size * layers * tokens * per_token
+    evaluation = 4 * train.eval_batch_size * tokens * (4 * d + h + model.heads * tokens)
+    terms = {
+        ("model.layers", "model.d_model", "model.ffn_mult"): 16 * weights,
+        ("train.batch_size", "model.context", "model.layers", "model.d_model"): batch,
+        ("train.eval_batch_size", "model.context", "model.heads"): evaluation,
+    }
+    keys = drivers(terms)
+    if config.task != "lm":  # the ViT: its tokens are the patches, set by model.patch
+        keys = tuple("model.patch" if key == "model.context" else key for key in keys)
+    return members * (16 * weights + max(batch, evaluation)), keys
 
 
 def stacks_runs(config, device: str) -> bool:

@@ -23,7 +23,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from gelus.data.errors import DataError
 from gelus.experiments.activation_spec import ActivationSpec
 from gelus.experiments.engine import Log, check_optimizer_state
 from gelus.experiments.engines.transformer.models import (
@@ -99,15 +98,24 @@ def model_size(model: torch.nn.Module, d_model: int, layers: int, tokens: int) -
 
 
 def _check_fits(data: Any, context: int) -> None:
-    needed = MIN_WINDOWS * (context + 1)
-    for name in ("train", "val", "test"):
-        split = getattr(data, name)
-        if split is not None and len(split) < needed:
-            raise DataError(
-                f"{data.name}: its {name} split has {len(split):,} bytes, fewer than "
-                f"{MIN_WINDOWS} windows of {context + 1} bytes (model.context={context}); "
-                "use a longer text or a shorter model.context"
+    """ConfigError naming model.context and the largest context the corpus admits, unless every
+    split holds ``MIN_WINDOWS`` windows of ``context + 1`` bytes (the corpus is fine: the
+    setting is what to change)."""
+    splits = [(name, getattr(data, name)) for name in ("train", "val", "test")]
+    sizes = {name: len(split) for name, split in splits if split is not None}
+    short = [name for name, size in sizes.items() if size < MIN_WINDOWS * (context + 1)]
+    if short:
+        largest = min(sizes.values()) // MIN_WINDOWS - 1
+        name = short[0]
+        raise ConfigError(
+            f"model.context={context} is too long for {data.name}: its {name} split has "
+            f"{sizes[name]:,} bytes, fewer than {MIN_WINDOWS} windows of {context + 1} bytes; "
+            + (
+                f"set model.context to {largest:,} or less, or use a longer text"
+                if largest >= 1
+                else "use a longer text"
             )
+        )
 
 
 class SteppedState:
@@ -153,7 +161,7 @@ class TransformerEngine(SteppedState):
 
     @staticmethod
     def check_data(config, data: Any) -> None:
-        """Raise DataError unless every split holds a few windows of the model's context
+        """Raise ConfigError unless every split holds a few windows of the model's context
         (checked before any job starts, and again by each engine)."""
         _check_fits(data, config.model.context)
 

@@ -12,6 +12,7 @@ from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.engines.transformer.config import (
     TransformerExperimentConfig,
     lm_checks,
+    memory_bytes,
     stacks_runs,
 )
 from gelus.experiments.engines.transformer.engine import TransformerEngine
@@ -43,6 +44,9 @@ class TransformerPlugin(EnginePlugin):
 
     def job_engine(self, config: TransformerExperimentConfig, device: str) -> str:
         return "transformer-stacked" if stacks_runs(config, device) else self.name
+
+    def memory_bytes(self, config: TransformerExperimentConfig, members: int = 1):
+        return memory_bytes(config, config.model.context, members)
 
     def text_context(self, config: TransformerExperimentConfig) -> int:
         return config.model.context

@@ -8,7 +8,7 @@ timed after a sweep.
 from typing import ClassVar
 
 from gelus.experiments.engine import EnginePlugin
-from gelus.experiments.engines.transformer.config import stacks_runs
+from gelus.experiments.engines.transformer.config import memory_bytes, stacks_runs
 from gelus.experiments.engines.vit.config import ViTExperimentConfig, vit_checks
 from gelus.experiments.engines.vit.engine import ViTEngine
 from gelus.experiments.engines.vit.stacked import StackedViTEngine
@@ -33,3 +33,8 @@ class ViTPlugin(EnginePlugin):
 
     def job_engine(self, config: ViTExperimentConfig, device: str) -> str:
         return "vit-stacked" if stacks_runs(config, device) else self.name
+
+    def memory_bytes(self, config: ViTExperimentConfig, members: int = 1):
+        """The transformer's estimate over the patches of a 28 × 28 image (and a class token)."""
+        tokens = (28 // config.model.patch) ** 2 + 1
+        return memory_bytes(config, tokens, members)
