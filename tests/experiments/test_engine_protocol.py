@@ -86,7 +86,8 @@ def test_gelus_run_trains_the_toy_engine(data_dir, tmp_path, toy_preset, capsys)
     assert {key[1] for key in values} == {1, 2}  # no epoch 0: the toy does not evaluate before
     assert {key[2] for key in values} == {"train", "val", "test"}  # a validation split kept apart
     assert all(math.isfinite(v) for v in values.values())
-    summary = capsys.readouterr().out
+    loading, planned, summary = capsys.readouterr().out.split("\n", 2)
+    assert loading.startswith("toy: loading mnist from ") and planned.startswith("toy: 8 runs ")
     assert summary.startswith("toy: test loss, median") and "relu" in summary and "gelu" in summary
 
 

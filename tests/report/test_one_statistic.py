@@ -60,7 +60,9 @@ def test_the_summary_figure_shows_the_interval_of_the_table_cell(aggregate):
     ]
     scale = 100 if headline[0].selection.metric == "error" else 1  # errors are drawn in %
     tables = [tuple(scale * v for v in aggregate.of(row.summary)[1]) for row in headline]
-    assert [tuple(map(float, bar)) for bar in shown] == pytest.approx(tables, rel=1e-12)
+    drawn = [float(end) for bar in shown for end in bar]
+    assert drawn == pytest.approx([end for cell in tables for end in cell], rel=1e-12)
+    assert len(shown) == len(tables)
     assert all(high > low for low, high in tables)
 
 
