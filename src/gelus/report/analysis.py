@@ -7,11 +7,11 @@ protocol, figure, paper numbers and setup), the aggregate over seeds and the ver
 
 import json
 import math
-import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from gelus.experiments import timing
 from gelus.experiments.config import config_to_dict, flat_config, identity_keys
 from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.presets import Preset
@@ -98,7 +98,7 @@ def step_costs(step_times: Sequence[Any], experiment: str) -> tuple[StepCost, ..
         if t.experiment == experiment and math.isfinite(t.seconds):
             rounds[(t.config_hash, t.activation, t.device, int(t.threads))].append(t.seconds)
     return tuple(
-        StepCost(*key, statistics.median(values), min(values), max(values), len(values))
+        StepCost(*key, timing.median(values), min(values), max(values), len(values))
         for key, values in sorted(rounds.items())
     )
 

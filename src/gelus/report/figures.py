@@ -21,6 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
+from gelus.experiments import timing
 from gelus.experiments.protocol import FigureSpec
 from gelus.experiments.selection import Selection, curves_by_seed
 from gelus.plots.palette import color_for, label_for, marker_for
@@ -244,7 +245,7 @@ def _epoch_times(key, per_seed, seeds, clock, seconds_per_step, steps_per_epoch)
     times = [clock[(*key, seed)] for seed in seeds if (*key, seed) in clock]
     epochs = set().union(*times) if times else set()
     # a timing median, not the seeds' aggregate: the clock is where the epochs are drawn
-    return {e: float(np.median([t[e] for t in times if e in t])) for e in epochs}, False
+    return {e: timing.median([t[e] for t in times if e in t]) for e in epochs}, False
 
 
 def _time_figure(
