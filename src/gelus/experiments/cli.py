@@ -67,7 +67,10 @@ def _add_run_parser(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config value, e.g. --set optim.lr=1e-3 (repeatable; tuples comma-separated)",
+        help="override a config value, e.g. --set optim.lr=1e-3 (repeatable; tuples comma-separated). "
+        "Several values of one key make an axis, one config per value (per combination of "
+        "axes), the lr chosen in each: comma-separated for a key of one value (--set "
+        "model.init=gpt2,torch), ';'-separated for a tuple key (--set 'model.hidden=128,128;256,256')",
     )
     run.add_argument("--out", default=None, help="output directory (default: runs/EXPERIMENT)")
     run.add_argument(
@@ -226,14 +229,15 @@ def run_with_progress(options, executor=None) -> Path:
     :func:`~gelus.experiments.runner.run_experiment` (None: local worker processes).
     """
     from gelus.experiments.records import read_results
-    from gelus.experiments.run import resolve_run
-    from gelus.experiments.runner import execute
+    from gelus.experiments.run import resolve_runs
+    from gelus.experiments.runner import execute_runs
 
-    run = resolve_run(options, executor)
-    execute(run, executor, ProgressBars.over, print)
-    records, runs = read_results(run.out_dir)
-    print(summary_table(records, runs, run.preset))
-    return run.out_dir
+    resolved = resolve_runs(options, executor)  # one per config: axes give several
+    execute_runs(resolved, executor, ProgressBars.over, print)
+    first = resolved[0]
+    records, runs = read_results(first.out_dir)
+    print(summary_table(records, runs, first.preset))
+    return first.out_dir
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:

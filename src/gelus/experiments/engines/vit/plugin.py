@@ -5,10 +5,10 @@ device (the language model's rule); ``train.train_subset`` cuts the training ima
 timed after a sweep.
 """
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from gelus.experiments.engine import EnginePlugin
-from gelus.experiments.engines.transformer.config import stacks_runs
+from gelus.experiments.engines.transformer.config import stacks_runs, stored_dict
 from gelus.experiments.engines.vit.config import ViTExperimentConfig, vit_checks
 from gelus.experiments.engines.vit.engine import ViTEngine
 from gelus.experiments.engines.vit.stacked import StackedViTEngine
@@ -27,6 +27,9 @@ class ViTPlugin(EnginePlugin):
 
     def checks(self, config: ViTExperimentConfig) -> list[tuple[bool, str, str]]:
         return vit_checks(config)
+
+    def config_to_dict(self, config: ViTExperimentConfig) -> dict[str, Any]:
+        return stored_dict(config)  # model.init only when not gpt2: the old runs' hashes hold
 
     def train_size(self, config: ViTExperimentConfig, train: int, val: int) -> int:
         return min(train, config.train.train_subset) if config.train.train_subset else train
