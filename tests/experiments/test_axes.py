@@ -117,3 +117,18 @@ def test_an_axis_runs_one_config_per_value_with_its_own_lr(tmp_path, capsys):
     labels = {s.config_hash: s.variant for s in selections}
     assert labels == {inits[v]: f"model.init={v}" for v in ("he", "unit_norm")}
     assert "model.init=he" in capsys.readouterr().out  # the summary's config column
+
+
+def test_a_key_stored_only_when_set_is_filled_in_at_its_default():
+    from gelus.experiments.cli import preset_keys
+    from gelus.experiments.config import flat_config, stored_defaults
+
+    for name in ("transformer-lm", "transformer-vit"):
+        stored = flat_config(config_to_dict(PRESETS[name].config))
+        assert "model.init" not in stored and stored_defaults(stored)["model.init"] == "gpt2"
+        torch_init = apply_overrides(PRESETS[name].config, ["model.init=torch"])
+        assert stored_defaults(flat_config(config_to_dict(torch_init)))["model.init"] == "torch"
+        assert any(line.split() == ["model.init", "gpt2"] for line in preset_keys(name).split("\n"))
+    mlp = flat_config(config_to_dict(PRESETS["mnist-classification"].config))
+    assert stored_defaults(mlp) == mlp  # the MLPs store their init always
+    assert stored_defaults({"task": "no engine's", "a": 1}) == {"task": "no engine's", "a": 1}

@@ -67,10 +67,11 @@ def _add_run_parser(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config value, e.g. --set optim.lr=1e-3 (repeatable; tuples comma-separated). "
-        "Several values of one key make an axis, one config per value (per combination of "
-        "axes), the lr chosen in each: comma-separated for a key of one value (--set "
-        "model.init=gpt2,torch), ';'-separated for a tuple key (--set 'model.hidden=128,128;256,256')",
+        help="override a config value, e.g. --set optim.lr=1e-3 (repeatable; tuples "
+        "comma-separated). Several values of one key are an axis: one config per value (per "
+        "combination of axes), the lr chosen in each; comma-separated for a key of one value "
+        "(--set model.init=gpt2,torch), ';'-separated for any key, so for a tuple key's axis "
+        "(--set 'model.hidden=128,128;256,256'); see docs/HARNESS.md",
     )
     run.add_argument("--out", default=None, help="output directory (default: runs/EXPERIMENT)")
     run.add_argument(
@@ -133,15 +134,16 @@ class _PresetHelp(argparse.Action):
 
 def preset_keys(name: str) -> str:
     """The ``--set`` keys of preset ``name`` with their values (and the ``--quick`` ones)."""
-    from gelus.experiments.config import config_keys, config_to_dict, flat_config
+    from gelus.experiments.config import config_keys, config_to_dict, flat_config, stored_defaults
     from gelus.experiments.presets import PRESETS
 
     preset = PRESETS.get(name)
     if preset is None:
         return f"\nunknown experiment {name[:60]!r}; valid experiments: {', '.join(PRESETS)}"
-    flat = flat_config(config_to_dict(preset.config))
+    flat = stored_defaults(flat_config(config_to_dict(preset.config)))  # model.init=gpt2 too
     lines = [
-        f"\n--set keys of {name} (KEY=VALUE; tuples comma-separated), with the preset's values:"
+        f"\n--set keys of {name} (KEY=VALUE; tuples comma-separated; several values: an axis), "
+        "with the preset's values:"
     ]
     for key in config_keys(preset.config):
         value = flat[key]

@@ -51,6 +51,7 @@ __all__ = [
     "plugins",
     "positive_finite",
     "register_engine",
+    "stored_defaults",
     "trainer_for",
     "validate",
 ]
@@ -176,6 +177,17 @@ def flat_config(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
+
+
+def stored_defaults(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored flat config with the keys its engine stores only when not at their defaults
+    (an engine's ``omitted_defaults``: ``{"model.init": "gpt2"}`` for the transformers, whose
+    older runs were recorded before the key existed) filled in at those defaults, so configs
+    that differ in such a key are labelled by both values. The engine is the one whose ``tasks``
+    hold the config's ``task``; a config of no registered engine is returned as it is."""
+    task = flat.get("task")
+    plugin = next((p for p in plugins() if task in p.tasks), None)
+    return {**getattr(plugin, "omitted_defaults", {}), **flat}
 
 
 def identity_keys(flat: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.engines.transformer.config import (
+    OMITTED_DEFAULTS,
     TransformerExperimentConfig,
     lm_checks,
     stacks_runs,
@@ -34,6 +35,7 @@ class TransformerPlugin(EnginePlugin):
         "transformer-stacked": StackedTransformerEngine,
     }
     steps_timed = True
+    omitted_defaults: ClassVar[dict[str, Any]] = OMITTED_DEFAULTS  # stored only when set
 
     def checks(self, config: TransformerExperimentConfig) -> list[tuple[bool, str, str]]:
         return lm_checks(config)

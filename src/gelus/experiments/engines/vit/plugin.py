@@ -8,7 +8,11 @@ timed after a sweep.
 from typing import Any, ClassVar
 
 from gelus.experiments.engine import EnginePlugin
-from gelus.experiments.engines.transformer.config import stacks_runs, stored_dict
+from gelus.experiments.engines.transformer.config import (
+    OMITTED_DEFAULTS,
+    stacks_runs,
+    stored_dict,
+)
 from gelus.experiments.engines.vit.config import ViTExperimentConfig, vit_checks
 from gelus.experiments.engines.vit.engine import ViTEngine
 from gelus.experiments.engines.vit.stacked import StackedViTEngine
@@ -24,6 +28,7 @@ class ViTPlugin(EnginePlugin):
     tasks = ("vit",)
     trainers: ClassVar[dict[str, type]] = {"vit": ViTEngine, "vit-stacked": StackedViTEngine}
     steps_timed = True
+    omitted_defaults: ClassVar[dict[str, Any]] = OMITTED_DEFAULTS  # stored only when set
 
     def checks(self, config: ViTExperimentConfig) -> list[tuple[bool, str, str]]:
         return vit_checks(config)
