@@ -132,3 +132,24 @@ def test_a_key_stored_only_when_set_is_filled_in_at_its_default():
     mlp = flat_config(config_to_dict(PRESETS["mnist-classification"].config))
     assert stored_defaults(mlp) == mlp  # the MLPs store their init always
     assert stored_defaults({"task": "no engine's", "a": 1}) == {"task": "no engine's", "a": 1}
+
+
+def test_the_summary_labels_the_default_init_by_name():
+    from gelus.experiments.cli import summary_table
+    from gelus.experiments.records import Record, RunInfo
+
+    preset = PRESETS["transformer-lm"]
+    records, runs = [], []
+    for init in ("gpt2", "torch"):
+        config = apply_overrides(preset.config, [f"model.init={init}"])
+        chash, text = config_hash(config), json.dumps(config_to_dict(config))
+        for seed in range(2):
+            run_id = f"{chash}/gelu/{seed}"
+            runs.append(
+                RunInfo(run_id, preset.name, chash, "gelu", seed, 1e-3, "", "done", text, "{}")
+            )
+            for split, metric in (("val", "loss"), ("test", "bpb")):
+                value = 1.0 + seed / 10 + (init == "torch")
+                records.append(Record(run_id, preset.name, chash, "gelu", seed, 1e-3, "", 1, split, metric, value))  # fmt: skip
+    rows = summary_table(records, runs, preset).splitlines()[2:]
+    assert [row.split()[1] for row in rows] == ["model.init=gpt2", "model.init=torch"]

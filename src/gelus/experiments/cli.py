@@ -346,10 +346,13 @@ def summary_table(records: Sequence["Record"], runs: Sequence["RunInfo"], preset
     """The preset's protocol applied to its records, as the report applies it: per config,
     activation and setting, the reported metric's median [min, max] over seeds at the chosen lr
     (``*``: chosen on validation), with how many runs diverged."""
+    from gelus.experiments.config import stored_defaults
     from gelus.experiments.selection import run_configs, select
 
     mine = [r for r in records if r.experiment == preset.name]
     configs = run_configs(r for r in runs if r.experiment == preset.name)
+    # a key stored only when set (model.init=gpt2) labels its config by its default, not None
+    configs = {h: stored_defaults(c) for h, c in configs.items()}
     selections = select(mine, preset.protocol, configs)
     if not selections:
         return f"{preset.name}: no finished epochs to summarise"
