@@ -75,7 +75,7 @@ def test_wrong_type_or_form_is_an_error(override):
         "optim.lr=nan",
         "optim.lr=inf",
         "optim.lr=0",
-        "model.init=xavier",
+        "model.init=glorot",
     ],
 )
 def test_validation_rejects_out_of_range(override):

@@ -68,7 +68,11 @@ def _add_run_parser(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config value, e.g. --set optim.lr=1e-3 (repeatable; tuples comma-separated)",
+        help="override a config value, e.g. --set optim.lr=1e-3 (repeatable; tuples "
+        "comma-separated). Several values of one key are an axis: one config per value (per "
+        "combination of axes), the lr chosen in each; comma-separated for a key of one value "
+        "(--set model.init=gpt2,torch), ';'-separated for any key, so for a tuple key's axis "
+        "(--set 'model.hidden=128,128;256,256'); see docs/HARNESS.md",
     )
     run.add_argument("--out", default=None, help="output directory (default: runs/EXPERIMENT)")
     run.add_argument(
@@ -131,15 +135,16 @@ class _PresetHelp(argparse.Action):
 
 def preset_keys(name: str) -> str:
     """The ``--set`` keys of preset ``name`` with their values (and the ``--quick`` ones)."""
-    from gelus.experiments.config import config_keys, config_to_dict, flat_config
+    from gelus.experiments.config import config_keys, config_to_dict, flat_config, stored_defaults
     from gelus.experiments.presets import PRESETS
 
     preset = PRESETS.get(name)
     if preset is None:
         return f"\nunknown experiment {name[:60]!r}; valid experiments: {', '.join(PRESETS)}"
-    flat = flat_config(config_to_dict(preset.config))
+    flat = stored_defaults(flat_config(config_to_dict(preset.config)))  # model.init=gpt2 too
     lines = [
-        f"\n--set keys of {name} (KEY=VALUE; tuples comma-separated), with the preset's values:"
+        f"\n--set keys of {name} (KEY=VALUE; tuples comma-separated; several values: an axis), "
+        "with the preset's values:"
     ]
     for key in config_keys(preset.config):
         value = flat[key]
@@ -227,18 +232,19 @@ def run_with_progress(options, executor=None) -> Path:
     :func:`~gelus.experiments.runner.run_experiment` (None: local worker processes).
     """
     from gelus.experiments.records import read_results, readable_results
-    from gelus.experiments.run import resolve_run
-    from gelus.experiments.runner import execute
+    from gelus.experiments.run import resolve_runs
+    from gelus.experiments.runner import execute_runs
 
-    run = resolve_run(options, executor, print)
-    execute(run, executor, ProgressBars.over, print)
-    records, runs, skipped = readable_results(*read_results(run.out_dir))
+    resolved = resolve_runs(options, executor, print)  # one per config: axes give several
+    execute_runs(resolved, executor, ProgressBars.over, print)
+    first = resolved[0]
+    records, runs, skipped = readable_results(*read_results(first.out_dir))
     for line in skipped[:5]:  # a damaged row is left out of the summary, as the report does
         print(f"gelus run: warning: {line}", file=sys.stderr)
     if len(skipped) > 5:
         print(f"gelus run: warning: {len(skipped) - 5} more left out", file=sys.stderr)
-    print(summary_table(records, runs, run.preset))
-    return run.out_dir
+    print(summary_table(records, runs, first.preset))
+    return first.out_dir
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
@@ -349,10 +355,13 @@ def summary_table(records: Sequence["Record"], runs: Sequence["RunInfo"], preset
     """The preset's protocol applied to its records, as the report applies it: per config,
     activation and setting, the reported metric's median [min, max] over seeds at the chosen lr
     (``*``: chosen on validation), with how many runs diverged."""
+    from gelus.experiments.config import stored_defaults
     from gelus.experiments.selection import run_configs, select
 
     mine = [r for r in records if r.experiment == preset.name]
     configs = run_configs(r for r in runs if r.experiment == preset.name)
+    # a key stored only when set (model.init=gpt2) labels its config by its default, not None
+    configs = {h: stored_defaults(c) for h, c in configs.items()}
     selections = select(mine, preset.protocol, configs)
     if not selections:
         return f"{preset.name}: no finished epochs to summarise"

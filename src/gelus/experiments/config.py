@@ -10,11 +10,18 @@ the config (``optim.lr=1e-3``, ``train.epochs=10``, ``activations=gelu,relu``); 
 comma-separated values. An unknown key or a value of the wrong type is a :class:`ConfigError`
 that lists the valid keys; :func:`validate` then checks ranges. Activation names are resolved
 elsewhere (:mod:`gelus.experiments.activation_spec`): here they are strings.
+
+An override may name several values of one key, an axis (:func:`expand_axes`): one config per
+combination of the axes' values, each with its own config hash, the sweep axes (lrs, seeds,
+settings, activations) swept inside each. Values are separated by ``;`` for any key, and by ``,``
+for a key that takes one value (``model.init=gpt2,torch``, ``optim.warmup=0,0.05``); a tuple
+key's commas separate its items, so its axis takes ``;`` (``model.hidden=128,128;256,256``).
 """
 
 import dataclasses
 import difflib
 import hashlib
+import itertools
 import json
 import math
 import types
@@ -37,6 +44,7 @@ __all__ = [
     "config_keys",
     "config_to_dict",
     "drivers",
+    "expand_axes",
     "failed_checks",
     "flat_config",
     "identity_keys",
@@ -44,12 +52,13 @@ __all__ = [
     "plugins",
     "positive_finite",
     "register_engine",
+    "stored_defaults",
     "trainer_for",
     "validate",
 ]
 
 # Upper bounds on counts: beyond these a value is a typo, and planning it would exhaust memory.
-LIMITS = {"seeds": 10_000, "epochs": 100_000, "runs": 1_000_000}
+LIMITS = {"seeds": 10_000, "epochs": 100_000, "runs": 1_000_000, "configs": 1_000}
 # Any registered engine's config (gelus.experiments.config.plugin_for gives its engine).
 ExperimentConfig = Any
 
@@ -171,6 +180,17 @@ def flat_config(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def stored_defaults(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored flat config with the keys its engine stores only when not at their defaults
+    (an engine's ``omitted_defaults``: ``{"model.init": "gpt2"}`` for the transformers, whose
+    older runs were recorded before the key existed) filled in at those defaults, so configs
+    that differ in such a key are labelled by both values. The engine is the one whose ``tasks``
+    hold the config's ``task``; a config of no registered engine is returned as it is."""
+    task = flat.get("task")
+    plugin = next((p for p in plugins() if task in p.tasks), None)
+    return {**getattr(plugin, "omitted_defaults", {}), **flat}
+
+
 def identity_keys(flat: dict[str, Any]) -> dict[str, Any]:
     """A flat config without its sweep axes and bookkeeping keys: what a config hash stands for."""
     return {k: v for k, v in flat.items() if k not in SWEEP_KEYS + BOOKKEEPING_KEYS}
@@ -263,6 +283,80 @@ def _set(config: Any, path: list[str], text: str, full_key: str, all_keys: list[
         raise
     except ValueError as error:  # a network config's own range check
         raise ConfigError(f"{full_key}: {error}") from None
+
+
+AXIS_SEPARATOR = ";"  # between an axis' values, for any key (a tuple key's "," separates items)
+
+
+def _annotation(config: Any, key: str) -> Any:
+    """The type annotation of dotted ``key`` in ``config``; None for a key it does not have."""
+    *path, name = key.split(".")
+    for part in path:
+        config = getattr(config, part, None)
+        if not dataclasses.is_dataclass(config):
+            return None
+    if not dataclasses.is_dataclass(config) or dataclasses.is_dataclass(getattr(config, name, 0)):
+        return None
+    return typing.get_type_hints(type(config)).get(name)
+
+
+def _takes_one_value(annotation: Any) -> bool:
+    """Whether a key of this annotation holds one value (not a tuple), ``X | None`` included."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        annotation = args[0]
+    return typing.get_origin(annotation) is not tuple
+
+
+def _axis_values(config: Any, key: str, text: str) -> list[str] | None:
+    """The values of an override that is an axis (several values of one key), else None."""
+    annotation = _annotation(config, key)
+    if annotation is None:  # an unknown key: apply_overrides names it
+        return None
+    separator = (
+        AXIS_SEPARATOR if AXIS_SEPARATOR in text or not _takes_one_value(annotation) else ","
+    )
+    values = [part.strip() for part in text.split(separator)] if separator in text else None
+    if values is None:
+        return None
+    if key in SWEEP_KEYS:
+        raise ConfigError(
+            f"{key}: swept inside each config already (a run per activation, setting, lr and "
+            f"seed), so it is no axis of configs; give it without {AXIS_SEPARATOR!r} (a tuple's "
+            "values comma-separated, a count one number)"
+        )
+    if key in BOOKKEEPING_KEYS:
+        raise ConfigError(f"{key}: changes no result, so it is no axis of configs; give one value")
+    if len(set(values)) < len(values) or "" in values:
+        raise ConfigError(
+            f"{key}: an axis' values must be distinct and non-empty, got {_quote(text)}"
+        )
+    return values
+
+
+def expand_axes(config: Any, overrides: typing.Iterable[str]) -> list[tuple[str, ...]]:
+    """The override lists of each config ``overrides`` ask for: one per combination of the axes'
+    values (the first axis varying slowest), each axis replaced by one ``key=value``; ``[overrides]``
+    when there is no axis. An axis is an override of several values of one key: ``;``-separated
+    for any key, ``,``-separated for a key that takes one value. Sweep axes (``optim.lr``,
+    ``activations``, ``train.seeds``, ``train.keep``) are swept inside each config and bookkeeping
+    keys change no result, so neither is an axis (ConfigError).
+
+    >>> expand_axes(PRESETS["transformer-lm"].config, ["model.init=gpt2,torch", "train.epochs=2"])
+    [('model.init=gpt2', 'train.epochs=2'), ('model.init=torch', 'train.epochs=2')]
+    """
+    choices = []
+    for override in overrides:
+        key, sep, text = override.partition("=")
+        values = _axis_values(config, key.strip(), text) if sep else None
+        choices.append([f"{key.strip()}={v}" for v in values] if values else [override])
+    combinations = list(itertools.product(*choices))
+    if len(combinations) > LIMITS["configs"]:
+        raise ConfigError(
+            f"{len(combinations):,} configs asked for, more than {LIMITS['configs']:,}; give the "
+            "axes fewer values"
+        )
+    return combinations
 
 
 def apply_overrides(config: Any, overrides: typing.Iterable[str]) -> Any:

@@ -1,5 +1,10 @@
 """A command's run, resolved once: :func:`resolve_run` turns the options into a frozen :class:`Run`.
 
+A command whose overrides hold axes (several values of one key: ``--set model.init=gpt2,torch``)
+asks for one config per combination of their values: :func:`resolve_runs` resolves one ``Run``
+each, each with its own config hash (its lr chosen on validation by the summary and the report,
+which choose per config).
+
 Everything the user can get wrong (experiment, activation, dataset, config keys and values, counts,
 device, workers) is checked here, before any job starts, and raised as a
 :class:`~gelus.experiments.errors.SettingError` naming the parameter (a
@@ -25,6 +30,7 @@ from gelus.experiments.config import (
     apply_overrides,
     config_hash,
     config_to_dict,
+    expand_axes,
     flat_config,
     plugin_for,
     validate,
@@ -53,6 +59,7 @@ __all__ = [
     "resolve_dataset",
     "resolve_device",
     "resolve_run",
+    "resolve_runs",
     "resolve_text_file",
 ]
 
@@ -114,6 +121,35 @@ class Run:
     @property
     def name(self) -> str:
         return self.preset.name
+
+
+def resolve_runs(
+    options: RunOptions, executor: Executor | None = None, say: Callable[[str], None] | None = None
+) -> tuple[Run, ...]:
+    """The :class:`Run` of each config ``options`` ask for: one per combination of the values of
+    the axes among its overrides (:func:`~gelus.experiments.config.expand_axes`; one Run when
+    there is none), each resolved by :func:`resolve_run`. Two combinations that come to the same
+    config (a dataset replaced by the same substitute) are a ConfigError naming both."""
+    preset = find_preset(options.experiment)
+    try:
+        combinations = expand_axes(preset.config, options.overrides)
+    except ConfigError as error:
+        raise ConfigError(f"{preset.name}: {error.template}", error.parameter) from None
+    runs, seen = [], {}
+    for overrides in combinations:
+        run = resolve_run(dataclasses.replace(options, overrides=overrides), executor, say)
+        if (other := seen.get(run.config_hash)) is not None:
+            ours, theirs = (
+                " ".join(sorted(set(a) - set(b)))
+                for a, b in [(overrides, other), (other, overrides)]
+            )
+            raise ConfigError(
+                f"{preset.name}: --set {ours} and --set {theirs} give the same config "
+                f"({run.config_hash}); drop one of the two values"
+            )
+        seen[run.config_hash] = overrides
+        runs.append(run)
+    return tuple(runs)
 
 
 def resolve_run(
@@ -214,6 +250,11 @@ def configure(options: RunOptions, executor: Executor | None = None) -> Asked:
     device = _device(options.device, executor)
     environment = environment_metadata(device, options.threads)
     try:
+        if len(expand_axes(preset.config, options.overrides)) > 1:
+            raise ConfigError(
+                "an override names several values of one key (an axis); resolve_runs resolves "
+                "one Run per config"
+            )
         config = apply_overrides(preset.config, overrides)
         validate(config)
         plugin = plugin_for(config)

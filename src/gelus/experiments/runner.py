@@ -16,11 +16,11 @@ from typing import Any
 from gelus.experiments.activation_spec import activation_texts
 from gelus.experiments.guard import user_code_failure
 from gelus.experiments.plan import Job, plan_run, step_time_jobs
-from gelus.experiments.run import Run, RunOptions, resolve_run
+from gelus.experiments.run import Run, RunOptions, resolve_runs
 from gelus.experiments.step_times import STEPS, time_steps
 from gelus.experiments.sweep import Executor, LocalExecutor, WorkerReport
 
-__all__ = ["Bars", "execute", "run_experiment"]
+__all__ = ["Bars", "execute", "execute_runs", "run_experiment"]
 
 # (jobs, title) -> a context whose value reports each worker's progress: the command line's bars
 Bars = Callable[[Sequence[Job], str], AbstractContextManager[WorkerReport]]
@@ -52,9 +52,9 @@ def run_experiment(
     adds the progress bars and the summary table.
     """
     options = RunOptions(name, out_dir, activation_texts(activations), **options)
-    run = resolve_run(options, executor)
-    execute(run, executor)
-    return run.out_dir
+    runs = resolve_runs(options, executor)
+    execute_runs(runs, executor)
+    return runs[0].out_dir
 
 
 def execute(
@@ -66,20 +66,41 @@ def execute(
     """Plan ``run``'s jobs not done yet, run them on ``executor`` (default: local worker
     processes) reporting to ``bars``, then time its steps where its engine's are (``say``
     announces the timing)."""
-    jobs = plan_run(run)
-    if say is not None:
-        say(_plan_line(run, jobs))
-    timing = step_time_jobs(run, STEPS) if run.step_times else []
-    with (bars or _no_bars)(jobs, run.name) as report:
-        (executor or LocalExecutor(run.workers, run.threads)).run(jobs, report)
-    if run.step_times:
-        try:
-            time_steps(run, timing, say)
-        except (Exception, SystemExit) as error:  # user code runs here too: name it
-            failure = user_code_failure(error, run.activations, f"the step timing of {run.name}")
-            if failure is None:
-                raise
-            raise failure from error
+    execute_runs((run,), executor, bars, say)
+
+
+def execute_runs(
+    runs: Sequence[Run],
+    executor: Executor | None = None,
+    bars: Bars | None = None,
+    say: Callable[[str], None] | None = None,
+) -> None:
+    """:func:`execute` for the runs of one command's configs (:func:`resolve_runs`): their jobs
+    in one pass of the executor (the first run's workers and threads), then each config's steps
+    timed where its engine's are (user code failing there is named as the activation's)."""
+    jobs = []
+    for run in runs:
+        planned = plan_run(run)
+        if say is not None:
+            say(_plan_line(run, planned))
+        jobs += planned
+    timing = {id(run): step_time_jobs(run, STEPS) for run in runs if run.step_times}
+    first = runs[0]
+    with (bars or _no_bars)(jobs, first.name) as report:
+        (executor or LocalExecutor(first.workers, first.threads)).run(jobs, report)
+    for run in runs:
+        if run.step_times:
+            _time_steps(run, timing[id(run)], say)
+
+
+def _time_steps(run: Run, timing: Sequence[Job], say: Callable[[str], None] | None) -> None:
+    try:
+        time_steps(run, timing, say)
+    except (Exception, SystemExit) as error:  # user code runs here too: name it
+        failure = user_code_failure(error, run.activations, f"the step timing of {run.name}")
+        if failure is None:
+            raise
+        raise failure from error
 
 
 def _plan_line(run: Run, jobs: Sequence[Job]) -> str:

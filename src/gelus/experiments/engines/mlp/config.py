@@ -16,13 +16,13 @@ __all__ = [
     "mlp_checks",
 ]
 
-INITS = ("unit_norm", "torch")
+INITS = ("unit_norm", "torch", "xavier", "he")  # stacked.StackedMLP.init_member defines each
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     hidden: tuple[int, ...] = (128,) * 8  # hidden layer widths (the paper's MNIST net: 8 × 128)
-    init: str = "unit_norm"  # "unit_norm": normal weights, each unit's fan-in scaled to L2 norm 1 (paper); "torch": nn.Linear default
+    init: str = "unit_norm"  # "unit_norm": normal weights, each unit's fan-in scaled to L2 norm 1 (paper); "torch": nn.Linear default; "xavier", "he": Glorot's and He's normal
     approximate: str = "tanh"  # "gelu" means gelu(x, approximate=...): "none" | "tanh" | "sigmoid"; the paper used "tanh" everywhere
 
 

@@ -24,6 +24,13 @@ __all__ = [
     "reconstruction_loss",
 ]
 
+# the normal inits' std of W from (fan_in, fan_out); unit_norm's N(0, 1) is then scaled per unit
+_NORMAL_STD = {
+    "unit_norm": lambda fan_in, fan_out: 1.0,
+    "xavier": lambda fan_in, fan_out: math.sqrt(2.0 / (fan_in + fan_out)),
+    "he": lambda fan_in, fan_out: math.sqrt(2.0 / fan_in),
+}
+
 
 class StackedMLP(nn.Module):
     """K MLPs of widths ``sizes`` (input, hidden..., output) with a shared elementwise activation.
@@ -107,25 +114,38 @@ class StackedMLP(nn.Module):
         return out.copy_(b < threshold).mul_(1.0 / self.keep)  # torch.where is 3x slower here
 
     def init_member(self, member: int, method: str, generator: torch.Generator) -> None:
-        """Initialise member ``member`` from ``generator``; biases are zero.
+        """Initialise member ``member`` from ``generator`` by ``method`` (``model.init``), every
+        layer (the output layer too); a layer's weight is ``[fan_in, fan_out]``.
 
-        ``unit_norm`` (the paper's TF scripts): W ~ N(0, 1), then each output unit's fan-in vector
-        ``W[:, j]`` scaled to unit L2 norm. ``torch``: nn.Linear's default, U(±1/√fan_in) for
-        weights and biases.
+        - ``unit_norm`` (the paper's TF scripts): W ~ N(0, 1), then each output unit's fan-in
+          vector ``W[:, j]`` scaled to unit L2 norm; zero biases.
+        - ``torch``: nn.Linear's default, U(±1/√fan_in) for weights and biases.
+        - ``xavier`` (Glorot & Bengio 2010, normal): W ~ N(0, 2/(fan_in + fan_out)), gain 1; zero
+          biases.
+        - ``he`` (He et al. 2015, normal, fan-in mode): W ~ N(0, 2/fan_in), ReLU's gain √2 for
+          every activation (the init the folklore calls too aggressive for GELU; the activation's
+          own gain, :func:`gelus.init.calculate_gain`, would give each activation of a seed
+          different weights); zero biases.
         """
         with torch.no_grad():
             for weight, bias in zip(self.weights, self.biases, strict=True):
                 w = weight[member]  # [in, out]
-                if method == "unit_norm":
-                    w.copy_(torch.randn(w.shape, generator=generator, dtype=torch.float64))
-                    w.div_(w.norm(dim=0, keepdim=True))
-                    bias[member].zero_()
-                elif method == "torch":
-                    bound = 1.0 / math.sqrt(w.shape[0])
+                fan_in, fan_out = w.shape
+                if method == "torch":
+                    bound = 1.0 / math.sqrt(fan_in)
                     w.uniform_(-bound, bound, generator=generator)
                     bias[member].uniform_(-bound, bound, generator=generator)
+                    continue
+                if method not in _NORMAL_STD:
+                    raise ValueError(
+                        f"unknown init {method!r}; use one of torch, {', '.join(_NORMAL_STD)}"
+                    )
+                w.copy_(torch.randn(w.shape, generator=generator, dtype=torch.float64))
+                if method == "unit_norm":
+                    w.div_(w.norm(dim=0, keepdim=True))
                 else:
-                    raise ValueError(f"unknown init {method!r}; use unit_norm or torch")
+                    w.mul_(_NORMAL_STD[method](fan_in, fan_out))
+                bias[member].zero_()
 
     def _hidden(self, h: Tensor, noise: Tensor | None) -> Tensor:
         if self.stochastic:

@@ -11,13 +11,18 @@ The ViT (:mod:`gelus.experiments.engines.vit.config`) is the same blocks without
 over image patches, trained by the same optimizer config.
 """
 
+import dataclasses
+import functools
+import json
 import math
 from dataclasses import dataclass, field
 
 from gelus.experiments.config import drivers, positive_finite
 
 __all__ = [
+    "INITS",
     "NORMS",
+    "OMITTED_DEFAULTS",
     "STACK_MODES",
     "TransformerExperimentConfig",
     "TransformerModelConfig",
@@ -30,9 +35,14 @@ __all__ = [
     "optim_checks",
     "stacks_runs",
     "step_flops",
+    "stored_dict",
 ]
 
 NORMS = ("layernorm", "rmsnorm")
+INITS = ("gpt2", "torch", "xavier", "he")  # model.init (models.init_parameters defines each)
+# keys added after runs were recorded: stored (and hashed) only when not at these defaults, so the
+# configs of those runs keep their hashes
+OMITTED_DEFAULTS = {"model.init": "gpt2"}
 STACK_MODES = ("auto", "on", "off")
 # train.stack=auto stacks on CUDA while one run's training step is below this many FLOPs: the
 # preset's (1.1e10) is far less arithmetic than its kernel launches cost a GPU; the GPT-2-small
@@ -60,6 +70,7 @@ class TransformerModelConfig:
     norm: str = "layernorm"  # "layernorm" | "rmsnorm" (both without bias)
     ffn_mult: int = 4  # elementwise FFN width mult·d; gated: gated_hidden(d, mult)
     init_std: float = 0.02  # N(0, σ²) weights; residual projections σ/√(2·layers) (GPT-2)
+    init: str = "gpt2"  # gpt2 (init_std) | torch | xavier | he: models.init_parameters
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,18 @@ class TransformerExperimentConfig:
     train: TransformerTrainConfig = field(default_factory=TransformerTrainConfig)
 
 
+def stored_dict(config) -> dict:
+    """A transformer config (the LM's or the ViT's) as its runs store and hash it: its fields as
+    nested plain dicts, without the keys of ``OMITTED_DEFAULTS`` that hold their defaults."""
+    tree = json.loads(json.dumps(dataclasses.asdict(config)))
+    for key, default in OMITTED_DEFAULTS.items():
+        *path, name = key.split(".")
+        branch = functools.reduce(lambda node, part: node.get(part, {}), path, tree)
+        if branch.get(name, None) == default:
+            del branch[name]
+    return tree
+
+
 def optim_checks(optim: TransformerOptimConfig) -> list[tuple[bool, str, str]]:
     """(ok, key, expected) of the optimizer's ranges (the ViT's too)."""
     return [
@@ -139,6 +162,7 @@ def lm_checks(config) -> list[tuple[bool, str, str]]:
         *model_sizes(model, ("d_model", "layers", "heads", "context", "ffn_mult")),
         (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
         (positive_finite([model.init_std]), "model.init_std", "finite and positive"),
+        (model.init in INITS, "model.init", f"one of {', '.join(INITS)}"),
         (train.steps_per_epoch >= 1, "train.steps_per_epoch", "at least 1"),
         (
             train.eval_bytes == 0 or train.eval_bytes > model.context,

@@ -62,7 +62,7 @@ def build_model(config, activation: ActivationSpec, seed: int) -> ByteGPT:
     """The run's model on the CPU, initialised from ``seed`` (the same for every activation)."""
     TransformerEngine.check_activation(activation)
     model = ByteGPT(config.model, activation)
-    init_parameters(model, seed, config.model.init_std, config.model.layers)
+    init_parameters(model, seed, config.model.init_std, config.model.layers, config.model.init)
     return model
 
 

@@ -13,7 +13,7 @@ The FFN is ``down(act(up(x)))``. An elementwise activation has ``up: d → mult�
 ``gated_hidden(d, mult)``, so both FFNs hold about 2·mult·d² weights.
 
 Each parameter is drawn from its own generator, seeded by the run's seed and the parameter's
-name (:func:`init_parameters`): two runs of one seed start from the same embeddings, attention
+name, by the config's ``model.init`` (:func:`init_parameters`: gpt2, torch, xavier or he): two runs of one seed start from the same embeddings, attention
 and norms whatever their activations, and from the same FFN weights wherever the shapes agree.
 """
 
@@ -25,7 +25,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gelus.experiments.activation_spec import ActivationSpec
-from gelus.experiments.engines.transformer.config import TransformerModelConfig, gated_hidden
+from gelus.experiments.engines.transformer.config import (
+    INITS,
+    TransformerModelConfig,
+    gated_hidden,
+)
 
 __all__ = [
     "VOCAB",
@@ -196,17 +200,64 @@ def _generator(seed: int, name: str) -> torch.Generator:
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
 
 
+def _fans(param: Tensor) -> tuple[int, int]:
+    """(fan_in, fan_out) of a matrix as torch.nn.init counts them: a Linear's weight
+    [out, in] has fan_in = in; an Embedding's [num, d] fan_in = d, the fan-in of the head tied to
+    it."""
+    return param.shape[1], param.shape[0]
+
+
+def _draw(scheme: str, param: Tensor, generator: torch.Generator, embedding: bool) -> Tensor:
+    """One matrix of ``scheme`` (not gpt2) from ``generator``, float32 on the CPU."""
+    fan_in, fan_out = _fans(param)
+    if scheme == "torch" and embedding:
+        return torch.randn(param.shape, generator=generator)  # nn.Embedding: N(0, 1)
+    if scheme == "torch":  # nn.Linear: kaiming_uniform_(a=√5) = U(±1/√fan_in)
+        bound = 1.0 / math.sqrt(fan_in)
+        return (torch.rand(param.shape, generator=generator) * 2 - 1) * bound
+    if scheme == "xavier":
+        std = math.sqrt(2.0 / (fan_in + fan_out))  # Glorot & Bengio's variance, gain 1
+    elif scheme == "he":
+        std = math.sqrt(2.0 / fan_in)  # He et al.'s ReLU gain √2, fan-in mode
+    else:
+        raise ValueError(f"unknown init {scheme!r}; use one of {', '.join(INITS)}")
+    return torch.randn(param.shape, generator=generator) * std
+
+
 @torch.no_grad()
-def init_parameters(model: nn.Module, seed: int, std: float, layers: int) -> None:
-    """GPT-2's init, each matrix from its own generator (seed, name): N(0, std²) for embeddings
-    and linear weights, std/√(2·layers) for the projections into the residual stream
-    (``attn.proj``, ``ffn.down``). Norms keep their ones and the activation's own parameters
-    (generalized GELU's μ, σ) their constructor's values. Drawn on the CPU, then copied, so the
-    init does not depend on the device."""
+def init_parameters(
+    model: nn.Module, seed: int, std: float, layers: int, scheme: str = "gpt2"
+) -> None:
+    """Initialise ``model``'s matrices by ``scheme`` (``model.init``), each from its own generator
+    (seed, name), so a seed starts every activation from the same weights wherever the shapes
+    agree. Norms keep their ones and the activation's own parameters (generalized GELU's μ, σ)
+    their constructor's values; drawn on the CPU, then copied, so the init does not depend on the
+    device. Fans as torch.nn.init counts them (a matrix [out, in]: fan_in = in; the embedding
+    [vocab, d]: fan_in = d, its tied head's).
+
+    - ``gpt2`` (the default, Radford et al. 2019): N(0, std²) for the embeddings and every linear
+      weight, std/√(2·layers) for the projections into the residual stream (``attn.proj``,
+      ``ffn.down``); any other tensor of 2 dimensions or more (a ViT's class token) N(0, std²).
+    - ``torch``: each module's PyTorch default: ``nn.Embedding`` N(0, 1) (the token embedding,
+      tied to the head, and the positions), ``nn.Linear`` U(±1/√fan_in) (kaiming_uniform_ with
+      a = √5); ``std`` is not read.
+    - ``xavier`` (Glorot & Bengio 2010, normal): every matrix N(0, 2/(fan_in + fan_out)), gain 1.
+    - ``he`` (He et al. 2015, normal, fan-in mode): every matrix N(0, 2/fan_in), ReLU's gain √2 for
+      every activation: the init the folklore calls too aggressive for GELU. The activation's own
+      gain (:func:`gelus.init.calculate_gain`, 1.534 for GELU) is not used: the weights would then
+      differ between the activations a seed pairs, and the comparison would not be of one init.
+
+    Under torch, xavier and he no residual projection is scaled and a class token keeps its
+    zeros (the module's own default).
+    """
     residual = std / math.sqrt(2 * layers)
+    embeddings = {f"{n}.weight" for n, m in model.named_modules() if isinstance(m, nn.Embedding)}
     for name, param in model.named_parameters():
-        if param.ndim < 2 or ".act." in f".{name}":
+        if param.ndim < 2 or ".act." in f".{name}" or (scheme != "gpt2" and param.ndim != 2):
             continue
-        scale = residual if name.endswith(("attn.proj.weight", "ffn.down.weight")) else std
-        values = torch.randn(param.shape, generator=_generator(seed, name)) * scale
+        if scheme == "gpt2":
+            scale = residual if name.endswith(("attn.proj.weight", "ffn.down.weight")) else std
+            values = torch.randn(param.shape, generator=_generator(seed, name)) * scale
+        else:
+            values = _draw(scheme, param, _generator(seed, name), name in embeddings)
         param.copy_(values.to(param.dtype))

@@ -6,14 +6,16 @@ device (:func:`~gelus.experiments.engines.transformer.config.stacks_runs`); a ru
 so a text file's path is a dataset for it; its step is priced on random bytes.
 """
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.engines.transformer.config import (
+    OMITTED_DEFAULTS,
     TransformerExperimentConfig,
     lm_checks,
     memory_bytes,
     stacks_runs,
+    stored_dict,
 )
 from gelus.experiments.engines.transformer.engine import TransformerEngine
 from gelus.experiments.engines.transformer.stacked import StackedTransformerEngine
@@ -34,9 +36,13 @@ class TransformerPlugin(EnginePlugin):
         "transformer-stacked": StackedTransformerEngine,
     }
     steps_timed = True
+    omitted_defaults: ClassVar[dict[str, Any]] = OMITTED_DEFAULTS  # stored only when set
 
     def checks(self, config: TransformerExperimentConfig) -> list[tuple[bool, str, str]]:
         return lm_checks(config)
+
+    def config_to_dict(self, config: TransformerExperimentConfig) -> dict[str, Any]:
+        return stored_dict(config)  # model.init only when not gpt2: the old runs' hashes hold
 
     def train_size(self, config: TransformerExperimentConfig, train: int, val: int) -> int:
         """The windows of one epoch, steps_per_epoch × batch_size, drawn from the bytes."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from gelus.experiments.config import positive_finite
 from gelus.experiments.engines.transformer.config import (
+    INITS,
     NORMS,
     STACK_MODES,
     TransformerOptimConfig,
@@ -29,6 +30,7 @@ class ViTModelConfig:
     norm: str = "layernorm"  # "layernorm" | "rmsnorm" (both without bias)
     ffn_mult: int = 4  # elementwise FFN width mult·d; gated: gated_hidden(d, mult)
     init_std: float = 0.02  # N(0, σ²) weights; residual projections σ/√(2·layers) (GPT-2)
+    init: str = "gpt2"  # gpt2 (init_std) | torch | xavier | he: transformer models.init_parameters
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ def vit_checks(config) -> list[tuple[bool, str, str]]:
         (model.norm in NORMS, "model.norm", f"one of {', '.join(NORMS)}"),
         (model.pool in POOLS, "model.pool", f"one of {', '.join(POOLS)}"),
         (positive_finite([model.init_std]), "model.init_std", "finite and positive"),
+        (model.init in INITS, "model.init", f"one of {', '.join(INITS)}"),
         (train.train_subset >= 0, "train.train_subset", "0 (all) or a positive count"),
         (train.eval_batch_size >= 1, "train.eval_batch_size", "at least 1"),
         (train.checkpoint_every >= 1, "train.checkpoint_every", "at least 1"),

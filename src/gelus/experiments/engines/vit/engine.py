@@ -43,7 +43,7 @@ def build_vit(config, activation: ActivationSpec, seed: int, image_shape, classe
         model = PatchViT(config.model, activation, image_shape, classes)
     except ValueError as error:
         raise ConfigError(f"model.patch: {error}", "model") from None
-    init_parameters(model, seed, config.model.init_std, config.model.layers)
+    init_parameters(model, seed, config.model.init_std, config.model.layers, config.model.init)
     return model
 
 

@@ -5,10 +5,15 @@ device (the language model's rule); ``train.train_subset`` cuts the training ima
 timed after a sweep.
 """
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from gelus.experiments.engine import EnginePlugin
-from gelus.experiments.engines.transformer.config import memory_bytes, stacks_runs
+from gelus.experiments.engines.transformer.config import (
+    OMITTED_DEFAULTS,
+    memory_bytes,
+    stacks_runs,
+    stored_dict,
+)
 from gelus.experiments.engines.vit.config import ViTExperimentConfig, vit_checks
 from gelus.experiments.engines.vit.engine import ViTEngine
 from gelus.experiments.engines.vit.stacked import StackedViTEngine
@@ -24,9 +29,13 @@ class ViTPlugin(EnginePlugin):
     tasks = ("vit",)
     trainers: ClassVar[dict[str, type]] = {"vit": ViTEngine, "vit-stacked": StackedViTEngine}
     steps_timed = True
+    omitted_defaults: ClassVar[dict[str, Any]] = OMITTED_DEFAULTS  # stored only when set
 
     def checks(self, config: ViTExperimentConfig) -> list[tuple[bool, str, str]]:
         return vit_checks(config)
+
+    def config_to_dict(self, config: ViTExperimentConfig) -> dict[str, Any]:
+        return stored_dict(config)  # model.init only when not gpt2: the old runs' hashes hold
 
     def train_size(self, config: ViTExperimentConfig, train: int, val: int) -> int:
         return min(train, config.train.train_subset) if config.train.train_subset else train

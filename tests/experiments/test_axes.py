@@ -1,0 +1,155 @@
+"""Axes: several values of one ``--set`` key, one config per combination, the lr chosen in each."""
+
+import json
+import statistics
+from collections import defaultdict
+
+import pytest
+
+from gelus.cli import main as gelus_main
+from gelus.experiments import PRESETS, read_records, read_runs
+from gelus.experiments.config import (
+    ConfigError,
+    apply_overrides,
+    config_hash,
+    config_to_dict,
+    expand_axes,
+)
+from gelus.experiments.run import resolve_config
+from gelus.experiments.selection import run_configs, select
+from test_run import write_tiny_mnist
+
+TINY = [
+    "model.hidden=16,16",
+    "train.batch_size=50",
+    "train.eval_batch_size=2000",
+    "train.train_subset=200",
+    "train.eval_train_subset=100",
+    "optim.lr=1e-3,3e-2",
+    "train.keep=1.0",
+]
+
+
+def test_an_axis_is_several_values_of_one_key():
+    lm = PRESETS["transformer-lm"].config
+    assert expand_axes(lm, ["optim.warmup=0,0.05", "train.epochs=2"]) == [
+        ("optim.warmup=0", "train.epochs=2"),
+        ("optim.warmup=0.05", "train.epochs=2"),
+    ]
+    # two axes: every combination, the first varying slowest; a tuple key's axis takes ";"
+    mlp = PRESETS["mnist-classification"].config
+    assert expand_axes(mlp, ["model.init=xavier,he", "model.hidden=8,8;16"]) == [
+        ("model.init=xavier", "model.hidden=8,8"),
+        ("model.init=xavier", "model.hidden=16"),
+        ("model.init=he", "model.hidden=8,8"),
+        ("model.init=he", "model.hidden=16"),
+    ]
+    # a tuple's commas are its items, the lr grid stays inside one config
+    assert expand_axes(mlp, ["model.hidden=8,8", "optim.lr=1e-3,1e-4"]) == [
+        ("model.hidden=8,8", "optim.lr=1e-3,1e-4")
+    ]
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("optim.lr=1e-3;1e-4", "swept inside each config"),
+        ("train.seeds=2,3", "swept inside each config"),
+        ("train.stack=on,off", "changes no result"),
+        ("model.init=torch,torch", "distinct"),
+        ("model.init=torch,", "non-empty"),
+    ],
+)
+def test_what_is_no_axis_is_one_clear_error(override, words):
+    with pytest.raises(ConfigError, match=words):
+        expand_axes(PRESETS["transformer-lm"].config, [override])
+
+
+def test_a_one_config_resolution_refuses_an_axis_by_name():
+    with pytest.raises(ConfigError, match="resolve_runs"):
+        resolve_config("transformer-lm", overrides=["model.init=gpt2,torch"])
+
+
+def test_the_transformers_init_is_hashed_only_when_set():
+    for name in ("transformer-lm", "transformer-vit"):
+        preset = PRESETS[name].config
+        gpt2, torch_init = (apply_overrides(preset, [f"model.init={v}"]) for v in ("gpt2", "torch"))
+        assert config_hash(gpt2) == config_hash(preset)  # the default: the records' old hash
+        assert "init" not in config_to_dict(gpt2)["model"]
+        assert config_to_dict(torch_init)["model"]["init"] == "torch"
+        assert config_hash(torch_init) != config_hash(preset)
+
+
+def _chosen_lrs(records, metric="loss"):
+    """{config hash: lr of the lowest median over seeds of the validation metric} (one epoch)."""
+    values = defaultdict(list)
+    for r in records:
+        if r.split == "val" and r.metric == metric and r.activation == "gelu":
+            values[(r.config_hash, r.lr)].append(r.value)
+    medians = {key: statistics.median(v) for key, v in values.items()}
+    chosen = {}
+    for (chash, lr), median in sorted(medians.items()):
+        if chash not in chosen or median < medians[(chash, chosen[chash])]:
+            chosen[chash] = lr
+    return chosen, medians
+
+
+def test_an_axis_runs_one_config_per_value_with_its_own_lr(tmp_path, capsys):
+    write_tiny_mnist(tmp_path / "data" / "mnist")
+    out = tmp_path / "out"
+    argv = ["run", "mnist-classification", "--activations", "gelu", "--seeds", "2"]
+    argv += ["--epochs", "1", "--workers", "0", "--no-verify", "--data-dir", str(tmp_path / "data")]
+    argv += ["--out", str(out)] + [a for o in TINY for a in ("--set", o)]
+    assert gelus_main([*argv, "--set", "model.init=unit_norm,he"]) == 0
+    runs, records = read_runs(out), read_records(out)
+    hashes = {r.config_hash for r in runs}
+    assert len(hashes) == 2 and len(runs) == 2 * 2 * 2  # configs × lrs × seeds
+    inits = {json.loads(r.config_json)["model"]["init"]: r.config_hash for r in runs}
+    # the default's config is the one a command without the axis gives: its hash is unchanged
+    plain = apply_overrides(PRESETS["mnist-classification"].config, [*TINY, "train.epochs=1"])
+    assert inits["unit_norm"] == config_hash(plain) != inits["he"]
+    # the lr is chosen per config, on that config's validation runs alone
+    chosen, medians = _chosen_lrs(records)
+    assert medians[(inits["he"], 1e-3)] != medians[(inits["unit_norm"], 1e-3)]
+    selections = select(records, PRESETS["mnist-classification"].protocol, run_configs(runs))
+    picked = {s.config_hash: s.lr for s in selections if s.metric == "loss"}
+    assert picked == chosen
+    labels = {s.config_hash: s.variant for s in selections}
+    assert labels == {inits[v]: f"model.init={v}" for v in ("he", "unit_norm")}
+    assert "model.init=he" in capsys.readouterr().out  # the summary's config column
+
+
+def test_a_key_stored_only_when_set_is_filled_in_at_its_default():
+    from gelus.experiments.cli import preset_keys
+    from gelus.experiments.config import flat_config, stored_defaults
+
+    for name in ("transformer-lm", "transformer-vit"):
+        stored = flat_config(config_to_dict(PRESETS[name].config))
+        assert "model.init" not in stored and stored_defaults(stored)["model.init"] == "gpt2"
+        torch_init = apply_overrides(PRESETS[name].config, ["model.init=torch"])
+        assert stored_defaults(flat_config(config_to_dict(torch_init)))["model.init"] == "torch"
+        assert any(line.split() == ["model.init", "gpt2"] for line in preset_keys(name).split("\n"))
+    mlp = flat_config(config_to_dict(PRESETS["mnist-classification"].config))
+    assert stored_defaults(mlp) == mlp  # the MLPs store their init always
+    assert stored_defaults({"task": "no engine's", "a": 1}) == {"task": "no engine's", "a": 1}
+
+
+def test_the_summary_labels_the_default_init_by_name():
+    from gelus.experiments.cli import summary_table
+    from gelus.experiments.records import Record, RunInfo
+
+    preset = PRESETS["transformer-lm"]
+    records, runs = [], []
+    for init in ("gpt2", "torch"):
+        config = apply_overrides(preset.config, [f"model.init={init}"])
+        chash, text = config_hash(config), json.dumps(config_to_dict(config))
+        for seed in range(2):
+            run_id = f"{chash}/gelu/{seed}"
+            runs.append(
+                RunInfo(run_id, preset.name, chash, "gelu", seed, 1e-3, "", "done", text, "{}")
+            )
+            for split, metric in (("val", "loss"), ("test", "bpb")):
+                value = 1.0 + seed / 10 + (init == "torch")
+                records.append(Record(run_id, preset.name, chash, "gelu", seed, 1e-3, "", 1, split, metric, value))  # fmt: skip
+    rows = summary_table(records, runs, preset).splitlines()[2:]
+    assert [row.split()[1] for row in rows] == ["model.init=gpt2", "model.init=torch"]
