@@ -153,3 +153,23 @@ def test_the_summary_labels_the_default_init_by_name():
                 records.append(Record(run_id, preset.name, chash, "gelu", seed, 1e-3, "", 1, split, metric, value))  # fmt: skip
     rows = summary_table(records, runs, preset).splitlines()[2:]
     assert [row.split()[1] for row in rows] == ["model.init=gpt2", "model.init=torch"]
+
+
+def test_the_report_labels_a_config_stored_without_its_default_key_by_that_default():
+    # an LM run recorded before model.init existed (or at its default) against one under torch:
+    # the report's config labels name both inits, and the default is no departure from the preset
+    from types import SimpleNamespace
+
+    from gelus.experiments.selection import variant_labels
+    from gelus.report.analysis import _departures
+
+    preset = PRESETS["transformer-lm"]
+    torch_init = apply_overrides(preset.config, ["model.init=torch"])
+    runs = [
+        SimpleNamespace(config_hash=name, config_json=json.dumps(config_to_dict(config)))
+        for name, config in (("default", preset.config), ("torch", torch_init))
+    ]
+    labels = variant_labels(["default", "torch"], run_configs(runs))
+    assert labels == {"default": "model.init=gpt2", "torch": "model.init=torch"}
+    assert _departures(preset, runs[:1]) == ()
+    assert _departures(preset, runs) == ('model.init="torch" (the preset\'s: "gpt2")',)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from gelus.experiments.aggregate import HEADLINE, Aggregate, Summary
-from gelus.experiments.config import flat_config, identity_keys
+from gelus.experiments.config import flat_config, identity_keys, stored_defaults
 from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.protocol import Protocol
 
@@ -50,13 +50,12 @@ Curves = dict[CurveKey, dict[int, float]]
 
 def run_configs(runs: Iterable[Any]) -> dict[str, dict[str, Any]]:
     """``{config_hash: flat config}`` of the runs, without the sweep axes and bookkeeping keys
-    (what a config hash stands for)."""
+    (what a config hash stands for), keys stored only when set filled in at their defaults."""
     configs = {}
     for run in runs:
         if run.config_hash not in configs:
-            configs[run.config_hash] = identity_keys(
-                flat_config(json.loads(run.config_json or "{}"))
-            )
+            flat = flat_config(json.loads(run.config_json or "{}"))
+            configs[run.config_hash] = identity_keys(stored_defaults(flat))
     return configs
 
 

@@ -12,7 +12,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from gelus.experiments import timing
-from gelus.experiments.config import config_to_dict, flat_config, identity_keys
+from gelus.experiments.config import (
+    config_to_dict,
+    flat_config,
+    identity_keys,
+    stored_defaults,
+)
 from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.presets import Preset
 from gelus.experiments.protocol import SELECTION_RULES, FigureSpec, Protocol
@@ -334,7 +339,7 @@ def _departures(preset: Preset | None, runs: Sequence[Any]) -> tuple[str, ...]:
     an experiment beyond the paper, the preset's own)."""
     if preset is None or not runs:
         return ()
-    paper = identity_keys(flat_config(config_to_dict(preset.config)))
+    paper = identity_keys(stored_defaults(flat_config(config_to_dict(preset.config))))
     whose = "paper's" if preset.in_paper else "preset's"
     found: dict[str, set[str]] = defaultdict(set)
     for config in run_configs(runs).values():
