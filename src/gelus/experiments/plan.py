@@ -24,6 +24,7 @@ from gelus.experiments.records import RunKey
 
 __all__ = [
     "Job",
+    "describe_plan",
     "holds_out_validation",
     "job_engine",
     "makespan",
@@ -294,3 +295,22 @@ class _Common:
             metadata_json=json.dumps(self.metadata or {}, sort_keys=True),
             device=self.device,
         )
+
+
+def describe_plan(run: Any, jobs: Sequence[Job]) -> str:
+    """One line saying what ``jobs`` of ``run`` will train: runs, jobs, runs done before,
+    where (workers and device); or that nothing is left."""
+    runs = sum(len(job.members) for job in jobs)
+    done = f", {len(run.done)} done before" if run.done else ""
+    workers = min(run.workers, len(jobs))
+    where = (
+        f"{workers} worker processes"
+        if workers > 1
+        else "1 worker process"
+        if workers
+        else "in this process"
+    )
+    where += f" on {run.device}"
+    if not jobs:
+        return f"{run.name}: nothing left to train{done}"
+    return f"{run.name}: {runs} runs to train in {len(jobs)} jobs{done}, {where} (a job trains its runs at once)"

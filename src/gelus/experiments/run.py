@@ -163,8 +163,14 @@ def resolve_run(
     preset, config, plugin, device = asked.preset, asked.config, asked.plugin, asked.device
     data_dir = None if options.data_dir is None else str(options.data_dir)
     used, source = resolve_dataset(preset, config, data_dir, options.dataset)
-    if say is not None:
-        say(_loading_line(preset.name, options.dataset or config.dataset, used, source))
+    if say is not None:  # before the data are read: which dataset, a stand-in named as one
+        asked_for = options.dataset or config.dataset
+        stand_in = (
+            ""
+            if used in (asked_for, config.dataset) or used.startswith("text:")
+            else (f", standing in for {asked_for} (not installed)")
+        )
+        say(f"{preset.name}: loading {used} from {source}{stand_in}")
     config = dataclasses.replace(config, dataset=used)
     validation = plugin.holds_out_validation(config)
     data = load_dataset(used, data_dir, validation=validation, verify=options.verify)
@@ -399,12 +405,6 @@ def _metadata(
         }
         | ({"activation_sources": asked.sources} if asked.sources else {})
     )
-
-
-def _loading_line(name: str, requested: str, used: str, source: str) -> str:
-    if used == requested or used.startswith("text:"):
-        return f"{name}: loading {used} from {source}"
-    return f"{name}: loading {used} from {source}, standing in for {requested} (not installed)"
 
 
 def resolve_dataset(

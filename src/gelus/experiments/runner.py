@@ -15,7 +15,7 @@ from typing import Any
 
 from gelus.experiments.activation_spec import activation_texts
 from gelus.experiments.guard import user_code_failure
-from gelus.experiments.plan import Job, plan_run, step_time_jobs
+from gelus.experiments.plan import Job, describe_plan, plan_run, step_time_jobs
 from gelus.experiments.run import Run, RunOptions, resolve_runs
 from gelus.experiments.step_times import STEPS, time_steps
 from gelus.experiments.sweep import Executor, LocalExecutor, WorkerReport
@@ -78,46 +78,23 @@ def execute_runs(
     """:func:`execute` for the runs of one command's configs (:func:`resolve_runs`): their jobs
     in one pass of the executor (the first run's workers and threads), then each config's steps
     timed where its engine's are (user code failing there is named as the activation's)."""
-    jobs = []
-    for run in runs:
-        planned = plan_run(run)
-        if say is not None:
-            say(_plan_line(run, planned))
-        jobs += planned
+    planned = {id(run): plan_run(run) for run in runs}
+    lines = [describe_plan(run, planned[id(run)]) for run in runs]
     timing = {id(run): step_time_jobs(run, STEPS) for run in runs if run.step_times}
+    for line in lines if say is not None else ():
+        say(line)
+    jobs = [job for run in runs for job in planned[id(run)]]
     first = runs[0]
     with (bars or _no_bars)(jobs, first.name) as report:
         (executor or LocalExecutor(first.workers, first.threads)).run(jobs, report)
-    for run in runs:
-        if run.step_times:
-            _time_steps(run, timing[id(run)], say)
-
-
-def _time_steps(run: Run, timing: Sequence[Job], say: Callable[[str], None] | None) -> None:
-    try:
-        time_steps(run, timing, say)
-    except (Exception, SystemExit) as error:  # user code runs here too: name it
-        failure = user_code_failure(error, run.activations, f"the step timing of {run.name}")
-        if failure is None:
-            raise
-        raise failure from error
-
-
-def _plan_line(run: Run, jobs: Sequence[Job]) -> str:
-    runs = sum(len(job.members) for job in jobs)
-    done = f", {len(run.done)} done before" if run.done else ""
-    workers = min(run.workers, len(jobs))
-    where = (
-        f"{workers} worker processes"
-        if workers > 1
-        else "1 worker process"
-        if workers
-        else "in this process"
-    )
-    where += f" on {run.device}"
-    if not jobs:
-        return f"{run.name}: nothing left to train{done}"
-    return f"{run.name}: {runs} runs to train in {len(jobs)} jobs{done}, {where} (a job trains its runs at once)"
+    for run in (run for run in runs if run.step_times):
+        try:
+            time_steps(run, timing[id(run)], say)
+        except (Exception, SystemExit) as error:  # user code runs here too: name it
+            failure = user_code_failure(error, run.activations, f"the step timing of {run.name}")
+            if failure is None:
+                raise
+            raise failure from error
 
 
 @contextlib.contextmanager
