@@ -173,9 +173,13 @@ def test_ctrl_c_while_user_code_hangs_in_the_probe_is_an_interruption(
     argv[argv.index("gelu")] = "acts:act"
     env = {**os.environ, "PYTHONPATH": str(_src()), "HANG_FILE": str(hang)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "gelus", *argv], cwd=tmp_path, env=env, stderr=subprocess.PIPE,
+        [sys.executable, "-m", "gelus", *argv],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
         text=True,
-    )  # fmt: skip
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip  (a terminal's SIGINT: a background test run inherits it ignored)
     deadline = time.monotonic() + 120
     while not hang.exists() and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.05)

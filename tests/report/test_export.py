@@ -143,6 +143,14 @@ def test_an_interrupted_report_keeps_the_previous_complete_report_and_figures(
     )  # every figure and page as it was, and no temporary left
 
 
+def _interruptible() -> None:
+    # a terminal's SIGINT: a test run in the background inherits it ignored, and Python then
+    # installs no KeyboardInterrupt for it
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_a_real_ctrl_c_during_an_export_leaves_the_previous_tables(run_dir, tmp_path):
     """SIGINT sent to a `gelus export` process while its first table is being written (its 20th
     cell waits for the signal, so the signal lands there however loaded the machine is)."""
@@ -169,7 +177,7 @@ def test_a_real_ctrl_c_during_an_export_leaves_the_previous_tables(run_dir, tmp_
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     process = subprocess.Popen(
         [sys.executable, "-c", slowed, "export", str(run_dir), "--out", str(out)],
-        env=env, stderr=subprocess.PIPE, text=True,
+        env=env, stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible,
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while not marker.exists():
