@@ -179,6 +179,9 @@ def test_the_first_lines_say_what_is_loaded_and_planned_before_the_work(tmp_path
     assert "relu keep=1.0, 2 runs" in captured.err and "epoch/s" in captured.err  # the bars' units
     assert gelus_main(argv) == 0  # again: nothing left, and it says so
     assert "nothing left to train, 2 done before" in capsys.readouterr().out
+    argv[1] = "mnist-noise"  # another preset in the same folder: its runs alone are counted
+    assert gelus_main([*argv[:-2], "--set", "train.epochs=1", *argv[-2:]]) == 0
+    assert "mnist-noise: 2 runs to train in 1 jobs, in this process" in capsys.readouterr().out
 
 
 def test_noise_records_after_last_epoch(data_dir, tmp_path):

@@ -298,10 +298,12 @@ class _Common:
 
 
 def describe_plan(run: Any, jobs: Sequence[Job]) -> str:
-    """One line saying what ``jobs`` of ``run`` will train: runs, jobs, runs done before,
-    where (workers and device); or that nothing is left."""
+    """One line saying what ``jobs`` of ``run`` will train: runs, jobs, this config's runs done
+    before, where (workers and device); or that nothing is left."""
     runs = sum(len(job.members) for job in jobs)
-    done = f", {len(run.done)} done before" if run.done else ""
+    planned = _plan(_Common.of(run), run.activations, (), run.workers)  # as if none were done
+    before = sum(len(job.members) for job in planned) - runs
+    done = f", {before} done before" if before > 0 else ""
     workers = min(run.workers, len(jobs))
     where = (
         f"{workers} worker processes"
