@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 import gelus
+from patch_checks import assert_same_function
 
 F64 = torch.float64
 
@@ -22,24 +23,6 @@ F64 = torch.float64
 def mlp(act: nn.Module, width: int = 6) -> nn.Sequential:
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(4, width), act, nn.Linear(width, 3))
-
-
-def assert_same_function(original: nn.Module, patched: nn.Module, x: torch.Tensor) -> None:
-    """Outputs, the input's gradient and every parameter's gradient equal to float tolerance."""
-    original.zero_grad(set_to_none=True)
-    patched.zero_grad(set_to_none=True)
-    xa = x.clone().requires_grad_()
-    xb = x.clone().requires_grad_()
-    ya, yb = original(xa), patched(xb)
-    torch.testing.assert_close(yb, ya)
-    weights = torch.randn(ya.shape, dtype=ya.dtype, generator=torch.Generator().manual_seed(1))
-    (ya * weights).sum().backward()
-    (yb * weights).sum().backward()
-    torch.testing.assert_close(xb.grad, xa.grad)
-    for (name, pa), (_, pb) in zip(
-        original.named_parameters(), patched.named_parameters(), strict=True
-    ):
-        torch.testing.assert_close(pb.grad, pa.grad, msg=name)
 
 
 TORCH_CASES = [

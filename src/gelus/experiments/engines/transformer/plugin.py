@@ -20,12 +20,27 @@ from gelus.experiments.engines.transformer.config import (
 from gelus.experiments.engines.transformer.engine import TransformerEngine
 from gelus.experiments.engines.transformer.stacked import StackedTransformerEngine
 
-__all__ = ["TransformerPlugin"]
+__all__ = ["BlocksPlugin", "TransformerPlugin"]
 
 EVAL_WINDOWS = 16  # the budget times an evaluation on this many windows of the context
 
 
-class TransformerPlugin(EnginePlugin):
+class BlocksPlugin(EnginePlugin):
+    """What the engines built of the transformer blocks (the language model, the ViT) answer
+    alike: their steps are timed, ``model.init`` is stored only when set, and an activation's runs
+    train stacked (the trainer ``<name>-stacked``) where ``stacks_runs`` says."""
+
+    steps_timed = True
+    omitted_defaults: ClassVar[dict[str, Any]] = OMITTED_DEFAULTS  # stored only when set
+
+    def config_to_dict(self, config: Any) -> dict[str, Any]:
+        return stored_dict(config)  # model.init only when not gpt2: the old runs' hashes hold
+
+    def job_engine(self, config: Any, device: str) -> str:
+        return f"{self.name}-stacked" if stacks_runs(config, device) else self.name
+
+
+class TransformerPlugin(BlocksPlugin):
     """The transformer engine: the byte-level language model of transformer-lm."""
 
     name = "transformer"
@@ -35,21 +50,13 @@ class TransformerPlugin(EnginePlugin):
         "transformer": TransformerEngine,
         "transformer-stacked": StackedTransformerEngine,
     }
-    steps_timed = True
-    omitted_defaults: ClassVar[dict[str, Any]] = OMITTED_DEFAULTS  # stored only when set
 
     def checks(self, config: TransformerExperimentConfig) -> list[tuple[bool, str, str]]:
         return lm_checks(config)
 
-    def config_to_dict(self, config: TransformerExperimentConfig) -> dict[str, Any]:
-        return stored_dict(config)  # model.init only when not gpt2: the old runs' hashes hold
-
     def train_size(self, config: TransformerExperimentConfig, train: int, val: int) -> int:
         """The windows of one epoch, steps_per_epoch × batch_size, drawn from the bytes."""
         return config.train.steps_per_epoch * config.train.batch_size
-
-    def job_engine(self, config: TransformerExperimentConfig, device: str) -> str:
-        return "transformer-stacked" if stacks_runs(config, device) else self.name
 
     def memory_bytes(self, config: TransformerExperimentConfig, members: int = 1):
         return memory_bytes(config, config.model.context, members)

@@ -5,15 +5,10 @@ device (the language model's rule); ``train.train_subset`` cuts the training ima
 timed after a sweep.
 """
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from gelus.experiments.engine import EnginePlugin
-from gelus.experiments.engines.transformer.config import (
-    OMITTED_DEFAULTS,
-    memory_bytes,
-    stacks_runs,
-    stored_dict,
-)
+from gelus.experiments.engines.transformer.config import memory_bytes
+from gelus.experiments.engines.transformer.plugin import BlocksPlugin
 from gelus.experiments.engines.vit.config import ViTExperimentConfig, vit_checks
 from gelus.experiments.engines.vit.engine import ViTEngine
 from gelus.experiments.engines.vit.stacked import StackedViTEngine
@@ -21,27 +16,19 @@ from gelus.experiments.engines.vit.stacked import StackedViTEngine
 __all__ = ["ViTPlugin"]
 
 
-class ViTPlugin(EnginePlugin):
+class ViTPlugin(BlocksPlugin):
     """The ViT engine: transformer-vit, the language model's blocks over image patches."""
 
     name = "vit"
     config_type = ViTExperimentConfig
     tasks = ("vit",)
     trainers: ClassVar[dict[str, type]] = {"vit": ViTEngine, "vit-stacked": StackedViTEngine}
-    steps_timed = True
-    omitted_defaults: ClassVar[dict[str, Any]] = OMITTED_DEFAULTS  # stored only when set
 
     def checks(self, config: ViTExperimentConfig) -> list[tuple[bool, str, str]]:
         return vit_checks(config)
 
-    def config_to_dict(self, config: ViTExperimentConfig) -> dict[str, Any]:
-        return stored_dict(config)  # model.init only when not gpt2: the old runs' hashes hold
-
     def train_size(self, config: ViTExperimentConfig, train: int, val: int) -> int:
         return min(train, config.train.train_subset) if config.train.train_subset else train
-
-    def job_engine(self, config: ViTExperimentConfig, device: str) -> str:
-        return "vit-stacked" if stacks_runs(config, device) else self.name
 
     def memory_bytes(self, config: ViTExperimentConfig, members: int = 1):
         """The transformer's estimate over the patches of a 28 × 28 image (and a class token)."""
