@@ -301,8 +301,9 @@ def describe_plan(run: Any, jobs: Sequence[Job]) -> str:
     """One line saying what ``jobs`` of ``run`` will train: runs, jobs, this config's runs done
     before, where (workers and device); or that nothing is left."""
     runs = sum(len(job.members) for job in jobs)
-    planned = _plan(_Common.of(run), run.activations, (), run.workers)  # as if none were done
-    before = sum(len(job.members) for job in planned) - runs
+    config = run.config  # every run of the config: lrs × seeds × each activation's settings
+    every = len(config.optim.lr) * config.train.seeds * sum(map(len, run.settings.values()))
+    before = every - runs
     done = f", {before} done before" if before > 0 else ""
     workers = min(run.workers, len(jobs))
     where = (
