@@ -143,6 +143,19 @@ def test_flops_per_token_is_six_times_the_weights_plus_attention():
     assert flops_per_token(model, d, layers, 16) == 6 * weights + 6 * layers * 16 * d
 
 
+def test_parameter_count_is_the_models_weights_without_the_position_table():
+    from gelus.experiments.config import plugin_for
+
+    config = _config()
+    counted = plugin_for(config).parameter_count(config)
+    for name in ("relu", "swiglu"):  # the gated FFN: matched to the elementwise one, rounded
+        model = build_model(config, resolve_activation(name), seed=0)
+        weights = sum(
+            p.numel() for n, p in model.named_parameters() if p.ndim >= 2 and "position" not in n
+        )
+        assert abs(counted - weights) / weights < 0.02, (name, counted, weights)  # rounding
+
+
 def test_evaluation_windows_predict_each_byte_once():
     starts = eval_starts(100, context=16)
     assert starts.tolist() == [0, 16, 32, 48, 64, 80]  # the last window ends at byte 96

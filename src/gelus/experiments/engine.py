@@ -139,6 +139,11 @@ class EnginePlugin:
         does not estimate it."""
         return 0.0, ()
 
+    def parameter_count(self, config: Any) -> int | None:
+        """The weights one run's model trains, from the config alone (the size a scale axis is
+        measured in); None where the engine does not count them."""
+        return None
+
     def text_context(self, config: Any) -> int | None:
         """For a model of byte text: the context a text file must hold windows of; else None (a
         text file's path is then refused as its dataset)."""

@@ -176,6 +176,14 @@ def lm_checks(config) -> list[tuple[bool, str, str]]:
     ]
 
 
+def weight_count(model) -> int:
+    """N ≈ layers·(4 + 2·ffn_mult)·d² + 256·d: the weights of the blocks (attention's four d × d
+    matrices, the FFN's two d × mult·d, a gated FFN matched to them) and of the byte embedding
+    tied to the head, without norms, biases or the position table (Kaplan et al. 2020's N)."""
+    d = model.d_model
+    return model.layers * (4 + 2 * model.ffn_mult) * d * d + 256 * d
+
+
 def step_flops(config) -> float:
     """Training FLOPs of one step of a run, from the config alone: 6·N + 6·layers·tokens·d per
     token (``flops_per_token``), N ≈ layers·(4 + 2·ffn_mult)·d² + 256·d weights; tokens the
@@ -184,7 +192,7 @@ def step_flops(config) -> float:
     model = config.model
     d, layers = model.d_model, model.layers
     tokens = model.context if config.task == "lm" else (28 // model.patch) ** 2
-    weights = layers * (4 + 2 * model.ffn_mult) * d * d + 256 * d
+    weights = weight_count(model)
     return (6 * weights + 6 * layers * tokens * d) * tokens * config.train.batch_size
 
 
@@ -197,7 +205,7 @@ def memory_bytes(config, tokens: int, members: int = 1) -> tuple[float, tuple[st
     the impossible before anything is allocated, not a measurement."""
     model, train = config.model, config.train
     d, layers, h = model.d_model, model.layers, model.ffn_mult * model.d_model
-    weights = layers * (4 + 2 * model.ffn_mult) * d * d + 256 * d + tokens * d
+    weights = weight_count(model) + tokens * d
     per_token = 10 * d + 2 * h + 2 * model.heads * tokens
     batch = 4 * train.batch_size * layers * tokens * per_token
     evaluation = 4 * train.eval_batch_size * tokens * (4 * d + h + model.heads * tokens)

@@ -16,6 +16,7 @@ from gelus.experiments.engines.transformer.config import (
     memory_bytes,
     stacks_runs,
     stored_dict,
+    weight_count,
 )
 from gelus.experiments.engines.transformer.engine import TransformerEngine
 from gelus.experiments.engines.transformer.stacked import StackedTransformerEngine
@@ -53,6 +54,10 @@ class TransformerPlugin(BlocksPlugin):
 
     def checks(self, config: TransformerExperimentConfig) -> list[tuple[bool, str, str]]:
         return lm_checks(config)
+
+    def parameter_count(self, config: TransformerExperimentConfig) -> int:
+        """N of :func:`~gelus.experiments.engines.transformer.config.weight_count`."""
+        return weight_count(config.model)
 
     def train_size(self, config: TransformerExperimentConfig, train: int, val: int) -> int:
         """The windows of one epoch, steps_per_epoch × batch_size, drawn from the bytes."""
