@@ -156,6 +156,18 @@ def test_parameter_count_is_the_models_weights_without_the_position_table():
         assert abs(counted - weights) / weights < 0.02, (name, counted, weights)  # rounding
 
 
+def test_token_count_is_the_bytes_the_training_steps_predict():
+    import dataclasses
+
+    from gelus.experiments.config import plugin_for
+    from gelus.experiments.presets import PRESETS
+
+    config = PRESETS["transformer-lm"].config
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, epochs=5))
+    # the committed sweep: 5 epochs of 200 steps of 16 windows, 128 bytes predicted per window
+    assert plugin_for(config).token_count(config) == 1_000 * 16 * 128
+
+
 def test_evaluation_windows_predict_each_byte_once():
     starts = eval_starts(100, context=16)
     assert starts.tolist() == [0, 16, 32, 48, 64, 80]  # the last window ends at byte 96

@@ -144,6 +144,11 @@ class EnginePlugin:
         measured in); None where the engine does not count them."""
         return None
 
+    def token_count(self, config: Any) -> int | None:
+        """The training budget of one run in tokens, from the config alone (the unit of a
+        training-length axis); None where the engine does not count it."""
+        return None
+
     def text_context(self, config: Any) -> int | None:
         """For a model of byte text: the context a text file must hold windows of; else None (a
         text file's path is then refused as its dataset)."""

@@ -59,6 +59,11 @@ class TransformerPlugin(BlocksPlugin):
         """N of :func:`~gelus.experiments.engines.transformer.config.weight_count`."""
         return weight_count(config.model)
 
+    def token_count(self, config: TransformerExperimentConfig) -> int:
+        """Bytes one run predicts in training: epochs × steps_per_epoch × batch_size × context."""
+        train = config.train
+        return train.epochs * train.steps_per_epoch * train.batch_size * config.model.context
+
     def train_size(self, config: TransformerExperimentConfig, train: int, val: int) -> int:
         """The windows of one epoch, steps_per_epoch × batch_size, drawn from the bytes."""
         return config.train.steps_per_epoch * config.train.batch_size
