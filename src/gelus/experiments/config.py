@@ -41,6 +41,7 @@ __all__ = [
     "ExperimentConfig",
     "apply_overrides",
     "config_hash",
+    "config_from_stored",
     "config_keys",
     "config_to_dict",
     "drivers",
@@ -375,6 +376,29 @@ def apply_overrides(config: Any, overrides: typing.Iterable[str]) -> Any:
             )
         config = _set(config, key.split("."), text, key, all_keys)
     return config
+
+
+def _override_text(value: Any) -> str:
+    """A stored (JSON) value as the text of an override: lists comma-separated, None as none."""
+    if isinstance(value, list | tuple):
+        return ",".join(map(_override_text, value))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "none" if value is None else str(value)
+
+
+def config_from_stored(config: Any, flat: Mapping[str, Any]) -> Any:
+    """``config`` (e.g. a preset's) with a stored run's flat values applied: the config object
+    the run was made with, as far as ``config`` has its keys (a stored key the config does not
+    have, e.g. ``quick``, is left out). A value of the wrong type is a :class:`ConfigError`.
+
+    >>> flat = {"model.init": "torch", "train.epochs": 2}
+    >>> config_from_stored(PRESETS["transformer-lm"].config, flat).train.epochs
+    2
+    """
+    keys = set(config_keys(config))
+    overrides = [f"{k}={_override_text(v)}" for k, v in flat.items() if k in keys]
+    return apply_overrides(config, overrides)
 
 
 def positive_finite(values) -> bool:

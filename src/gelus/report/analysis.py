@@ -22,6 +22,7 @@ from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.presets import Preset
 from gelus.experiments.protocol import SELECTION_RULES, FigureSpec, Protocol
 from gelus.experiments.selection import RunnerUp, Selection, run_configs, runner_up, select
+from gelus.report.axes import AxisResult, axis_results, families, sizes
 from gelus.report.claims import check_claims
 from gelus.report.robust import robust_marks
 from gelus.report.sensitivity import LrSensitivity, lr_sensitivity
@@ -141,6 +142,7 @@ class ExperimentResult(NamedTuple):
     step_costs: tuple[StepCost, ...] = ()  # each activation's interleaved time per step
     steps_per_epoch: tuple[tuple[str, int], ...] = ()  # (config hash, optimizer steps per epoch)
     sensitivity: LrSensitivity | None = None  # learning-rate sensitivity, paired against GELU
+    axes: tuple[AxisResult, ...] = ()  # families of configs along one axis, and their verdicts
 
 
 def _pairs(
@@ -586,19 +588,34 @@ def _sensitivity(finished: _Finished) -> LrSensitivity | None:
     return found._replace(comparisons=tuple(marked))
 
 
+def _axes(preset: Preset | None, finished: _Finished, selections, comparisons) -> tuple:
+    """The experiment's axis families (:mod:`gelus.report.axes`) judged against the protocol's
+    reference (else GELU); () with one config."""
+    if len(finished.configs) < 2:
+        return ()
+    base = preset.config if preset else None
+    defaults = identity_keys(stored_defaults(flat_config(config_to_dict(base)))) if base else {}
+    found = families(finished.configs, sizes(finished.configs, base), defaults)
+    reference = finished.protocol.reference or REFERENCE
+    tests = [c for c, _ in comparisons]
+    args = (found, selections, tests, reference)
+    return tuple(axis_results(*args, design=finished.design, aggregate=finished.aggregate))
+
+
 def _result(
     preset: Preset | None, finished: _Finished, runs: Sequence[Any], records: Sequence[Any]
 ) -> ExperimentResult:
     """One experiment's :class:`ExperimentResult` (its ``step_costs`` left to the caller)."""
     rows = _rows(preset, finished)
     selections = [row.selection for row in rows]
+    comparisons = _comparisons(preset, finished, selections)
     return ExperimentResult(
         name=finished.name,
         citation=preset.citation if preset else "",
         figure=preset.figure if preset else FigureSpec(),
         rules=tuple(dict.fromkeys(s.rule for s in selections)),
         rows=tuple(rows),
-        comparisons=tuple(_comparisons(preset, finished, selections)),
+        comparisons=tuple(comparisons),
         setup=_setup(preset, runs, records),
         paper_summary=preset.paper_summary if preset else "",
         notes=" ".join(preset.fidelity) if preset else "",
@@ -610,6 +627,7 @@ def _result(
         in_paper=preset.in_paper if preset else True,
         steps_per_epoch=tuple(sorted(steps_per_epoch(runs).items())),
         sensitivity=_sensitivity(finished) if finished.records else None,
+        axes=_axes(preset, finished, selections, comparisons),
     )
 
 

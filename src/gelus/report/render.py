@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.files import atomic_write
@@ -21,6 +21,8 @@ from gelus.experiments.presets import Preset
 from gelus.experiments.selection import run_configs
 from gelus.plots.io import save_figure
 from gelus.report.analysis import ExperimentResult, Missing, analyse, environment, is_quick
+from gelus.report.axes_render import axes_blocks, axes_figures
+from gelus.report.blocks import Block
 from gelus.report.figures import experiment_figures
 from gelus.report.stats import DESIGN, HEADLINE, Aggregate, Design
 from gelus.report.words import (
@@ -53,14 +55,6 @@ QUICK_BANNER = (
     "Quick run: fewer epochs and seeds than the paper, to finish in minutes. The numbers show the "
     "pipeline works; they are not a reproduction. Run `gelus reproduce` without --quick for that."
 )
-
-
-class Block(NamedTuple):
-    kind: str  # "h1" | "h2" | "h3" | "p" | "banner" | "table" | "figure"
-    text: str = ""
-    headers: tuple[str, ...] = ()
-    rows: tuple[tuple[str, ...], ...] = ()
-    image: Path | None = None  # figure: the PNG file
 
 
 def _slug(name: str) -> str:
@@ -435,9 +429,11 @@ def report_blocks(
     activation_figure: Path | None = None,
     aggregate: Aggregate = HEADLINE,
     design: Design = DESIGN,
+    axis_figures: dict[str, list] | None = None,
 ) -> list[Block]:
     """The report's content, section by section. ``figures`` maps an experiment to its (PNG path,
-    caption) pairs; ``aggregate`` and ``design`` are what the results were computed with."""
+    caption) pairs, ``axis_figures`` to its axis families' trend figures (or None each);
+    ``aggregate`` and ``design`` are what the results were computed with."""
     blocks = _front_section(results, runs, source, quick, aggregate, design)
     blocks += _summary_section(results, aggregate, design)
     blocks += _figure1_section(activation_figure)
@@ -445,6 +441,8 @@ def report_blocks(
         blocks += _experiment_intro(result, quick)
         blocks += _experiment_results(result, figures.get(result.name, []), aggregate, design)
         blocks += _sensitivity_section(result, aggregate, design)
+        drawn = (axis_figures or {}).get(result.name, [None] * len(result.axes))
+        blocks += axes_blocks(result.axes, drawn, aggregate, design)
         blocks += _experiment_time_and_setup(result)
     return blocks + _missing_section(missing) + _environment_section(results, runs)
 
@@ -588,6 +586,9 @@ def write_report(
     records = mark_diverged(records, run_configs(runs))  # the figures leave diverged runs out
     results = analyse(records, runs, presets, rule, step_times, aggregate=aggregate, design=design)
     figures = _draw_figures(results, records, out_dir / "figures", aggregate)
+    axis_figures = {
+        r.name: axes_figures(r.axes, out_dir / "figures", _slug(r.name), r.name) for r in results
+    }
     figure1 = None
     if activation_figure:
         from gelus.plots.activations import figure1 as draw_figure1
@@ -603,6 +604,7 @@ def write_report(
         activation_figure=figure1,
         aggregate=aggregate,
         design=design,
+        axis_figures=axis_figures,
     )
     html_path, md_path = out_dir / "report.html", out_dir / "report.md"
     for path, text in ((html_path, to_html(blocks)), (md_path, to_markdown(blocks, out_dir))):

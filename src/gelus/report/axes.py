@@ -1,0 +1,303 @@
+"""The report over axes: families of configs that differ along one axis, and their verdicts.
+
+A ``--set`` key with several values makes one config per value (:func:`~gelus.experiments.config.
+expand_axes`). :func:`families` finds, among an experiment's stored configs, the sets that differ
+along one axis only:
+
+- a *categorical* family (``model.init``, ``optim.warmup``, …): configs that differ in one key,
+  with the same parameters N and training tokens T;
+- a *scale* family: configs that differ in N (``EnginePlugin.parameter_count``), every key that
+  differs between them moving with N (``model.d_model`` with ``model.layers``, the heads, the
+  training length where it is tied to N), at x = log₂ N;
+- a *budget* family: configs of one N that differ in T (``EnginePlugin.token_count``), at
+  x = log₂ T.
+
+The sweep keys (activations, lrs, seeds, the settings such as ``train.keep``) are not part of a
+config's identity, so a config that ran fewer settings than another is no other axis: the
+verdicts compare the same (activation, setting) across the family's configs.
+
+:func:`axis_results` judges each family: a categorical one by the interaction
+(:func:`~gelus.report.sensitivity.interaction`) of every other value against the preset's default
+(else the first value), a scale or budget one by the trend (:func:`~gelus.report.trend.trend`);
+Holm over the family's comparisons of one metric (:func:`~gelus.report.stats.adjust`), the
+fragility marks of :func:`~gelus.report.robust.robust_marks`.
+"""
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from gelus.experiments.config import ConfigError, config_from_stored, plugin_for
+from gelus.experiments.selection import Selection
+from gelus.report.robust import robust_marks
+from gelus.report.sensitivity import interaction
+from gelus.report.stats import DESIGN, HEADLINE, Aggregate, Comparison, Design, adjust
+from gelus.report.trend import trend
+
+__all__ = ["AXES", "AxisResult", "Family", "Trend", "axis_results", "families", "sizes"]
+
+AXES = {"scale": "log₂ parameters", "budget": "log₂ tokens"}  # a family's x, by its kind
+UNITS = {"scale": "parameters", "budget": "tokens"}
+
+
+class Family(NamedTuple):
+    """Configs of one experiment that differ along one axis."""
+
+    kind: str  # "categorical" | "scale" | "budget"
+    keys: tuple[str, ...]  # the keys whose values differ between the members
+    members: tuple[str, ...]  # config hashes: the base value first, or by x ascending
+    labels: tuple[str, ...]  # each member's values of ``keys``, "model.init=xavier"
+    sizes: tuple[int, ...] = ()  # scale, budget: each member's parameters or tokens
+    x: tuple[float, ...] = ()  # scale, budget: log₂ of ``sizes``
+
+
+class Trend(NamedTuple):
+    """One activation's trend against the reference over a scale or budget family."""
+
+    comparison: Comparison  # the slopes' paired test, adjusted and marked
+    x: tuple[float, ...]  # the family's points
+    gaps: dict[int, tuple[float, ...]]  # seed -> its gap to the reference at each point
+    holds: dict[str, int]  # the per-point verdict's word (activation vs reference) -> points
+
+
+class AxisResult(NamedTuple):
+    """A family and its verdicts: interactions (categorical) or trends (scale, budget)."""
+
+    family: Family
+    comparisons: tuple[Comparison, ...] = ()  # categorical: the interactions
+    trends: tuple[Trend, ...] = ()  # scale, budget
+
+
+def sizes(configs: Mapping[str, Mapping[str, Any]], base: Any) -> dict[str, tuple[Any, Any]]:
+    """{config hash: (parameters N, training tokens T)} of each stored flat config, read from
+    ``base`` (the preset's config) with the config's values applied; (None, None) where its engine
+    counts neither, ``base`` is None or the stored values do not fit it."""
+    found = {}
+    for h, flat in configs.items():
+        try:
+            config = config_from_stored(base, flat) if base is not None else None
+        except (ConfigError, ValueError):
+            config = None
+        plugin = plugin_for(config) if config is not None else None
+        found[h] = (
+            (plugin.parameter_count(config), plugin.token_count(config)) if plugin else (None, None)
+        )
+    return found
+
+
+def _value(flat: Mapping[str, Any], key: str) -> str:
+    return json.dumps(flat.get(key), sort_keys=True)
+
+
+def _label(flat: Mapping[str, Any], keys: Sequence[str]) -> str:
+    def text(v: Any) -> str:
+        return ",".join(map(text, v)) if isinstance(v, list) else f"{v:g}" if isinstance(v, float) else str(v)  # fmt: skip
+
+    return ", ".join(f"{k}={text(flat.get(k))}" for k in keys)
+
+
+def _groups(hashes: Sequence[str], configs: Mapping, alike: Sequence[str]) -> list[list[str]]:
+    """``hashes`` grouped by their values of the keys ``alike``, groups of 2 or more."""
+    grouped: dict[tuple, list[str]] = defaultdict(list)
+    for h in hashes:
+        grouped[tuple(_value(configs[h], k) for k in alike)].append(h)
+    return [g for g in grouped.values() if len(g) > 1]
+
+
+def _differing(hashes: Sequence[str], configs: Mapping) -> list[str]:
+    keys = sorted({k for h in hashes for k in configs[h]})
+    return [k for k in keys if len({_value(configs[h], k) for h in hashes}) > 1]
+
+
+SIZE_KEYS = ("model.", "train.")  # the model's shape and the training length, by prefix
+
+
+def _tied(hashes: Sequence[str], configs: Mapping, measure: Callable[[str], Any]) -> list[str]:
+    """The keys of the model or the training (:data:`SIZE_KEYS`) that differ among ``hashes`` and
+    move only with ``measure``: equal measure, equal value (a scale axis's d_model and layers,
+    and its heads or training length tied to N). Any other key (a warmup) is never the axis."""
+    tied = []
+    for k in (k for k in _differing(hashes, configs) if k.startswith(SIZE_KEYS)):
+        seen: dict[Any, set[str]] = defaultdict(set)
+        for h in hashes:
+            seen[measure(h)].add(_value(configs[h], k))
+        if all(len(values) == 1 for values in seen.values()):
+            tied.append(k)
+    return tied
+
+
+def _categorical(configs: Mapping, counts: Mapping, defaults: Mapping) -> list[Family]:
+    """Families along one key, N and T equal: the default value first, else by value."""
+    hashes = sorted(configs)
+    found = []
+    keys = _differing(hashes, configs)
+    for key in keys:
+        rest = [k for k in keys if k != key]
+        for group in _groups(hashes, configs, rest):
+            if len({counts[h] for h in group}) > 1:
+                continue  # the key changes the size or the budget: a scale or budget axis
+            default = json.dumps(defaults.get(key), sort_keys=True) if key in defaults else None
+            group.sort(key=lambda h: (_value(configs[h], key) != default, _value(configs[h], key)))
+            labels = tuple(_label(configs[h], [key]) for h in group)
+            found.append(Family("categorical", (key,), tuple(group), labels))
+    return found
+
+
+def _measured(kind: str, group: Sequence[str], configs: Mapping, counts: Mapping) -> Family:
+    index = 0 if kind == "scale" else 1
+    group = sorted(group, key=lambda h: counts[h][index])
+    keys = tuple(_differing(group, configs))
+    size = tuple(int(counts[h][index]) for h in group)
+    labels = tuple(_label(configs[h], keys) for h in group)
+    return Family(kind, keys, tuple(group), labels, size, tuple(math.log2(n) for n in size))
+
+
+def _scaled(configs: Mapping, counts: Mapping) -> list[Family]:
+    """Scale families (N differs, every differing key moves with N) and budget families (one N,
+    T differs, every differing key moves with T)."""
+    known = sorted(h for h in configs if counts[h][0] is not None)
+    tied = _tied(known, configs, lambda h: counts[h][0])
+    rest = [k for k in _differing(known, configs) if k not in tied]
+    found = [_measured("scale", g, configs, counts) for g in _groups(known, configs, rest)]
+    by_n: dict[Any, list[str]] = defaultdict(list)
+    for h in sorted(h for h in configs if counts[h][1] is not None):
+        by_n[counts[h][0]].append(h)
+    for same_n in by_n.values():
+        tied = _tied(same_n, configs, lambda h: counts[h][1])
+        rest = [k for k in _differing(same_n, configs) if k not in tied]
+        found += [_measured("budget", g, configs, counts) for g in _groups(same_n, configs, rest)]
+    return found
+
+
+def families(
+    configs: Mapping[str, Mapping[str, Any]],
+    counts: Mapping[str, tuple[Any, Any]] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> list[Family]:
+    """The families among an experiment's stored configs (``{config hash: flat identity config}``,
+    :func:`~gelus.experiments.selection.run_configs`): categorical ones, then scale and budget
+    ones. ``counts``: {hash: (N, T)} (:func:`sizes`; None: neither known); ``defaults``: the
+    preset's flat config, whose value of a categorical key comes first (the interactions' base).
+    A config that differs from every other in two or more keys at one size is in no family."""
+    counts = counts if counts is not None else dict.fromkeys(configs, (None, None))
+    return _categorical(configs, counts, defaults or {}) + _scaled(configs, counts)
+
+
+SelectionKey = tuple[str, str, str, str, Any]  # config hash, activation, setting, metric, lr
+
+
+def _key(s: Selection) -> SelectionKey:
+    """A selection's place: its lr only where it was not chosen (a matched-lr experiment)."""
+    return (s.config_hash, s.activation, s.setting, s.metric, None if s.lr_selected else s.lr)
+
+
+def _cells(selections: Sequence[Selection], reference: str) -> list[tuple[str, str, str, Any]]:
+    """(activation, setting, metric, lr) of every non-reference selection, in order."""
+    return list(dict.fromkeys(k[1:] for s in selections if (k := _key(s))[1] != reference).keys())
+
+
+def _interactions(family: Family, by_key: Mapping, cells, reference: str) -> list[Comparison]:
+    """Each value's interaction against the base (the family's first member), unadjusted:
+    (activation − reference) under the value minus under the base, paired by seed."""
+    base, base_label = family.members[0], family.labels[0]
+    found = []
+    for member, label in zip(family.members[1:], family.labels[1:], strict=True):
+        for activation, setting, metric, lr in cells:
+            four = [
+                by_key.get((h, a, setting, metric, lr))
+                for h in (member, base)
+                for a in (activation, reference)
+            ]
+            if None in four:
+                continue  # a value that did not run this activation or setting
+            c = interaction(
+                (four[0], four[1]), (four[2], four[3]), lower_is_better=metric != "accuracy"
+            )
+            found.append(c._replace(variant=f"{label} vs {base_label}"))
+    return found
+
+
+def _holds(family: Family, verdicts: Mapping, cell: tuple, reference: str) -> dict[str, int]:
+    """{word: points} of the per-point verdict activation vs reference in the experiment's
+    comparisons (``verdicts``: {(hash, treatment, baseline, setting, metric): word}), turned round
+    where they compare reference − activation; {} for a metric they do not judge."""
+    activation, setting, metric, _ = cell
+    flip = {"better": "worse", "worse": "better"}
+    words: dict[str, int] = defaultdict(int)
+    for member in family.members:
+        word = verdicts.get((member, activation, reference, setting, metric))
+        turned = verdicts.get((member, reference, activation, setting, metric))
+        word = word or (flip.get(turned, turned) if turned else None)
+        words[word or "not compared"] += 1
+    return dict(words) if len(words) > 1 or "not compared" not in words else {}
+
+
+def _trends(family: Family, by_key: Mapping, cells, reference: str, verdicts) -> list[Trend]:
+    """Each activation's trend against the reference over the family's points, unadjusted."""
+    found = []
+    for activation, setting, metric, lr in cells:
+        points = [
+            (x, by_key.get((h, activation, setting, metric, lr)), by_key.get((h, reference, setting, metric, lr)))
+            for x, h in zip(family.x, family.members, strict=True)
+        ]  # fmt: skip
+        points = [p for p in points if p[1] is not None and p[2] is not None]
+        if len({x for x, _, _ in points}) < 2:
+            continue
+        c = trend(points, axis=AXES[family.kind], lower_is_better=metric != "accuracy")
+        seeds = c.seeds
+        gaps = {s: tuple(t.values[s] - b.values[s] for _, t, b in points) for s in seeds}
+        holds = _holds(family, verdicts, (activation, setting, metric, lr), reference)
+        x = tuple(x for x, _, _ in points)
+        variant = f"{family.labels[0]} … {family.labels[-1]}"
+        found.append(Trend(c._replace(variant=variant), x, gaps, holds))
+    return found
+
+
+def _judged(comparisons: Sequence[Comparison], design: Design, aggregate: Aggregate) -> list:
+    """Holm over the comparisons of each metric (one family per metric), the verdicts and the
+    fragility marks; the order kept."""
+    judged: dict[int, Comparison] = {}
+    for metric in dict.fromkeys(c.metric for c in comparisons):
+        index = [i for i, c in enumerate(comparisons) if c.metric == metric]
+        adjusted = adjust([comparisons[i] for i in index], design)
+        marked = robust_marks(adjusted, design.alpha, aggregate)
+        judged.update(zip(index, marked, strict=True))
+    return [judged[i] for i in range(len(comparisons))]
+
+
+def axis_results(
+    found: Sequence[Family],
+    selections: Sequence[Selection],
+    comparisons: Sequence[Comparison],
+    reference: str,
+    *,
+    design: Design = DESIGN,
+    aggregate: Aggregate = HEADLINE,
+) -> list[AxisResult]:
+    """Each family's verdicts from the experiment's ``selections`` (each config's own chosen lr,
+    as the verdict tables use): a categorical family's interactions of every other value against
+    its first, a scale or budget family's trend per activation and setting; Holm over the
+    family's comparisons of one metric. ``comparisons``: the experiment's per-config verdicts,
+    counted per trend for where its verdict holds. A family with no comparison is left out."""
+    by_key = {_key(s): s for s in selections}
+    cells = _cells(selections, reference)
+    hashes = {s.variant: s.config_hash for s in selections}
+    verdicts = {
+        (hashes.get(c.variant), c.treatment, c.baseline, c.setting, c.metric): c.verdict.split()[-1]
+        for c in comparisons
+    }
+    results = []
+    for family in found:
+        if family.kind == "categorical":
+            judged = _judged(_interactions(family, by_key, cells, reference), design, aggregate)
+            result = AxisResult(family, comparisons=tuple(judged))
+        else:
+            trends = _trends(family, by_key, cells, reference, verdicts)
+            judged = _judged([t.comparison for t in trends], design, aggregate)
+            trends = [t._replace(comparison=c) for t, c in zip(trends, judged, strict=True)]
+            result = AxisResult(family, trends=tuple(trends))
+        if result.comparisons or result.trends:
+            results.append(result)
+    return results

@@ -1,0 +1,79 @@
+"""The trend figure: an activation's gap to the reference against the scale (or budget) axis.
+
+One panel per activation: each seed's gaps as dots with its least-squares fit faint, the mean
+fit bold (the mean of the seeds' fits, the slope the trend verdict tests), 0 (no gap) dashed.
+Plot functions take an ``ax`` and return it, as in :mod:`gelus.report.figures`.
+"""
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from gelus.plots.palette import color_for
+from gelus.report.axes import AXES, UNITS, AxisResult, Trend
+from gelus.report.figures import METRIC_LABELS
+
+__all__ = ["base_metric", "plot_trend", "trend_figure"]
+
+_PERCENT = {"error", "accuracy"}  # stored as fractions, drawn as percentages
+
+
+def base_metric(trend: Trend) -> str:
+    """The metric whose gap the trend fits ("bpb" of "bpb gap per unit of log₂ parameters")."""
+    return trend.comparison.metric.split(" gap per unit of ")[0]
+
+
+def _size(n: float) -> str:
+    """A count as the axis' tick says it: 1.2 M, 350 k, 2.1 G."""
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f}"
+
+
+def plot_trend(ax: Axes, trend: Trend, *, title: str = "") -> Axes:
+    """The trend's seeds: gap_s(x) dots, each seed's fit faint, the mean fit bold; x in log₂ of
+    the axis' unit, labelled with the counts."""
+    metric = base_metric(trend)
+    scale = 100.0 if metric in _PERCENT else 1.0
+    x = np.asarray(trend.x, dtype=float)
+    color = color_for(trend.comparison.treatment)
+    fits = []
+    for gaps in trend.gaps.values():
+        y = scale * np.asarray(gaps, dtype=float)
+        fit = np.polyfit(x, y, 1)
+        fits.append(fit)
+        ax.scatter(x, y, s=12, color=color, alpha=0.6)
+        ax.plot(x, np.polyval(fit, x), color=color, alpha=0.25, linewidth=0.8)
+    if fits:
+        ax.plot(x, np.polyval(np.mean(fits, axis=0), x), color=color, linewidth=2.2)
+    ax.axhline(0.0, color="0.4", linestyle="--", linewidth=0.8)
+    ax.set_xticks(x, [_size(2.0**v) for v in x], fontsize=7)
+    c = trend.comparison
+    ax.set_ylabel(f"{c.treatment} − {c.baseline}, " + METRIC_LABELS.get(metric, metric), fontsize=8)
+    ax.set_title(title or c.treatment, fontsize=9)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def trend_figure(result: AxisResult, title: str) -> Figure | None:
+    """One panel per trend of ``result`` on its first metric (the headline); None without."""
+    trends: Sequence[Trend] = [t for t in result.trends if t.gaps]
+    trends = [t for t in trends if t.comparison.metric == trends[0].comparison.metric] if trends else []  # fmt: skip
+    if not trends:
+        return None
+    fig = Figure(figsize=(3.2 * len(trends) + 0.6, 3.2), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(trends), squeeze=False)[0])
+    several = len({t.comparison.setting for t in trends}) > 1
+    for ax, t in zip(axes, trends, strict=True):
+        setting = f" ({t.comparison.setting})" if several and t.comparison.setting else ""
+        plot_trend(ax, t, title=t.comparison.treatment + setting)
+        ax.set_xlabel(UNITS[result.family.kind] + f" ({AXES[result.family.kind]} axis)", fontsize=8)
+    fig.suptitle(
+        f"{title}: gap to {trends[0].comparison.baseline} against "
+        f"{UNITS[result.family.kind]}; seeds as dots, each seed's fit faint, the mean fit bold",
+        fontsize=9,
+    )
+    return fig

@@ -1,0 +1,179 @@
+"""The report's sections over axes: the interaction tables of categorical families and the
+trend tables and figures of scale and budget families (:mod:`gelus.report.axes`), with sentences
+written from the verdicts alone.
+"""
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gelus.report.axes import AXES, AxisResult, Family, Trend
+from gelus.report.axes_figure import base_metric, trend_figure
+from gelus.report.blocks import Block
+from gelus.report.stats import EQUIVALENCE_MARGINS, Aggregate, Comparison, Design
+from gelus.report.words import format_difference, interval, p_exact, p_text, verdict_cell
+
+__all__ = ["axes_blocks", "axes_figures", "interaction_sentence", "trend_sentence"]
+
+_POINT = {"scale": "size", "budget": "budget"}
+
+
+def _word(c: Comparison) -> str:
+    return c.verdict.split()[-1]
+
+
+def interaction_sentence(c: Comparison, design: Design) -> str:
+    """One interaction's verdict in words: which way the gap moves, by how much, with its
+    adjusted p; a tie with its margin; unresolved with its p."""
+    first, _, second = c.variant.partition(" vs ")
+    where = f", {c.setting}" if c.setting else ""
+    gap = f"The gap of {c.treatment} to {c.baseline} (test {c.metric}{where})"
+    amount = f"{format_difference(c.metric, c.mean)} {interval(c.metric, c.ci, difference=True)}"
+    p = f"p {design.correction} {p_text(c.p_holm)}"
+    word = _word(c)
+    if word in ("better", "worse"):
+        way = f"in {c.treatment}'s favour" if word == "better" else f"against {c.treatment}"
+        return f"{gap} under {first} differs from under {second}: by {amount}, {way} ({p})."
+    if word == "tie":
+        margin = format_difference(c.metric, EQUIVALENCE_MARGINS.get(c.metric, 0.0))
+        return f"{gap} is the same under {first} and {second} within ±{margin.lstrip('+')}."
+    return f"{gap}: whether it differs between {first} and {second} is unresolved ({p})."
+
+
+def _holds_text(t: Trend, kind: str) -> str:
+    """Where the per-point verdict holds: "better than gelu at 3 of 3 sizes"."""
+    total = sum(t.holds.values())
+    point = _POINT[kind] + "s" * (total > 1)
+    return ", ".join(
+        f"{word} than {t.comparison.baseline}" * (word in ("better", "worse"))
+        + word * (word not in ("better", "worse"))
+        + f" at {n} of {total} {point}"
+        for word, n in t.holds.items()
+    )
+
+
+def trend_sentence(t: Trend, kind: str, design: Design) -> str:
+    """One activation's trend in words: where its per-point verdict holds, and whether the trend
+    is resolved (which way, per doubling, with its adjusted p)."""
+    c, metric = t.comparison, base_metric(t)
+    where = f" ({c.setting})" if c.setting else ""
+    holds = f"{_holds_text(t, kind)}; " if t.holds else ""
+    slope = f"{format_difference(metric, c.mean)} per doubling"
+    p = f"p {design.correction} {p_text(c.p_holm)}"
+    word = _word(c)
+    if word in ("better", "worse"):
+        way = "toward" if word == "better" else "away from"
+        return (
+            f"{c.treatment}{where}, test {metric}: {holds}the trend over {AXES[kind]} is resolved: "
+            f"its gap to {c.baseline} moves {way} {c.treatment}'s favour, {slope} ({p})."
+        )
+    return (
+        f"{c.treatment}{where}, test {metric}: {holds}the trend over {AXES[kind]} is not "
+        f"resolved ({slope}, {p})."
+    )
+
+
+def _family_text(family: Family) -> str:
+    keys = ", ".join(family.keys)
+    values = "; ".join(family.labels)
+    return f"Configs that differ in {keys} only: {values}."
+
+
+def _cells(c: Comparison, metric: str, design: Design) -> tuple[str, ...]:
+    return (
+        format_difference(metric, c.mean), interval(metric, c.ci, difference=True), p_text(c.p),
+        p_exact(c.p_sign), p_text(c.p_holm), verdict_cell(c, design),
+    )  # fmt: skip
+
+
+def _interaction_blocks(result: AxisResult, aggregate: Aggregate, design: Design) -> list[Block]:
+    family, comparisons = result.family, result.comparisons
+    reference = comparisons[0].baseline
+    how = (
+        f"{_family_text(family)} Per seed, each activation's gap to {reference} (each config at "
+        f"its own chosen lr) under a value minus under {family.labels[0]}, "
+        f"dd = (a − {reference})_value − (a − {reference})_base; {design.test}, "
+        f"{design.correction} over this table's comparisons of one metric. ▲ better: the "
+        f"activation gains more on {reference} under the value; ▼ worse: less; = tie: the gap "
+        "moves by less than the metric's margin (TOST)."
+    )
+    headers = (
+        "comparison", "values", "setting", "metric", "n pairs", "mean difference of differences",
+        f"{aggregate.level} CI (t)", "p", "p (sign-flip)", f"p ({design.correction})", "verdict",
+    )  # fmt: skip
+    rows = tuple(
+        (f"{c.treatment} − {c.baseline}", c.variant, c.setting or "—", f"test {c.metric}",
+         str(len(c.seeds)), *_cells(c, c.metric, design))
+        for c in comparisons
+    )  # fmt: skip
+    words = " ".join(interaction_sentence(c, design) for c in comparisons)
+    title = f"Interaction over {', '.join(family.keys)}"
+    table = Block("table", headers=headers, rows=rows)
+    return [Block("h3", title), Block("p", how), table, Block("p", words)]
+
+
+def _trend_blocks(result: AxisResult, aggregate: Aggregate, design: Design) -> list[Block]:
+    family, trends = result.family, result.trends
+    axis = AXES[family.kind]
+    how = (
+        f"{_family_text(family)} Per seed, the least-squares slope of each activation's gap to "
+        f"{trends[0].comparison.baseline} (each point at its own chosen lr) on {axis}: the change "
+        f"of the gap per doubling; {design.test} of the slopes against 0, {design.correction} "
+        "over this table's activations of one metric. ▲ better: the gap moves in the "
+        "activation's favour as the axis grows; ▼ worse: toward the reference; a slope has no "
+        "margin, so no tie."
+    )
+    headers = (
+        "activation", "setting", "metric", "points", "n seeds", "mean slope per doubling",
+        f"{aggregate.level} CI (t)", "p", "p (sign-flip)", f"p ({design.correction})", "verdict",
+        "per-point verdicts",
+    )  # fmt: skip
+    rows = []
+    for t in trends:
+        c, metric = t.comparison, base_metric(t)
+        seeds = str(len(c.seeds)) + (f" ({c.diverged} diverged left out)" if c.diverged else "")
+        holds = ", ".join(f"{w} {n}" for w, n in t.holds.items()) or "—"
+        row = (c.treatment, c.setting or "—", f"test {metric}", str(len(t.x)), seeds)
+        rows.append((*row, *_cells(c, metric, design), holds))
+    words = " ".join(trend_sentence(t, family.kind, design) for t in trends)
+    title = f"Trend over {axis}"
+    table = Block("table", headers=headers, rows=tuple(rows))
+    return [Block("h3", title), Block("p", how), table, Block("p", words)]
+
+
+def axes_blocks(
+    results: Sequence[AxisResult],
+    figures: Sequence[tuple[Path, str] | None],
+    aggregate: Aggregate,
+    design: Design,
+) -> list[Block]:
+    """The sections of an experiment's axis families, in order; ``figures``: each family's trend
+    figure (PNG, caption), None for none."""
+    blocks = []
+    for result, figure in zip(results, figures, strict=True):
+        if result.family.kind == "categorical":
+            blocks += _interaction_blocks(result, aggregate, design)
+        else:
+            blocks += _trend_blocks(result, aggregate, design)
+        if figure is not None:
+            blocks.append(Block("figure", figure[1], image=figure[0]))
+    return blocks
+
+
+def axes_figures(
+    results: Sequence[AxisResult], out: Path, stem: str, title: str
+) -> list[tuple[Path, str] | None]:
+    """Each family's trend figure saved as ``out/stem-trend-i`` (PNG and SVG), with its caption;
+    None for a categorical family."""
+    from gelus.plots.io import save_figure
+
+    saved: list[tuple[Path, str] | None] = []
+    for i, result in enumerate(results):
+        fig = trend_figure(result, title) if result.trends else None
+        if fig is None:
+            saved.append(None)
+            continue
+        png, _ = save_figure(fig, out, f"{stem}-trend-{i}")
+        # Figure.get_suptitle arrived in matplotlib 3.8; 3.7 is supported
+        caption = fig.get_suptitle() if hasattr(fig, "get_suptitle") else f"{title}: trend"
+        saved.append((png, " ".join(caption.split())))
+    return saved
