@@ -122,3 +122,146 @@ def test_one_config_or_configs_without_a_common_axis_give_no_family():
     assert families({"a": _flat("mnist-classification")}) == []
     two_keys = _flat("mnist-classification", **{"model.init": "he", "train.epochs": 3})
     assert families({"a": _flat("mnist-classification"), "b": two_keys}) == []
+
+
+# --------------------------------------------------------------------------- verdicts
+def _shifted(records, config_hash: str, shifts: dict[str, np.ndarray], metrics=("error", "loss")):
+    """``records`` with shifts[activation][seed] added to its test values of ``config_hash``."""
+    return [
+        r._replace(value=r.value + float(shifts[r.activation][r.seed]))
+        if r.config_hash == config_hash and r.split == "test" and r.activation in shifts
+        and r.metric in metrics
+        else r
+        for r in records
+    ]  # fmt: skip
+
+
+def _init_records():
+    """MNIST under unit_norm (keep 1.0 and 0.5) and xavier (keep 1.0 only, --set train.keep=1.0);
+    under xavier relu's test values move by 0.01 + noise per seed, elu's by noise alone."""
+    rng = np.random.default_rng(7)
+    shifts = {"relu": 0.01 + 0.004 * rng.standard_normal(6), "elu": 0.004 * rng.standard_normal(6)}
+    base, base_runs = make_records(epochs=2, seeds=SEEDS, config_hash="aaa")
+    new, new_runs = make_records(epochs=2, seeds=SEEDS, config_hash="bbb", settings=("keep=1.0",))
+    base_runs = _runs_with(base_runs, _flat("mnist-classification"), keep=[1.0, 0.5])
+    xavier = _flat("mnist-classification", **{"model.init": "xavier"})
+    new_runs = _runs_with(new_runs, xavier, keep=[1.0])
+    return base + _shifted(new, "bbb", shifts), base_runs + new_runs
+
+
+def _test_values(
+    records, config_hash, activation, metric, epoch, setting="", lr=1e-3
+) -> np.ndarray:
+    """Each seed's test value of one run, read from the records directly."""
+    found = {
+        r.seed: r.value
+        for r in records
+        if (r.config_hash, r.activation, r.metric, r.epoch, r.split, r.setting, r.lr)
+        == (config_hash, activation, metric, epoch, "test", setting, lr)
+    }
+    return np.array([found[s] for s in SEEDS])
+
+
+def test_the_interactions_are_the_difference_of_differences_t_test_with_holm_per_metric():
+    records, runs = _init_records()
+    (result,) = analyse(records, runs, PRESETS)
+    (axis,) = result.axes
+    assert axis.family.labels == ("model.init=unit_norm", "model.init=xavier")
+    for metric in ("error", "loss"):
+        mine = [c for c in axis.comparisons if c.metric == metric]
+        # keep=0.5 ran under unit_norm only: no interaction there
+        assert {(c.treatment, c.setting) for c in mine} == {
+            ("elu", "keep=1.0"),
+            ("relu", "keep=1.0"),
+        }
+        expected_p = {}
+        for c in mine:
+            gap = {
+                h: _test_values(records, h, c.treatment, metric, 2, "keep=1.0")
+                - _test_values(records, h, "gelu", metric, 2, "keep=1.0")
+                for h in ("aaa", "bbb")
+            }
+            dd = gap["bbb"] - gap["aaa"]
+            assert c.variant == "model.init=xavier vs model.init=unit_norm" and c.baseline == "gelu"
+            assert np.allclose(c.differences, dd, atol=1e-12) and c.mean == pytest.approx(dd.mean())
+            expected_p[c.treatment] = scipy_stats.ttest_1samp(dd, 0.0).pvalue
+            assert c.p == pytest.approx(expected_p[c.treatment], rel=1e-9)
+        holm = dict(zip(expected_p, _holm(list(expected_p.values())), strict=True))
+        for c in mine:
+            assert c.p_holm == pytest.approx(holm[c.treatment], rel=1e-9)
+        relu = next(c for c in mine if c.treatment == "relu")
+        assert relu.verdict == "▼ worse" and holm["relu"] < 0.05  # relu's gap grows under xavier
+
+
+def _scale_records():
+    """transformer-lm at three sizes (tokens ∝ N): relu's test bits per byte fall by 0.01 per
+    size step against gelu's, plus noise per seed and size; swiglu's only noise."""
+    rng = np.random.default_rng(11)
+    shapes = {"s1": (64, 2, 1), "s2": (128, 2, 2), "s3": (256, 2, 4)}
+    records, runs = [], []
+    for i, (h, shape) in enumerate(shapes.items()):
+        mine, mine_runs = make_records(
+            "transformer-lm", activations=("gelu", "relu", "swiglu"), seeds=SEEDS, settings=("",),
+            epochs=2, splits=("val", "test"), metrics=("loss", "bpb"), config_hash=h,
+            dataset="fortunes",
+        )  # fmt: skip
+        shifts = {
+            "relu": -0.01 * i + 0.002 * rng.standard_normal(6),
+            "swiglu": 0.002 * rng.standard_normal(6),
+        }
+        records += _shifted(mine, h, shifts, metrics=("bpb",))
+        runs += _runs_with(mine_runs, _lm(*shape))
+    x = [math.log2(12 * d * d * layers + 256 * d) for d, layers, _ in shapes.values()]
+    return records, runs, x
+
+
+def test_the_trend_is_each_seeds_least_squares_slope_and_a_t_test_with_holm():
+    records, runs, x = _scale_records()
+    (result,) = analyse(records, runs, PRESETS)
+    (axis,) = result.axes
+    assert axis.family.kind == "scale" and axis.family.x == pytest.approx(x)
+    bpb = [t for t in axis.trends if t.comparison.metric.startswith("bpb")]
+    assert [t.comparison.treatment for t in bpb] == ["relu", "swiglu"]
+    expected_p = []
+    for t in bpb:
+        gaps = np.stack([
+            _test_values(records, h, t.comparison.treatment, "bpb", 2)
+            - _test_values(records, h, "gelu", "bpb", 2)
+            for h in ("s1", "s2", "s3")
+        ], axis=1)  # fmt: skip
+        slopes = [np.polyfit(x, g, 1)[0] for g in gaps]
+        assert np.allclose(t.comparison.differences, slopes, atol=1e-12)
+        assert np.allclose([t.gaps[s] for s in SEEDS], gaps, atol=1e-12)
+        expected_p.append(scipy_stats.ttest_1samp(slopes, 0.0).pvalue)
+        assert t.comparison.p == pytest.approx(expected_p[-1], rel=1e-9)
+    holm = _holm(expected_p)
+    assert [t.comparison.p_holm for t in bpb] == pytest.approx(holm, rel=1e-9)
+    relu = bpb[0]
+    assert relu.comparison.verdict == "▲ better" and relu.comparison.mean < 0
+    # relu's per-size verdict against gelu (the experiment's own table): worse at every size
+    assert relu.holds == {"worse": 3}
+
+
+def test_gelus_report_shows_the_interaction_and_the_trend_with_its_figure(tmp_path, capsys):
+    init, init_runs = _init_records()
+    scale, scale_runs, _ = _scale_records()
+    write_database(tmp_path / "run", init + scale, init_runs + scale_runs)
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    interaction = md[md.index("### Interaction over model.init") :]
+    assert "| relu − gelu | model.init=xavier vs model.init=unit_norm | keep=1.0 |" in interaction
+    dd = np.subtract(*(
+        _test_values(init, h, "relu", "error", 2, "keep=1.0")
+        - _test_values(init, h, "gelu", "error", 2, "keep=1.0")
+        for h in ("bbb", "aaa")
+    ))  # fmt: skip
+    sentence = (
+        "The gap of relu to gelu (test error, keep=1.0) under model.init=xavier differs from "
+    )
+    assert f"{sentence}under model.init=unit_norm: by {100 * dd.mean():+.2f} pp" in md
+    trend = md[md.index("### Trend over log₂ parameters") :]
+    assert "| relu | — | test bpb | 3 | 6 |" in trend and "| worse at 3 of 3 |" in trend
+    assert "relu, test bpb: worse than gelu at 3 of 3 sizes; the trend over log₂ parameters is resolved: its gap to gelu moves in relu's favour" in trend  # fmt: skip
+    for suffix in ("png", "svg"):
+        assert (tmp_path / "rep" / "figures" / f"transformer-lm-trend-0.{suffix}").stat().st_size
+    assert "](figures/transformer-lm-trend-0.png)" in trend

@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from gelus.plots.palette import color_for
-from gelus.report.axes import AXES, UNITS, AxisResult, Trend
+from gelus.report.axes import UNITS, AxisResult, Trend
 from gelus.report.figures import METRIC_LABELS
 
 __all__ = ["base_metric", "plot_trend", "trend_figure"]
@@ -70,7 +70,7 @@ def trend_figure(result: AxisResult, title: str) -> Figure | None:
     for ax, t in zip(axes, trends, strict=True):
         setting = f" ({t.comparison.setting})" if several and t.comparison.setting else ""
         plot_trend(ax, t, title=t.comparison.treatment + setting)
-        ax.set_xlabel(UNITS[result.family.kind] + f" ({AXES[result.family.kind]} axis)", fontsize=8)
+        ax.set_xlabel(f"{UNITS[result.family.kind]} (log₂ scale)", fontsize=8)
     fig.suptitle(
         f"{title}: gap to {trends[0].comparison.baseline} against "
         f"{UNITS[result.family.kind]}; seeds as dots, each seed's fit faint, the mean fit bold",

@@ -9,6 +9,7 @@ from pathlib import Path
 from gelus.report.axes import AXES, AxisResult, Family, Trend
 from gelus.report.axes_figure import base_metric, trend_figure
 from gelus.report.blocks import Block
+from gelus.report.robust import INSIDE_MARGIN, inside_margin
 from gelus.report.stats import EQUIVALENCE_MARGINS, Aggregate, Comparison, Design
 from gelus.report.words import format_difference, interval, p_exact, p_text, verdict_cell
 
@@ -32,6 +33,9 @@ def interaction_sentence(c: Comparison, design: Design) -> str:
     word = _word(c)
     if word in ("better", "worse"):
         way = f"in {c.treatment}'s favour" if word == "better" else f"against {c.treatment}"
+        if inside_margin(c, design.alpha):
+            margin = format_difference(c.metric, EQUIVALENCE_MARGINS[c.metric]).lstrip("+")
+            way += f", {INSIDE_MARGIN} (±{margin})"
         return f"{gap} under {first} differs from under {second}: by {amount}, {way} ({p})."
     if word == "tie":
         margin = format_difference(c.metric, EQUIVALENCE_MARGINS.get(c.metric, 0.0))
@@ -61,10 +65,10 @@ def trend_sentence(t: Trend, kind: str, design: Design) -> str:
     p = f"p {design.correction} {p_text(c.p_holm)}"
     word = _word(c)
     if word in ("better", "worse"):
-        way = "toward" if word == "better" else "away from"
+        way = f"in {c.treatment}'s favour" if word == "better" else f"against {c.treatment}"
         return (
             f"{c.treatment}{where}, test {metric}: {holds}the trend over {AXES[kind]} is resolved: "
-            f"its gap to {c.baseline} moves {way} {c.treatment}'s favour, {slope} ({p})."
+            f"its gap to {c.baseline} moves {way}, {slope} ({p})."
         )
     return (
         f"{c.treatment}{where}, test {metric}: {holds}the trend over {AXES[kind]} is not "
@@ -131,7 +135,8 @@ def _trend_blocks(result: AxisResult, aggregate: Aggregate, design: Design) -> l
     for t in trends:
         c, metric = t.comparison, base_metric(t)
         seeds = str(len(c.seeds)) + (f" ({c.diverged} diverged left out)" if c.diverged else "")
-        holds = ", ".join(f"{w} {n}" for w, n in t.holds.items()) or "—"
+        total = sum(t.holds.values())
+        holds = ", ".join(f"{w} at {n} of {total}" for w, n in t.holds.items()) or "—"
         row = (c.treatment, c.setting or "—", f"test {metric}", str(len(t.x)), seeds)
         rows.append((*row, *_cells(c, metric, design), holds))
     words = " ".join(trend_sentence(t, family.kind, design) for t in trends)
