@@ -265,3 +265,15 @@ def test_gelus_report_shows_the_interaction_and_the_trend_with_its_figure(tmp_pa
     for suffix in ("png", "svg"):
         assert (tmp_path / "rep" / "figures" / f"transformer-lm-trend-0.{suffix}").stat().st_size
     assert "](figures/transformer-lm-trend-0.png)" in trend
+
+
+def test_a_stored_config_is_the_presets_config_with_its_values_and_a_wrong_value_is_named():
+    from gelus.experiments.config import ConfigError, config_from_stored
+
+    for name, preset in PRESETS.items():
+        stored = flat_config(config_to_dict(preset.config))
+        assert config_from_stored(preset.config, stored) == preset.config, name
+    config = config_from_stored(PRESETS["transformer-lm"].config, _lm(256, 6, 3))
+    assert (config.model.d_model, config.model.layers, config.train.epochs) == (256, 6, 3)
+    with pytest.raises(ConfigError, match=r"model\.d_model: expected int"):
+        config_from_stored(PRESETS["transformer-lm"].config, {"model.d_model": "wide"})

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from gelus.experiments.config import ConfigError, config_from_stored, plugin_for
-from gelus.experiments.selection import Selection
+from gelus.experiments.selection import Selection, variant_labels
 from gelus.report.robust import robust_marks
 from gelus.report.sensitivity import interaction
 from gelus.report.stats import DESIGN, HEADLINE, Aggregate, Comparison, Design, adjust
@@ -91,13 +91,6 @@ def _value(flat: Mapping[str, Any], key: str) -> str:
     return json.dumps(flat.get(key), sort_keys=True)
 
 
-def _label(flat: Mapping[str, Any], keys: Sequence[str]) -> str:
-    def text(v: Any) -> str:
-        return ",".join(map(text, v)) if isinstance(v, list) else f"{v:g}" if isinstance(v, float) else str(v)  # fmt: skip
-
-    return ", ".join(f"{k}={text(flat.get(k))}" for k in keys)
-
-
 def _groups(hashes: Sequence[str], configs: Mapping, alike: Sequence[str]) -> list[list[str]]:
     """``hashes`` grouped by their values of the keys ``alike``, groups of 2 or more."""
     grouped: dict[tuple, list[str]] = defaultdict(list)
@@ -140,7 +133,7 @@ def _categorical(configs: Mapping, counts: Mapping, defaults: Mapping) -> list[F
                 continue  # the key changes the size or the budget: a scale or budget axis
             default = json.dumps(defaults.get(key), sort_keys=True) if key in defaults else None
             group.sort(key=lambda h: (_value(configs[h], key) != default, _value(configs[h], key)))
-            labels = tuple(_label(configs[h], [key]) for h in group)
+            labels = tuple(variant_labels(group, configs)[h] for h in group)
             found.append(Family("categorical", (key,), tuple(group), labels))
     return found
 
@@ -150,7 +143,7 @@ def _measured(kind: str, group: Sequence[str], configs: Mapping, counts: Mapping
     group = sorted(group, key=lambda h: counts[h][index])
     keys = tuple(_differing(group, configs))
     size = tuple(int(counts[h][index]) for h in group)
-    labels = tuple(_label(configs[h], keys) for h in group)
+    labels = tuple(variant_labels(group, configs)[h] for h in group)
     return Family(kind, keys, tuple(group), labels, size, tuple(math.log2(n) for n in size))
 
 
