@@ -186,6 +186,9 @@ def test_the_interactions_are_the_difference_of_differences_t_test_with_holm_per
             assert np.allclose(c.differences, dd, atol=1e-12) and c.mean == pytest.approx(dd.mean())
             expected_p[c.treatment] = scipy_stats.ttest_1samp(dd, 0.0).pvalue
             assert c.p == pytest.approx(expected_p[c.treatment], rel=1e-9)
+            sem = scipy_stats.sem(dd)
+            ci = scipy_stats.t.interval(0.95, len(dd) - 1, loc=dd.mean(), scale=sem)
+            assert c.ci == pytest.approx(ci, rel=1e-9)
         holm = dict(zip(expected_p, _holm(list(expected_p.values())), strict=True))
         for c in mine:
             assert c.p_holm == pytest.approx(holm[c.treatment], rel=1e-9)

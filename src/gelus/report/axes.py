@@ -33,7 +33,15 @@ from gelus.experiments.config import ConfigError, config_from_stored, plugin_for
 from gelus.experiments.selection import Selection, variant_labels
 from gelus.report.robust import robust_marks
 from gelus.report.sensitivity import interaction
-from gelus.report.stats import DESIGN, HEADLINE, Aggregate, Comparison, Design, adjust
+from gelus.report.stats import (
+    DESIGN,
+    HEADLINE,
+    Aggregate,
+    Comparison,
+    Design,
+    adjust,
+    paired_t_test,
+)
 from gelus.report.trend import trend
 
 __all__ = ["AXES", "AxisResult", "Family", "Trend", "axis_results", "families", "sizes"]
@@ -250,7 +258,10 @@ def _trends(family: Family, by_key: Mapping, cells, reference: str, verdicts) ->
 
 def _judged(comparisons: Sequence[Comparison], design: Design, aggregate: Aggregate) -> list:
     """Holm over the comparisons of each metric (one family per metric), the verdicts and the
-    fragility marks; the order kept."""
+    fragility marks, the t interval at the aggregate's confidence; the order kept."""
+    comparisons = [
+        c._replace(ci=paired_t_test(c.differences, aggregate.confidence).ci) for c in comparisons
+    ]
     judged: dict[int, Comparison] = {}
     for metric in dict.fromkeys(c.metric for c in comparisons):
         index = [i for i, c in enumerate(comparisons) if c.metric == metric]
