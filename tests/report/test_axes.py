@@ -196,6 +196,33 @@ def test_the_interactions_are_the_difference_of_differences_t_test_with_holm_per
         assert relu.verdict == "▼ worse" and holm["relu"] < 0.05  # relu's gap grows under xavier
 
 
+def test_each_activations_own_change_across_the_axis_is_paired_by_seed_with_holm_per_metric():
+    records, runs = _init_records()
+    (result,) = analyse(records, runs, PRESETS)
+    (axis,) = result.axes
+    for metric in ("error", "loss"):
+        mine = [c for c in axis.effects if c.metric == metric]
+        # every activation, the reference included, on the setting both inits ran
+        assert {(c.treatment, c.setting) for c in mine} == {
+            (a, "keep=1.0") for a in ("gelu", "relu", "elu")
+        }
+        expected_p = {}
+        for c in mine:
+            change = _test_values(records, "bbb", c.treatment, metric, 2, "keep=1.0") - (
+                _test_values(records, "aaa", c.treatment, metric, 2, "keep=1.0")
+            )
+            assert c.variant == "model.init=xavier vs model.init=unit_norm"
+            assert np.allclose(c.differences, change, atol=1e-12)
+            # gelu's records are the same under both inits: no change, p 1 (scipy: NaN)
+            same = not change.any()
+            expected_p[c.treatment] = 1.0 if same else scipy_stats.ttest_1samp(change, 0).pvalue
+            assert c.p == pytest.approx(expected_p[c.treatment], rel=1e-9)
+        assert {c.treatment for c in mine if not np.any(c.differences)} == {"gelu"}
+        holm = dict(zip(expected_p, _holm(list(expected_p.values())), strict=True))
+        for c in mine:
+            assert c.p_holm == pytest.approx(holm[c.treatment], rel=1e-9)
+
+
 def _scale_records():
     """transformer-lm at three sizes (tokens ∝ N): relu's test bits per byte fall by 0.01 per
     size step against gelu's, plus noise per seed and size; swiglu's only noise."""
@@ -262,6 +289,13 @@ def test_gelus_report_shows_the_interaction_and_the_trend_with_its_figure(tmp_pa
         "The gap of relu to gelu (test error, keep=1.0) under model.init=xavier differs from "
     )
     assert f"{sentence}under model.init=unit_norm: by {100 * dd.mean():+.2f} pp" in md
+    effects = md[md.index("### Each activation across model.init") :]
+    assert "| gelu | model.init=xavier vs model.init=unit_norm | keep=1.0 | test error |" in effects
+    change = _test_values(init, "bbb", "relu", "error", 2, "keep=1.0") - _test_values(
+        init, "aaa", "relu", "error", 2, "keep=1.0"
+    )
+    said = "relu (test error, keep=1.0) under model.init=xavier is worse than under model.init"
+    assert f"{said}=unit_norm: {100 * change.mean():+.2f} pp" in effects
     trend = md[md.index("### Trend over log₂ parameters") :]
     assert "| relu | — | test bpb | 3 | 6 |" in trend and "| worse at 3 of 3 |" in trend
     assert "relu, test bpb: worse than gelu at 3 of 3 sizes; the trend over log₂ parameters is resolved: its gap to gelu moves in relu's favour" in trend  # fmt: skip

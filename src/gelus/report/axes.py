@@ -17,8 +17,9 @@ config's identity, so a config that ran fewer settings than another is no other 
 verdicts compare the same (activation, setting) across the family's configs.
 
 :func:`axis_results` judges each family: a categorical one by the interaction
-(:func:`~gelus.report.sensitivity.interaction`) of every other value against the preset's default
-(else the first value), a scale or budget one by the trend (:func:`~gelus.report.trend.trend`);
+(:func:`~gelus.report.sensitivity.interaction`) of each pair of values (the preset's default, else
+the first value, against each other value first) and each activation's own change between them,
+a scale or budget one by the trend (:func:`~gelus.report.trend.trend`);
 Holm over the family's comparisons of one metric (:func:`~gelus.report.stats.adjust`), the
 fragility marks of :func:`~gelus.report.robust.robust_marks`.
 """
@@ -40,6 +41,7 @@ from gelus.report.stats import (
     Comparison,
     Design,
     adjust,
+    compare_paired,
     paired_t_test,
 )
 from gelus.report.trend import trend
@@ -75,6 +77,7 @@ class AxisResult(NamedTuple):
 
     family: Family
     comparisons: tuple[Comparison, ...] = ()  # categorical: the interactions
+    effects: tuple[Comparison, ...] = ()  # categorical: each activation, value against base
     trends: tuple[Trend, ...] = ()  # scale, budget
 
 
@@ -199,12 +202,20 @@ def _cells(selections: Sequence[Selection], reference: str) -> list[tuple[str, s
     return list(dict.fromkeys(k[1:] for s in selections if (k := _key(s))[1] != reference).keys())
 
 
+def _pairs(family: Family) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """Every pair of the family's values as ((hash, label) of the earlier, of the later): the
+    base against each other value first, then the others against each other (he vs xavier)."""
+    members = list(zip(family.members, family.labels, strict=True))
+    return [
+        (members[i], members[j]) for i in range(len(members)) for j in range(i + 1, len(members))
+    ]
+
+
 def _interactions(family: Family, by_key: Mapping, cells, reference: str) -> list[Comparison]:
-    """Each value's interaction against the base (the family's first member), unadjusted:
-    (activation − reference) under the value minus under the base, paired by seed."""
-    base, base_label = family.members[0], family.labels[0]
+    """The interaction of each pair of values (:func:`_pairs`), unadjusted: (activation −
+    reference) under the later value minus under the earlier, paired by seed."""
     found = []
-    for member, label in zip(family.members[1:], family.labels[1:], strict=True):
+    for (base, base_label), (member, label) in _pairs(family):
         for activation, setting, metric, lr in cells:
             four = [
                 by_key.get((h, a, setting, metric, lr))
@@ -216,6 +227,22 @@ def _interactions(family: Family, by_key: Mapping, cells, reference: str) -> lis
             c = interaction(
                 (four[0], four[1]), (four[2], four[3]), lower_is_better=metric != "accuracy"
             )
+            found.append(c._replace(variant=f"{label} vs {base_label}"))
+    return found
+
+
+def _effects(family: Family, by_key: Mapping, cells) -> list[Comparison]:
+    """Each activation under the later value of each pair (:func:`_pairs`) against itself under
+    the earlier, unadjusted: the value's own effect on it (GELU under xavier − GELU under
+    unit_norm), paired by seed, each config at its own chosen lr."""
+    found = []
+    for (base, base_label), (member, label) in _pairs(family):
+        for activation, setting, metric, lr in cells:
+            value = by_key.get((member, activation, setting, metric, lr))
+            against = by_key.get((base, activation, setting, metric, lr))
+            if value is None or against is None:
+                continue
+            c = compare_paired(value, against, lower_is_better=metric != "accuracy")
             found.append(c._replace(variant=f"{label} vs {base_label}"))
     return found
 
@@ -281,8 +308,8 @@ def axis_results(
     aggregate: Aggregate = HEADLINE,
 ) -> list[AxisResult]:
     """Each family's verdicts from the experiment's ``selections`` (each config's own chosen lr,
-    as the verdict tables use): a categorical family's interactions of every other value against
-    its first, a scale or budget family's trend per activation and setting; Holm over the
+    as the verdict tables use): a categorical family's interactions of each pair of values and
+    each activation's change between them, a scale or budget family's trend per activation and setting; Holm over the
     family's comparisons of one metric. ``comparisons``: the experiment's per-config verdicts,
     counted per trend for where its verdict holds. A family with no comparison is left out."""
     by_key = {_key(s): s for s in selections}
@@ -296,12 +323,14 @@ def axis_results(
     for family in found:
         if family.kind == "categorical":
             judged = _judged(_interactions(family, by_key, cells, reference), design, aggregate)
-            result = AxisResult(family, comparisons=tuple(judged))
+            every = _cells(selections, reference="")  # the reference's own effect too
+            effects = _judged(_effects(family, by_key, every), design, aggregate)
+            result = AxisResult(family, comparisons=tuple(judged), effects=tuple(effects))
         else:
             trends = _trends(family, by_key, cells, reference, verdicts)
             judged = _judged([t.comparison for t in trends], design, aggregate)
             trends = [t._replace(comparison=c) for t, c in zip(trends, judged, strict=True)]
             result = AxisResult(family, trends=tuple(trends))
-        if result.comparisons or result.trends:
+        if result.comparisons or result.effects or result.trends:
             results.append(result)
     return results

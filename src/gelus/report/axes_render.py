@@ -13,7 +13,13 @@ from gelus.report.robust import INSIDE_MARGIN, inside_margin
 from gelus.report.stats import EQUIVALENCE_MARGINS, Aggregate, Comparison, Design
 from gelus.report.words import format_difference, interval, p_exact, p_text, verdict_cell
 
-__all__ = ["axes_blocks", "axes_figures", "interaction_sentence", "trend_sentence"]
+__all__ = [
+    "axes_blocks",
+    "axes_figures",
+    "effect_sentence",
+    "interaction_sentence",
+    "trend_sentence",
+]
 
 _POINT = {"scale": "size", "budget": "budget"}
 
@@ -41,6 +47,49 @@ def interaction_sentence(c: Comparison, design: Design) -> str:
         margin = format_difference(c.metric, EQUIVALENCE_MARGINS.get(c.metric, 0.0))
         return f"{gap} is the same under {first} and {second} within ±{margin.lstrip('+')}."
     return f"{gap}: whether it differs between {first} and {second} is unresolved ({p})."
+
+
+def effect_sentence(c: Comparison, design: Design) -> str:
+    """One activation's change from the base value to another in words: which way, by how much,
+    with its adjusted p and the runs that diverged; a tie with its margin; unresolved with its p."""
+    value, _, base = c.variant.partition(" vs ")
+    where = f", {c.setting}" if c.setting else ""
+    subject = f"{c.treatment} (test {c.metric}{where}) under {value}"
+    amount = f"{format_difference(c.metric, c.mean)} {interval(c.metric, c.ci, difference=True)}"
+    p = f"p {design.correction} {p_text(c.p_holm)}"
+    diverged = f"; {c.diverged} seed{'s' * (c.diverged > 1)} diverged" if c.diverged else ""
+    word = _word(c)
+    if word in ("better", "worse"):
+        inside = f", {INSIDE_MARGIN}" if inside_margin(c, design.alpha) else ""
+        return f"{subject} is {word} than under {base}: {amount}{inside} ({p}{diverged})."
+    if word == "tie":
+        margin = format_difference(c.metric, EQUIVALENCE_MARGINS.get(c.metric, 0.0))
+        return f"{subject} is the same as under {base} within ±{margin.lstrip('+')}{diverged}."
+    return f"{subject} against under {base}: unresolved ({p}{diverged})."
+
+
+def _effect_blocks(result: AxisResult, aggregate: Aggregate, design: Design) -> list[Block]:
+    family, effects = result.family, result.effects
+    how = (
+        "Each activation under the first of two values against itself under the second (each "
+        f"config at its own chosen lr), paired by seed, for every pair of values; {design.test}, "
+        f"{design.correction} over this table's comparisons of one metric. ▲ better: the first "
+        "value does better for the activation."
+    )
+    headers = (
+        "activation", "values", "setting", "metric", "n pairs", "mean difference",
+        f"{aggregate.level} CI (t)", "p", "p (sign-flip)", f"p ({design.correction})", "verdict",
+    )  # fmt: skip
+    rows = tuple(
+        (c.treatment, c.variant, c.setting or "—", f"test {c.metric}",
+         str(len(c.seeds)) + (f" ({c.diverged} diverged)" if c.diverged else ""),
+         *_cells(c, c.metric, design))
+        for c in effects
+    )  # fmt: skip
+    words = " ".join(effect_sentence(c, design) for c in effects)
+    title = f"Each activation across {', '.join(family.keys)}"
+    table = Block("table", headers=headers, rows=rows)
+    return [Block("h3", title), Block("p", how), table, Block("p", words)]
 
 
 def _holds_text(t: Trend, kind: str) -> str:
@@ -94,11 +143,11 @@ def _interaction_blocks(result: AxisResult, aggregate: Aggregate, design: Design
     reference = comparisons[0].baseline
     how = (
         f"{_family_text(family)} Per seed, each activation's gap to {reference} (each config at "
-        f"its own chosen lr) under a value minus under {family.labels[0]}, "
-        f"dd = (a − {reference})_value − (a − {reference})_base; {design.test}, "
-        f"{design.correction} over this table's comparisons of one metric. ▲ better: the "
-        f"activation gains more on {reference} under the value; ▼ worse: less; = tie: the gap "
-        "moves by less than the metric's margin (TOST)."
+        f"its own chosen lr) under the first of the two values minus under the second, "
+        f"dd = (a − {reference})_first − (a − {reference})_second, for every pair of values; "
+        f"{design.test}, {design.correction} over this table's comparisons of one metric. ▲ "
+        f"better: the activation gains more on {reference} under the first value; ▼ worse: "
+        "less; = tie: the gap moves by less than the metric's margin (TOST)."
     )
     headers = (
         "comparison", "values", "setting", "metric", "n pairs", "mean difference of differences",
@@ -156,7 +205,8 @@ def axes_blocks(
     blocks = []
     for result, figure in zip(results, figures, strict=True):
         if result.family.kind == "categorical":
-            blocks += _interaction_blocks(result, aggregate, design)
+            blocks += _interaction_blocks(result, aggregate, design) if result.comparisons else []
+            blocks += _effect_blocks(result, aggregate, design) if result.effects else []
         else:
             blocks += _trend_blocks(result, aggregate, design)
         if figure is not None:
