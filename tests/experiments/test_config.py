@@ -211,7 +211,7 @@ def test_presets_are_in_the_papers_order():
     assert list(PRESETS) == [
         "mnist-classification", "mnist-noise", "mnist-autoencoder", "twitter-pos", "timit",
         "cifar10-allconv", "cifar100-wrn", "stochastic-gelu",
-        "transformer-lm", "transformer-vit",  # beyond the paper, after it
+        "transformer-lm", "transformer-vit", "transformer-scale",  # beyond the paper, after it
     ]  # fmt: skip
 
 

@@ -36,6 +36,7 @@ PRESET_HASHES = {
     "stochastic-gelu": ("3703fe21c3b1", "344a18fe68d8"),
     "transformer-lm": ("155473b5c989", "66ec2e549992"),  # the transformer engine's own shape
     "transformer-vit": ("ac03997086c1", "0b5b6e2330af"),
+    "transformer-scale": ("c3263ac43bcd", "64f4d6f0f6f8"),  # its d 128 point: the others are axes
 }
 
 

@@ -27,7 +27,13 @@ import torch
 
 from gelus.experiments import timing
 from gelus.experiments.activation_spec import resolve_activations
-from gelus.experiments.config import ExperimentConfig, apply_overrides, plugin_for, trainer_for
+from gelus.experiments.config import (
+    ExperimentConfig,
+    apply_overrides,
+    expand_axes,
+    plugin_for,
+    trainer_for,
+)
 from gelus.experiments.plan import Job, holds_out_validation, makespan, plan_jobs, train_size
 
 __all__ = [
@@ -39,6 +45,7 @@ __all__ = [
     "price",
     "step_functions",
     "workload",
+    "workloads",
 ]
 
 _EVAL_SAMPLES = 64  # random test samples the evaluation is timed on (its cost is per sample)
@@ -56,6 +63,12 @@ class Workload:
     eval_samples: int
     sample_shape: tuple[int, ...]
     num_classes: int
+    point: str = ""  # the config's values of the preset's axes ("" for a preset without)
+
+    @property
+    def label(self) -> str:
+        """The experiment, and the point of its axes where it has some."""
+        return f"{self.experiment} {self.point}".strip()
 
     @property
     def engine(self) -> str:
@@ -103,13 +116,32 @@ class Cost:
         return makespan([self.job_seconds] * self.work.jobs, devices)
 
 
-def workload(preset, quick: bool = False, device: str = "cpu") -> Workload:
-    """The jobs ``plan_jobs`` makes of ``preset`` (with its ``--quick`` overrides if asked) for one
-    worker on ``device`` (where the transformers' runs may train stacked), sized by its dataset's
-    spec."""
+def workloads(preset, quick: bool = False, device: str = "cpu", overrides=()) -> list[Workload]:
+    """The :func:`workload` of each config of ``preset`` with ``overrides`` (a command's ``--set``
+    values, axes among them): one per combination of their axes and the preset's default axes
+    they and its ``--quick`` overrides leave (``Preset.axes``), one where there is none."""
+    from gelus.experiments.presets import with_axes
+
+    replaced = preset.quick if quick else ()
+    points = expand_axes(preset.config, with_axes(preset, overrides, replaced))
+    varying = [
+        o for o in dict.fromkeys(sum(points, ())) if sum(o in p for p in points) < len(points)
+    ]
+    return [
+        workload(preset, quick, device, p, ",".join(o.partition("=")[2] for o in p if o in varying))
+        for p in points
+    ]
+
+
+def workload(
+    preset, quick: bool = False, device: str = "cpu", overrides=(), point: str = ""
+) -> Workload:
+    """The jobs ``plan_jobs`` makes of ``preset`` (with its ``--quick`` overrides if asked, then
+    ``overrides``: a point of its axes) for one worker on ``device`` (where the transformers' runs
+    may train stacked), sized by its dataset's spec; ``point`` labels it in the plan's table."""
     from gelus.data import get_spec
 
-    config = apply_overrides(preset.config, preset.quick if quick else ())
+    config = apply_overrides(preset.config, [*(preset.quick if quick else ()), *overrides])
     spec = get_spec(config.dataset)
     sizes = spec.split_sizes
     kept_apart = holds_out_validation(config)
@@ -130,6 +162,7 @@ def workload(preset, quick: bool = False, device: str = "cpu") -> Workload:
         eval_samples,
         tuple(spec.sample_shape),
         spec.num_classes or 0,
+        point,
     )
 
 
@@ -368,9 +401,9 @@ def budget_table(costs: list[Cost], devices: tuple[int, ...] = (1,)) -> str:
     """The plan as text: per preset its runs, jobs, epochs, one job's epoch time, and the wall time
     on each number of ``devices``; then the whole paper (presets one after another, each spread
     over the devices)."""
-    head = (
-        f"{'experiment':<20} {'runs':>5} {'jobs':>5} {'r/job':>5} {'epochs':>6} {'s/job-epoch':>11}"
-    )
+    width = max([20, *(len(cost.work.label) for cost in costs)])
+    head = f"{'experiment':<{width}} {'runs':>5} {'jobs':>5} {'r/job':>5} {'epochs':>6}"
+    head += f" {'s/job-epoch':>11}"
     head += "".join(f" {f'{n} device' + ('s' if n > 1 else ''):>11}" for n in devices)
     lines = [head]
     totals = [0.0] * len(devices)
@@ -378,11 +411,12 @@ def budget_table(costs: list[Cost], devices: tuple[int, ...] = (1,)) -> str:
         w = cost.work
         walls = [cost.seconds(n) for n in devices]
         totals = [t + s for t, s in zip(totals, walls, strict=True)]
-        line = f"{w.experiment:<20} {w.runs:>5} {w.jobs:>5} {w.members:>5} {w.epochs:>6}"
+        line = f"{w.label:<{width}} {w.runs:>5} {w.jobs:>5} {w.members:>5} {w.epochs:>6}"
         line += f" {cost.job_epoch_seconds:>11.2f}" + "".join(f" {_hours(s):>11}" for s in walls)
         lines.append(line)
     lines.append(
-        f"{'whole paper':<20} {sum(c.work.runs for c in costs):>5} {'':>5} {'':>5} {'':>6} {'':>11}"
+        f"{'whole paper':<{width}} {sum(c.work.runs for c in costs):>5} {'':>5} {'':>5} {'':>6}"
+        + f" {'':>11}"
         + "".join(f" {_hours(s):>11}" for s in totals)
     )
     device = costs[0].device if costs else "?"

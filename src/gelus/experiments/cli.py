@@ -151,6 +151,8 @@ def preset_keys(name: str) -> str:
         shown = ",".join(map(str, value)) if isinstance(value, list | tuple) else value
         lines.append(f"  {key:<28} {shown}")
     lines.append(f"--quick sets: {' '.join(preset.quick) or '(nothing)'}")
+    if preset.axes:  # one config per point; a --set of one of their keys replaces the axis
+        lines.append(f"axes (one config per point): {' '.join(preset.axes)}")
     return "\n".join(lines)
 
 

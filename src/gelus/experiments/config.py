@@ -16,6 +16,9 @@ combination of the axes' values, each with its own config hash, the sweep axes (
 settings, activations) swept inside each. Values are separated by ``;`` for any key, and by ``,``
 for a key that takes one value (``model.init=gpt2,torch``, ``optim.warmup=0,0.05``); a tuple
 key's commas separate its items, so its axis takes ``;`` (``model.hidden=128,128;256,256``).
+A joint axis moves several one-value keys together, one config per point, not their product:
+the keys comma-separated, each point's values comma-separated in the same order, the points
+``;``-separated (``model.d_model,model.layers=48,2;80,3;128,4``: three configs).
 """
 
 import dataclasses
@@ -49,6 +52,8 @@ __all__ = [
     "failed_checks",
     "flat_config",
     "identity_keys",
+    "joint_points",
+    "override_keys",
     "plugin_for",
     "plugins",
     "positive_finite",
@@ -335,23 +340,84 @@ def _axis_values(config: Any, key: str, text: str) -> list[str] | None:
     return values
 
 
+JOINT_SEPARATOR = ","  # between a joint axis' keys, and between the values of one of its points
+
+
+def override_keys(override: str) -> tuple[str, ...]:
+    """The keys an override sets: one, or a joint axis' several (``"a.b,c.d=1,2"`` ->
+    ``("a.b", "c.d")``)."""
+    key = override.partition("=")[0]
+    return tuple(part.strip() for part in key.split(JOINT_SEPARATOR))
+
+
+def joint_points(config: Any, override: str) -> list[tuple[str, ...]]:
+    """The ``key=value`` overrides of each point of a joint axis ``k1,k2=v1,v2;w1,w2`` (keys that
+    move together, one config per point): ``[("k1=v1", "k2=v2"), ("k1=w1", "k2=w2")]``. Each key
+    must take one value (not a tuple) and be no sweep axis or bookkeeping key; each point gives one
+    value per key; the points are distinct. ConfigError naming the key or the point otherwise."""
+    text, values = override.partition("=")[::2]
+    keys = override_keys(override)
+    all_keys = config_keys(config)
+    for key in keys:
+        annotation = _annotation(config, key)
+        if annotation is None:
+            raise _unknown_key(key, all_keys)
+        if not _takes_one_value(annotation):
+            raise ConfigError(
+                f"{key}: a tuple, so it cannot move in the joint axis {_quote(text)} (its values "
+                "would be comma-separated too); give it its own --set"
+            )
+        if key in SWEEP_KEYS + BOOKKEEPING_KEYS:
+            raise ConfigError(
+                f"{key}: a sweep axis or a bookkeeping key, so it is no axis of configs; give it "
+                f"its own --set, outside the joint axis {_quote(text)}"
+            )
+    if len(set(keys)) < len(keys):
+        raise ConfigError(f"{_quote(text)}: a joint axis names each key once")
+    points = [point.strip() for point in values.split(AXIS_SEPARATOR)]
+    overrides = []
+    for number, point in enumerate(points, 1):
+        parts = [part.strip() for part in point.split(JOINT_SEPARATOR)]
+        if len(parts) != len(keys) or "" in parts:
+            example = AXIS_SEPARATOR.join(
+                ",".join(f"{chr(97 + k)}{i}" for k in range(len(keys))) for i in (1, 2)
+            )
+            raise ConfigError(
+                f"{text.strip()}: point {number} ({_quote(point)}) gives {len(parts)} value(s) for "
+                f"the {len(keys)} keys {', '.join(keys)}: give one value per key, in their order, "
+                f"the points separated by {AXIS_SEPARATOR!r} ({text.strip()}={example})"
+            )
+        overrides.append(tuple(f"{key}={part}" for key, part in zip(keys, parts, strict=True)))
+    if len(set(overrides)) < len(overrides):
+        raise ConfigError(
+            f"{text.strip()}: a joint axis' points must be distinct, got {_quote(values)}"
+        )
+    return overrides
+
+
+def _choices(config: Any, override: str) -> list[tuple[str, ...]]:
+    """The overrides of each value of ``override``: several for an axis, one for one value."""
+    key, sep, text = override.partition("=")
+    if sep and JOINT_SEPARATOR in key:
+        return joint_points(config, override)
+    values = _axis_values(config, key.strip(), text) if sep else None
+    return [(f"{key.strip()}={v}",) for v in values] if values else [(override,)]
+
+
 def expand_axes(config: Any, overrides: typing.Iterable[str]) -> list[tuple[str, ...]]:
     """The override lists of each config ``overrides`` ask for: one per combination of the axes'
     values (the first axis varying slowest), each axis replaced by one ``key=value``; ``[overrides]``
     when there is no axis. An axis is an override of several values of one key: ``;``-separated
     for any key, ``,``-separated for a key that takes one value. Sweep axes (``optim.lr``,
     ``activations``, ``train.seeds``, ``train.keep``) are swept inside each config and bookkeeping
-    keys change no result, so neither is an axis (ConfigError).
+    keys change no result, so neither is an axis (ConfigError). A joint axis
+    (:func:`joint_points`) is one axis: its keys move together.
 
     >>> expand_axes(PRESETS["transformer-lm"].config, ["model.init=gpt2,torch", "train.epochs=2"])
     [('model.init=gpt2', 'train.epochs=2'), ('model.init=torch', 'train.epochs=2')]
     """
-    choices = []
-    for override in overrides:
-        key, sep, text = override.partition("=")
-        values = _axis_values(config, key.strip(), text) if sep else None
-        choices.append([f"{key.strip()}={v}" for v in values] if values else [override])
-    combinations = list(itertools.product(*choices))
+    choices = [_choices(config, override) for override in overrides]
+    combinations = [sum(parts, ()) for parts in itertools.product(*choices)]
     if len(combinations) > LIMITS["configs"]:
         raise ConfigError(
             f"{len(combinations):,} configs asked for, more than {LIMITS['configs']:,}; give the "
@@ -369,6 +435,15 @@ def apply_overrides(config: Any, overrides: typing.Iterable[str]) -> Any:
     for override in overrides:
         key, sep, text = override.partition("=")
         key = key.strip()
+        if sep and JOINT_SEPARATOR in key:  # a joint axis of one point: its keys, each set
+            points = joint_points(config, override)
+            if len(points) > 1:
+                raise ConfigError(
+                    f"{key}: a joint axis of {len(points)} points is {len(points)} configs; "
+                    "expand_axes gives each its overrides"
+                )
+            config = apply_overrides(config, points[0])
+            continue
         all_keys = config_keys(config)
         if not sep or not key:
             raise ConfigError(

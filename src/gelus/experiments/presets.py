@@ -17,7 +17,7 @@ Validation and test sets stay whole.
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gelus.experiments.config import ExperimentConfig
+from gelus.experiments.config import ExperimentConfig, override_keys
 from gelus.experiments.engines.cnn.config import (
     CIFAR10AllConvConfig,
     CIFAR100WRNConfig,
@@ -41,7 +41,7 @@ from gelus.experiments.engines.transformer.config import (
 from gelus.experiments.engines.vit.config import ViTExperimentConfig, ViTModelConfig, ViTTrainConfig
 from gelus.experiments.protocol import FigureSpec, Protocol
 
-__all__ = ["PRESETS", "Preset"]
+__all__ = ["PRESETS", "Preset", "with_axes"]
 
 PAPER = "Hendrycks & Gimpel, Gaussian Error Linear Units (GELUs), arXiv:1606.08415"
 LR_GRID = (1e-3, 1e-4, 1e-5)  # the TF scripts' grid, tuned on the validation split
@@ -73,6 +73,10 @@ class Preset:
     fidelity: tuple[str, ...] = ()  # choices that follow the paper, and deviations from it
     quick: tuple[str, ...] = ()  # overrides for `--quick`
     in_paper: bool = True  # False: an experiment beyond the paper (its "paper_*" are the preset's)
+    # overrides applied before the command's, axes among them (one config per point); a key the
+    # command sets (its --set, --quick, --epochs...) replaces the axis that holds it (with_axes)
+    axes: tuple[str, ...] = ()
+    in_reproduce: bool = True  # False: `gelus reproduce` runs it only when --experiments names it
 
     @property
     def dataset(self) -> str:
@@ -85,6 +89,15 @@ class Preset:
         if self.train_size is None:
             return None
         return self.train_size // self.config.train.batch_size * self.config.train.epochs
+
+
+def with_axes(preset: Preset, overrides, replaced=()) -> tuple[str, ...]:
+    """``overrides`` after the preset's default axes (``Preset.axes``) that neither they nor
+    ``replaced`` (the overrides the command's other options stand for) set a key of: a command's
+    ``--set model.d_model=64`` replaces the axis ``model.d_model,model.layers=48,2;128,4``."""
+    given = {key for override in (*overrides, *replaced) for key in override_keys(override)}
+    kept = tuple(axis for axis in preset.axes if given.isdisjoint(override_keys(axis)))
+    return (*kept, *overrides)
 
 
 _TANH = "GELU is the tanh form ½x(1 + tanh(√(2/π)(x + 0.044715x³))), as in every experiment of the paper (model.approximate=tanh; set none for the exact x·Φ(x))."
@@ -539,6 +552,68 @@ _add(
             "train.train_subset=10000",
             "train.seeds=5",  # the fewest seeds for which the report states a paired verdict
             "optim.lr=2e-3",
+        ),
+    )
+)
+
+# The scale experiment: three sizes spanning 12× in N (width and depth together), the training
+# budget tied to the size (2.5 bytes per weight: the largest point trains the committed
+# transformer-lm sweep's 5 × 200 steps of 16 × 128 bytes, 2.05 M). Out of `gelus reproduce`'s
+# default run: its CPU version alone takes hours.
+SCALE_SIZES = "model.d_model,model.layers=48,2;80,3;128,4"  # N 67,584; 250,880; 819,200
+SCALE_TOKENS_PER_PARAM = 2.5
+
+_add(
+    Preset(
+        name="transformer-scale",
+        in_paper=False,
+        in_reproduce=False,
+        axes=(SCALE_SIZES,),
+        title="Byte-level language model at three sizes: does the FFN activation's verdict hold as the model and its budget grow?",
+        citation="Not in the paper: transformer-lm's question across model sizes, with the training tokens in proportion to the parameters (Kaplan et al. 2020, arXiv:2001.08361; Hoffmann et al. 2022, arXiv:2203.15556); gated forms after Shazeer (2020), arXiv:2002.05202",
+        config=TransformerExperimentConfig(
+            dataset="linux-docs",
+            activations=("gelu", "relu", "relu2", "swiglu"),
+            model=TransformerModelConfig(d_model=128, layers=4, heads=4, context=128),
+            optim=TransformerOptimConfig(lr=(4e-3, 8e-3, 1.6e-2)),
+            train=TransformerTrainConfig(
+                epochs=5,
+                batch_size=16,
+                seeds=5,
+                eval_bytes=65536,
+                tokens_per_param=SCALE_TOKENS_PER_PARAM,
+            ),
+        ),
+        paper_results={},
+        paper_summary="The paper has no transformer experiment. This one asks whether transformer-lm's verdicts (each FFN activation against exact GELU, in bits per byte of held-out text) hold, grow or shrink as the model grows 12× in parameters, width and depth together, with the training bytes in proportion to them: one verdict per size, and the trend across sizes.",
+        paper_setup={
+            "dataset": "linux-docs (the Linux kernel's documentation, split by document)",
+            "model": "pre-norm GPT, 4 heads, context 128, tied head, no biases, at d 48 × 2 layers, d 80 × 3, d 128 × 4 (N 67,584; 250,880; 819,200)",
+            "epochs": "5 (an evaluation after each)",
+            "steps": "tokens = 2.5 × N: 16, 61 and 200 steps per epoch of 16 windows of 129 bytes (169 k, 625 k and 2.05 M training bytes)",
+            "runs": "5 seeds per activation, lr and size",
+            "learning rates": "4e-3, 8e-3, 1.6e-2 at every size (chosen on validation loss per size)",
+            "optimizer": "AdamW β 0.9 / 0.95, weight decay 0.1 on matrices, warmup 5 % then cosine to 10 %, clip 1",
+            "GELU form": "exact",
+        },
+        protocol=Protocol(
+            select_metrics=("loss",), report_metrics=("bpb", "loss"), reference="gelu"
+        ),
+        figure=FigureSpec(None, ("bpb", "loss"), ("val", "test"), wall_time=True),
+        fidelity=(
+            "Not a reproduction: the paper has no transformer. Each size is its own config (its own hash, lr choice and verdicts, each activation against exact GELU paired by seed); the sizes are one joint axis (model.d_model,model.layers).",
+            "The budget rule: train.tokens_per_param = 2.5 derives each size's steps per epoch so a run predicts ≈ 2.5 × N training bytes (N = layers·(4 + 2·ffn_mult)·d² + 256·d, the weights without norms and positions); the largest size trains what the committed transformer-lm sweep did (5 × 200 steps of 16 windows of 128 bytes). Far below compute-optimal (≈ 20 tokens per parameter): a small-budget regime, the same at every size.",
+            "Learning rates: 8e-3 and 4e-3 were the best two of the committed transformer-lm grid at d 128; smaller models trained for fewer steps tend to take larger ones, so 1.6e-2 (the grid's next) is added, the same three at every size rather than a grid per size. A choice at the grid's edge is flagged by the report; extend with --set optim.lr=… into the same folder (the runs done are reused).",
+            "Four activations of transformer-lm's eight, to fit a 2-core CPU in hours: GELU (the reference), ReLU, squared ReLU and SwiGLU (gated, at matched parameters: hidden 8·round(8d/3/8)).",
+            "Byte-level (256 symbols); val and test bits per byte on the first 65,536 bytes of their splits; bf16 autocast on CUDA only, the CPU runs float32.",
+        ),
+        quick=(
+            "model.context=32",
+            "train.epochs=2",
+            "train.tokens_per_param=0.025",  # 2, 6 and 20 steps per epoch at the three sizes
+            "train.eval_bytes=2048",
+            "train.seeds=5",  # the fewest seeds for which the report states a paired verdict
+            "optim.lr=8e-3",
         ),
     )
 )

@@ -45,7 +45,7 @@ from gelus.experiments.device import (
 )
 from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.errors import SettingError, size_text
-from gelus.experiments.presets import PRESETS, Preset
+from gelus.experiments.presets import PRESETS, Preset, with_axes
 from gelus.experiments.records import read_state
 from gelus.experiments.sweep import Executor
 
@@ -127,12 +127,14 @@ def resolve_runs(
     options: RunOptions, executor: Executor | None = None, say: Callable[[str], None] | None = None
 ) -> tuple[Run, ...]:
     """The :class:`Run` of each config ``options`` ask for: one per combination of the values of
-    the axes among its overrides (:func:`~gelus.experiments.config.expand_axes`; one Run when
-    there is none), each resolved by :func:`resolve_run`. Two combinations that come to the same
+    the axes among its overrides and the preset's default axes that they leave
+    (:func:`~gelus.experiments.presets.with_axes`, :func:`~gelus.experiments.config.expand_axes`;
+    one Run when there is none), each resolved by :func:`resolve_run`. Two combinations that come to the same
     config (a dataset replaced by the same substitute) are a ConfigError naming both."""
     preset = find_preset(options.experiment)
     try:
-        combinations = expand_axes(preset.config, options.overrides)
+        axes = with_axes(preset, options.overrides, _explicit(preset, options))
+        combinations = expand_axes(preset.config, axes)
     except ConfigError as error:
         raise ConfigError(f"{preset.name}: {error.template}", error.parameter) from None
     runs, seen = [], {}

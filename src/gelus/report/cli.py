@@ -140,7 +140,7 @@ def missing_experiments(recorded: set[str], data_dir: Path | None = None) -> lis
 
     missing = []
     for name, preset in presets().items():
-        if name in recorded:
+        if name in recorded or not preset.in_reproduce:  # an opt-in preset is not missing
             continue
         status = _data_status(preset, data_dir)
         how = (
@@ -223,7 +223,7 @@ def reproduce(
     out.mkdir(parents=True, exist_ok=True)
     missing = []
     for name, preset in presets().items():
-        if experiments is not None and name not in experiments:
+        if name not in (experiments or [n for n, p in presets().items() if p.in_reproduce]):
             continue
         status = _data_status(preset, data_dir)
         if not status.present:
@@ -257,7 +257,7 @@ def plan(
     *, quick: bool, device: str, devices: tuple[int, ...], experiments: list[str] | None = None
 ) -> str:
     """The priced plan of ``gelus reproduce --plan`` (see :mod:`gelus.experiments.budget`)."""
-    from gelus.experiments.budget import budget_table, cached_price, workload
+    from gelus.experiments.budget import budget_table, cached_price, workloads
     from gelus.experiments.device import local_device
     from gelus.experiments.errors import CommandError
     from gelus.report.sources import presets
@@ -273,9 +273,10 @@ def plan(
     except ValueError as error:
         raise CommandError(str(error)) from None
     priced = [
-        cached_price(workload(preset, quick, device), device)
+        cached_price(work, device)
         for name, preset in chosen.items()
-        if experiments is None or name in experiments
+        if name in (experiments or [n for n, p in chosen.items() if p.in_reproduce])
+        for work in workloads(preset, quick, device)  # one per config of the preset's axes
     ]
     costs = [cost for cost, _ in priced]
     for warning in dict.fromkeys(c["warning"] for _, c in priced if "warning" in c):

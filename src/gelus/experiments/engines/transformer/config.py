@@ -7,6 +7,13 @@ An "epoch" here is a fixed number of optimizer steps (``train.steps_per_epoch``)
 split: the model is evaluated after every epoch, and the token budget of a run is
 ``epochs × steps_per_epoch × batch_size × context`` bytes, whatever the activation.
 
+A budget tied to the model's size: ``train.tokens_per_param`` r > 0 derives the steps per epoch
+from the model's weights N (:func:`weight_count`) so that a run predicts about r · N bytes,
+capped at ``train.max_tokens`` T when set (:func:`budget_steps`):
+``steps_per_epoch = max(1, round(min(r · N, T) / (epochs · batch_size · context)))``, in place
+of the value set. At 0 (the default) the budget is ``epochs × steps_per_epoch`` as set, and
+neither key is stored or hashed, so configs from before the rule keep their hashes.
+
 The ViT (:mod:`gelus.experiments.engines.vit.config`) is the same blocks without the causal mask
 over image patches, trained by the same optimizer config.
 """
@@ -21,6 +28,7 @@ from gelus.experiments.config import drivers, positive_finite
 
 __all__ = [
     "INITS",
+    "LM_OMITTED_DEFAULTS",
     "NORMS",
     "OMITTED_DEFAULTS",
     "STACK_MODES",
@@ -28,6 +36,7 @@ __all__ = [
     "TransformerModelConfig",
     "TransformerOptimConfig",
     "TransformerTrainConfig",
+    "budget_steps",
     "gated_hidden",
     "lm_checks",
     "memory_bytes",
@@ -36,6 +45,7 @@ __all__ = [
     "stacks_runs",
     "step_flops",
     "stored_dict",
+    "weight_count",
 ]
 
 NORMS = ("layernorm", "rmsnorm")
@@ -43,6 +53,8 @@ INITS = ("gpt2", "torch", "xavier", "he")  # model.init (models.init_parameters 
 # keys added after runs were recorded: stored (and hashed) only when not at these defaults, so the
 # configs of those runs keep their hashes
 OMITTED_DEFAULTS = {"model.init": "gpt2"}
+# the language model's own such keys, the budget rule's (its runs were recorded before it)
+LM_OMITTED_DEFAULTS = {**OMITTED_DEFAULTS, "train.tokens_per_param": 0.0, "train.max_tokens": 0}
 STACK_MODES = ("auto", "on", "off")
 # train.stack=auto stacks on CUDA while one run's training step is below this many FLOPs: the
 # preset's (1.1e10) is far less arithmetic than its kernel launches cost a GPU; the GPT-2-small
@@ -97,12 +109,16 @@ class TransformerTrainConfig:
     bf16: bool = True  # CUDA only: bf16 autocast of the forward (the CPU always runs float32)
     tf32: bool = False  # CUDA only: allow TF32 matmuls
     stack: str = "auto"  # an activation's runs as one stacked job: on | off | auto (CUDA, small)
+    tokens_per_param: float = 0.0  # > 0: steps_per_epoch derived for r·N training bytes (0: off)
+    max_tokens: int = 0  # the cap on those bytes (0: none); read only when tokens_per_param > 0
 
 
 @dataclass(frozen=True)
 class TransformerExperimentConfig:
     """The transformer engine's config: a byte-level decoder-only language model per run, its FFN
-    activation the swept axis (keys ``model.*``, ``optim.*``, ``train.*`` above)."""
+    activation the swept axis (keys ``model.*``, ``optim.*``, ``train.*`` above). With
+    ``train.tokens_per_param`` set, ``train.steps_per_epoch`` is derived (:func:`budget_steps`)
+    whenever the config is made or replaced, so it always follows the model's size."""
 
     task: str = "lm"
     dataset: str = "fortunes"  # gelus.data name of a byte corpus (fortunes, text)
@@ -111,12 +127,37 @@ class TransformerExperimentConfig:
     optim: TransformerOptimConfig = field(default_factory=TransformerOptimConfig)
     train: TransformerTrainConfig = field(default_factory=TransformerTrainConfig)
 
+    def __post_init__(self) -> None:
+        steps = budget_steps(self.model, self.train)
+        if steps is not None and steps != self.train.steps_per_epoch:
+            # frozen: the derived count replaces the set one as the config is built
+            object.__setattr__(
+                self, "train", dataclasses.replace(self.train, steps_per_epoch=steps)
+            )
+
+
+def budget_steps(model: TransformerModelConfig, train: TransformerTrainConfig) -> int | None:
+    """The steps per epoch of the size-tied budget, None when it is off (``tokens_per_param`` 0)
+    or its inputs are out of range (the range checks name them):
+    ``max(1, round(min(r · N, T) / (epochs · batch_size · context)))``, r the tokens per
+    parameter, N :func:`weight_count`, T ``max_tokens`` (0: no cap).
+
+    >>> budget_steps(TransformerModelConfig(), TransformerTrainConfig(epochs=5, tokens_per_param=2.5))
+    200
+    """
+    rate, cap = train.tokens_per_param, train.max_tokens
+    per_step = train.epochs * train.batch_size * model.context
+    if not (math.isfinite(rate) and rate > 0 and per_step > 0 and cap >= 0):
+        return None
+    tokens = rate * weight_count(model)
+    return max(1, round((min(tokens, cap) if cap else tokens) / per_step))
+
 
 def stored_dict(config) -> dict:
     """A transformer config (the LM's or the ViT's) as its runs store and hash it: its fields as
     nested plain dicts, without the keys of ``OMITTED_DEFAULTS`` that hold their defaults."""
     tree = json.loads(json.dumps(dataclasses.asdict(config)))
-    for key, default in OMITTED_DEFAULTS.items():
+    for key, default in LM_OMITTED_DEFAULTS.items():  # the ViT has no budget keys: none removed
         *path, name = key.split(".")
         branch = functools.reduce(lambda node, part: node.get(part, {}), path, tree)
         if branch.get(name, None) == default:
@@ -164,6 +205,12 @@ def lm_checks(config) -> list[tuple[bool, str, str]]:
         (positive_finite([model.init_std]), "model.init_std", "finite and positive"),
         (model.init in INITS, "model.init", f"one of {', '.join(INITS)}"),
         (train.steps_per_epoch >= 1, "train.steps_per_epoch", "at least 1"),
+        (
+            math.isfinite(train.tokens_per_param) and train.tokens_per_param >= 0,
+            "train.tokens_per_param",
+            "0 (off: the steps as set) or a finite positive number of bytes per weight",
+        ),
+        (train.max_tokens >= 0, "train.max_tokens", "0 (no cap) or a positive number of bytes"),
         (
             train.eval_bytes == 0 or train.eval_bytes > model.context,
             "train.eval_bytes",

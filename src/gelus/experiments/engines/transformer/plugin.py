@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.engines.transformer.config import (
+    LM_OMITTED_DEFAULTS,
     OMITTED_DEFAULTS,
     TransformerExperimentConfig,
     lm_checks,
@@ -46,6 +47,7 @@ class TransformerPlugin(BlocksPlugin):
 
     name = "transformer"
     config_type = TransformerExperimentConfig
+    omitted_defaults: ClassVar[dict[str, Any]] = LM_OMITTED_DEFAULTS  # and the budget rule's
     tasks = ("lm",)
     trainers: ClassVar[dict[str, type]] = {
         "transformer": TransformerEngine,
@@ -60,7 +62,8 @@ class TransformerPlugin(BlocksPlugin):
         return weight_count(config.model)
 
     def token_count(self, config: TransformerExperimentConfig) -> int:
-        """Bytes one run predicts in training: epochs × steps_per_epoch × batch_size × context."""
+        """Bytes one run predicts in training: epochs × steps_per_epoch × batch_size × context
+        (the steps derived from ``train.tokens_per_param`` where it is set: about r · N)."""
         train = config.train
         return train.epochs * train.steps_per_epoch * train.batch_size * config.model.context
 
