@@ -5,6 +5,7 @@ fit bold (the mean of the seeds' fits, the slope the trend verdict tests), 0 (no
 Plot functions take an ``ax`` and return it, as in :mod:`gelus.report.figures`.
 """
 
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -64,16 +65,17 @@ def trend_figure(result: AxisResult, title: str) -> Figure | None:
     trends = [t for t in trends if t.comparison.metric == trends[0].comparison.metric] if trends else []  # fmt: skip
     if not trends:
         return None
-    fig = Figure(figsize=(3.2 * len(trends) + 0.6, 3.2), layout="constrained")
+    width = 3.2 * len(trends) + 0.6
+    fig = Figure(figsize=(width, 3.4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(trends), squeeze=False)[0])
     several = len({t.comparison.setting for t in trends}) > 1
     for ax, t in zip(axes, trends, strict=True):
         setting = f" ({t.comparison.setting})" if several and t.comparison.setting else ""
         plot_trend(ax, t, title=t.comparison.treatment + setting)
         ax.set_xlabel(f"{UNITS[result.family.kind]} (log₂ scale)", fontsize=8)
-    fig.suptitle(
+    text = (
         f"{title}: gap to {trends[0].comparison.baseline} against "
-        f"{UNITS[result.family.kind]}; seeds as dots, each seed's fit faint, the mean fit bold",
-        fontsize=9,
+        f"{UNITS[result.family.kind]}; seeds as dots, each seed's fit faint, the mean fit bold"
     )
+    fig.suptitle(textwrap.fill(text, width=int(width * 15)), fontsize=9)  # ~15 characters an inch
     return fig
