@@ -17,11 +17,12 @@ __all__ = ["resolve_dataset", "resolve_text_file"]
 def resolve_dataset(
     preset: Any, config: ExperimentConfig, plugin: Any, data_dir: str | None, dataset: str | None
 ) -> tuple[str, str]:
-    """The dataset to use and the directory it was found in: ``dataset`` if given, else the preset's
-    dataset, else its substitute. Raises SettingError with the ways to get the files.
+    """The dataset to use and the directory it was found in (under ``data_dir`` or the default
+    folders): ``dataset`` if given, else the preset's dataset (``config.dataset``), else its
+    substitute. Raises SettingError with the ways to get the files.
 
-    A text file's path (``dataset`` or ``--set dataset=``) gives the language model that file
-    (:func:`resolve_text_file`)."""
+    A text file's path (``dataset`` or ``--set dataset=``) gives the config's engine ``plugin``,
+    the language model's, that file (:func:`resolve_text_file`)."""
     from gelus.data import DATASETS, find, get_spec, how_to_get
 
     text_file = resolve_text_file(preset, config, plugin, dataset or config.dataset)
