@@ -171,10 +171,10 @@ def _runs(
     for (overrides, config, plugin), (specs, settings, sources) in zip(configs, asked, strict=True):
         engine = check_jobs(preset.name, config, plugin, settings, device, options.workers, here)
         found = resolve_dataset(preset, config, plugin, data_dir, options.dataset)
-        data = resolve_data(
+        loaded = resolve_data(
             preset, config, plugin, found, data_dir, options.dataset, options.verify, say
         )
-        config = data.config
+        config = loaded.config
         if (problem := plugin.device_problem(config, device)) is not None:  # fp16 on a CPU
             raise SettingError(*problem)
         chash, config_json = config_hash(config), json.dumps(config_to_dict(config), sort_keys=True)
@@ -192,20 +192,26 @@ def _runs(
             settings=settings,
             plugin=plugin,
             engine=engine,
-            data=data.data,
+            data=loaded.data,
             data_dir=data_dir,
             verify=options.verify,
             device=device,
             workers=default_workers(device) if workers is None else workers,
             threads=options.threads,
             out_dir=out_dir,
-            train_size=data.train_size,
-            metadata=environment | data.metadata | metadata,
+            train_size=loaded.train_size,
+            metadata=environment | loaded.metadata | metadata,
             done=recorded.done,
             timed=recorded.timed,
             step_times=options.step_times,
         )
         yield overrides, run
+
+
+_AXIS_REFUSED = (
+    "an override names several values of one key (an axis); resolve_runs resolves one Run per "
+    "config"
+)
 
 
 def resolve_run(
@@ -215,10 +221,7 @@ def resolve_run(
     overrides hold an axis (several configs)."""
     runs = resolve_runs(options, executor, say)
     if len(runs) > 1:
-        raise ConfigError(
-            f"{runs[0].name}: an override names several values of one key (an axis); "
-            "resolve_runs resolves one Run per config"
-        )
+        raise ConfigError(f"{runs[0].name}: {_AXIS_REFUSED}")
     return runs[0]
 
 
@@ -286,10 +289,7 @@ def resolve_config(
     try:
         configs = resolve_configs(preset.config, fixed, options.overrides)
         if len(configs) > 1:
-            raise ConfigError(
-                "an override names several values of one key (an axis); resolve_runs resolves "
-                "one Run per config"
-            )
+            raise ConfigError(_AXIS_REFUSED)
     except ConfigError as error:
         raise ConfigError(f"{preset.name}: {error.template}", error.parameter) from None
     ((_, config, plugin),) = configs
