@@ -14,6 +14,8 @@ from gelus.experiments.config import (
     config_hash,
     config_to_dict,
     expand_axes,
+    plugin_for,
+    resolve_configs,
 )
 from gelus.experiments.run import resolve_config
 from gelus.experiments.selection import run_configs, select
@@ -63,6 +65,23 @@ def test_an_axis_is_several_values_of_one_key():
 def test_what_is_no_axis_is_one_clear_error(override, words):
     with pytest.raises(ConfigError, match=words):
         expand_axes(PRESETS["transformer-lm"].config, [override])
+
+
+def test_the_flags_overrides_go_into_every_config_and_are_no_axes():
+    # --activations gelu,relu and --seeds are the flags' overrides: commas there are no axis
+    fixed = ["activations=gelu,relu", "train.seeds=2"]
+    preset = PRESETS["transformer-lm"].config
+    resolved = resolve_configs(preset, fixed, ["model.init=gpt2,torch", "train.epochs=2"])
+    assert [overrides for overrides, _, _ in resolved] == [
+        ("model.init=gpt2", "train.epochs=2"),
+        ("model.init=torch", "train.epochs=2"),
+    ]
+    assert [config.model.init for _, config, _ in resolved] == ["gpt2", "torch"]
+    for _, config, plugin in resolved:
+        assert config.activations == ("gelu", "relu") and config.train.seeds == 2
+        assert config.train.epochs == 2 and plugin is plugin_for(config)
+    with pytest.raises(ConfigError, match=r"train\.seeds"):  # validated: no run of 0 seeds
+        resolve_configs(preset, ["train.seeds=0"], [])
 
 
 def test_a_one_config_resolution_refuses_an_axis_by_name():

@@ -4,7 +4,8 @@
 ``label=module:attribute``) or hands the Python API (an ``nn.Module`` class, a factory, a tensor
 function), and returns an :class:`ActivationSpec`: its label, a factory of fresh modules, whether
 it is stochastic (draws its own mask) or gated (``[..., 2n] -> [..., n]``), and for user code the
-source file and its hash. It is called once, where a run is resolved (``run.resolve_run``);
+source file and its hash. It is called once, where a run is resolved (``run.resolve_runs``, by
+:func:`engine_activations`);
 config, plan, engines and report take the spec from there::
 
     gelu                         the registry's GELU (its form from model.approximate)
@@ -30,6 +31,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -45,6 +47,7 @@ __all__ = [
     "ActivationError",
     "ActivationSpec",
     "activation_texts",
+    "engine_activations",
     "resolve_activation",
     "resolve_activations",
 ]
@@ -176,6 +179,29 @@ def resolve_activations(
             "its own label as label=module:attribute"
         )
     return specs
+
+
+def engine_activations(
+    experiment: str, config: Any, plugin: Any
+) -> tuple[
+    tuple[ActivationSpec, ...],
+    dict[str, tuple[tuple[str, float], ...]],
+    dict[str, dict[str, str]],
+]:
+    """(specs, settings, sources) of the activations ``config`` names (:func:`resolve_activations`
+    at its ``model.approximate``), each checked to suit its engine ``plugin``
+    (``check_activation``; an :class:`ActivationError` naming ``experiment`` otherwise): the
+    specs, each one's ``(setting, keep)`` list (the engine's ``settings``), and the hashed
+    source of the user's own (``ActivationSpec.source``)."""
+    try:
+        specs = resolve_activations(config.activations, config.model.approximate)
+        for spec in specs:
+            plugin.check_activation(spec)
+    except SettingError as error:
+        raise ActivationError(f"{experiment}: {error.template}") from None
+    sources = {spec.label: spec.source() for spec in specs if spec.is_custom}  # user code
+    settings = {spec.label: tuple(plugin.settings(config, spec)) for spec in specs}
+    return specs, settings, sources
 
 
 def activation_texts(activations: object) -> tuple[str, ...] | None:

@@ -58,6 +58,7 @@ __all__ = [
     "plugins",
     "positive_finite",
     "register_engine",
+    "resolve_configs",
     "stored_defaults",
     "trainer_for",
     "validate",
@@ -474,6 +475,23 @@ def config_from_stored(config: Any, flat: Mapping[str, Any]) -> Any:
     keys = set(config_keys(config))
     overrides = [f"{k}={_override_text(v)}" for k, v in flat.items() if k in keys]
     return apply_overrides(config, overrides)
+
+
+def resolve_configs(
+    config: Any, fixed: typing.Sequence[str], overrides: typing.Iterable[str]
+) -> list[tuple[tuple[str, ...], Any, Any]]:
+    """(axis overrides, config, its engine) of each config a command asks for: one per
+    combination of the axes among ``overrides`` (:func:`expand_axes`; one when there is none),
+    ``config`` with the ``fixed`` overrides (which hold no axis: ``--quick``'s, the explicit
+    counts) and then that combination applied (:func:`apply_overrides`), validated
+    (:func:`validate`), with its engine (:func:`plugin_for`). The first ConfigError is raised as
+    it is (the caller names the experiment)."""
+    resolved = []
+    for combination in expand_axes(config, overrides):
+        applied = apply_overrides(config, [*fixed, *combination])
+        validate(applied)
+        resolved.append((combination, applied, plugin_for(applied)))
+    return resolved
 
 
 def positive_finite(values) -> bool:

@@ -1,22 +1,32 @@
-"""Where a run computes: the one place that turns "auto" / "cpu" / "cuda" into a device, and the
-stamp of the machine and code (``environment_metadata``) every run records.
+"""Where a run computes: the one place that turns "auto" / "cpu" / "cuda" into a device, the
+stamp of the machine and code (``environment_metadata``) every run records, and whether the jobs
+that run at once fit its memory (``check_memory``).
 
-The driver resolves the device once (here, or through an executor's ``resolve_device`` when the
-jobs run on a cluster) and stamps it on every job; a trainer only checks that it is there.
+A run's resolution resolves the device once (:func:`jobs_device`: here, or through an executor's
+``resolve_device`` when the jobs run on a cluster) and stamps it on every job; a trainer only
+checks that it is there.
 """
 
+import functools
 import os
 import platform
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from gelus.experiments.config import LIMITS
+from gelus.experiments.errors import ConfigError, SettingError, size_text
 
 __all__ = [
     "DEVICES",
     "WORKERS_PER_GPU",
+    "check_jobs",
+    "check_memory",
     "code_version",
     "default_workers",
     "environment_metadata",
+    "jobs_device",
     "local_device",
     "memory_of",
     "set_tf32",
@@ -45,6 +55,90 @@ def local_device(device: str) -> str:
     if device == "cuda" and not available:
         raise ValueError("--device cuda: torch sees no CUDA device here; use --device auto or cpu")
     return device
+
+
+def jobs_device(device: str, executor: Any = None) -> str:
+    """The device the jobs run on: ``device`` ("auto", "cpu" or "cuda") on this machine
+    (:func:`local_device`), or in the executor's cluster when it has a ``resolve_device`` method;
+    SettingError naming ``{device}`` for an unknown one or one that is not there."""
+    if device not in DEVICES:
+        raise SettingError(
+            "device", f"unknown device {device[:60]!r}; valid devices: {', '.join(DEVICES)}"
+        )
+    if hasattr(executor, "resolve_device"):
+        return executor.resolve_device(device)
+    try:
+        return local_device(device)
+    except ValueError as error:
+        raise SettingError("device", str(error)) from None
+
+
+def check_jobs(
+    experiment: str,
+    config: Any,
+    plugin: Any,
+    settings: Mapping[str, Any],
+    device: str,
+    workers: int | None = None,
+    here: bool = True,
+) -> str:
+    """The trainer of ``config``'s jobs on ``device`` (its engine ``plugin``'s ``job_engine``),
+    once its runs are checked to fit, before anything is built: their count (learning rates ×
+    seeds × each activation's ``settings``) at most ``LIMITS["runs"]`` (ConfigError); ``workers``
+    at most the cores or the runs (SettingError); and where they run ``here``, on this machine,
+    the jobs at once within its memory (:func:`check_memory`)."""
+    runs = len(config.optim.lr) * config.train.seeds * sum(map(len, settings.values()))
+    if runs > LIMITS["runs"]:
+        raise ConfigError(
+            f"{runs:,} runs planned, more than {LIMITS['runs']:,}; use fewer seeds, learning "
+            "rates or activations"
+        )
+    if workers is not None and workers > (most := max(os.cpu_count() or 1, runs)):
+        raise SettingError(
+            "workers", f"{{workers}} must be at most {most:,}, got {str(workers)[:60]}"
+        )
+    engine = plugin.job_engine(config, device)
+    if here:  # else the jobs run on a cluster's machines
+        check_memory(experiment, config, plugin, engine, device, workers, runs)
+    return engine
+
+
+def check_memory(
+    experiment: str,
+    config: Any,
+    plugin: Any,
+    engine: str,
+    device: str,
+    workers: int | None,
+    runs: int,
+) -> None:
+    """ConfigError when the jobs of ``runs`` that run at once here need more memory than this
+    machine has: one job's estimate (its engine's ``memory_bytes``: of one run, or of an
+    activation's seeds × learning rates where they train as one, its trainer ``engine``) times
+    the jobs at once (the workers, default :func:`default_workers`, at most one per job; on CUDA
+    per GPU). The message names the settings that drive the estimate and the way out."""
+    members = 1
+    if not plugin.one_run_per_job or engine != plugin.name:
+        members = max(1, min(runs, config.train.seeds * len(config.optim.lr)))
+    estimate, keys = plugin.memory_bytes(config, members)
+    total, devices = memory_of(device)
+    if not estimate or total is None:
+        return
+    workers = default_workers(device) if workers is None else workers
+    at_once = max(1, min(workers, -(-runs // members)))
+    per_device = -(-at_once // devices)
+    if estimate * per_device <= total:
+        return
+    values = (functools.reduce(getattr, key.split("."), config) for key in keys)
+    shown = (",".join(map(str, v)) if isinstance(v, list | tuple) else str(v)[:40] for v in values)
+    settings = ", ".join(f"{key}={value}" for key, value in zip(keys, shown, strict=True))
+    where = "this machine's memory" if device == "cpu" else "one GPU's memory"
+    need = f"{per_device} jobs at once need" if per_device > 1 else "one job needs"
+    fewer = ", or fewer {workers}" if per_device > 1 else ""
+    raise ConfigError(
+        f"{experiment}: {need} about {size_text(estimate * per_device)}, more than {where} "
+        f"({size_text(total)}); it grows with {settings}: lower them{fewer}"
+    )
 
 
 def set_tf32(device: str, enabled: bool) -> None:

@@ -176,7 +176,7 @@ def plan_jobs(
     its ``job_engine`` on ``device`` is a stacked trainer; the others (the MLPs, a stacked
     transformer) one ensemble per activation and setting, split into one per learning rate when
     that balances ``workers`` (a member's arithmetic does not depend on its ensemble). The count
-    of runs is checked where the run is resolved (``run.resolve_run``).
+    of runs is checked where the run is resolved (``device.check_jobs``).
     """
     plugin = plugin_for(config)
     common = _Common(

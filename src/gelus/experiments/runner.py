@@ -1,6 +1,6 @@
 """``run_experiment``: resolve a run, plan it, execute its jobs, time its steps.
 
-The run is resolved once (:func:`gelus.experiments.run.resolve_run`, where every setting is
+The run is resolved once (:func:`gelus.experiments.run.resolve_runs`, where every setting is
 checked); the jobs come from the one planner (:mod:`.plan`) and run on an executor (:mod:`.sweep`,
 :mod:`.ray_executor`) through the driver (:mod:`.driver`). What a terminal shows (progress bars,
 the summary table) is the command line's (:mod:`gelus.experiments.cli`), handed in as ``bars``.
