@@ -161,8 +161,7 @@ def _runs(
     (records.py: the database read once)."""
     fixed = _explicit(preset, options)  # the overrides the flags stand for: no axes
     try:
-        axes = with_axes(preset, options.overrides, fixed)  # the preset's own axes, if any
-        configs = resolve_configs(preset.config, fixed, axes)
+        configs = resolve_configs(preset.config, fixed, with_axes(preset, options.overrides, fixed))
     except ConfigError as error:
         raise ConfigError(f"{preset.name}: {error.template}", error.parameter) from None
     asked = [engine_activations(preset.name, config, plugin) for _, config, plugin in configs]
