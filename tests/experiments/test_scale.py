@@ -15,9 +15,9 @@ from gelus.experiments.config import (
     expand_axes,
     plugin_for,
     validate,
+    with_default_axes,
 )
 from gelus.experiments.errors import CommandError
-from gelus.experiments.presets import with_axes
 from text_corpus import write_corpus
 
 LM = PRESETS["transformer-lm"].config
@@ -144,12 +144,16 @@ def test_the_scale_preset_spans_sizes_and_ties_tokens_to_them():
 
 
 def test_a_commands_own_value_replaces_the_presets_axis():
-    assert with_axes(SCALE, ()) == SCALE.axes
-    assert with_axes(SCALE, ["model.d_model=64"]) == ("model.d_model=64",)  # the axis is gone
-    assert with_axes(SCALE, [], ["model.layers=3"]) == ()  # --quick or --epochs' overrides too
+    assert with_default_axes(SCALE.axes, ()) == SCALE.axes
+    assert with_default_axes(SCALE.axes, ["model.d_model=64"]) == (
+        "model.d_model=64",
+    )  # the axis is gone
+    assert (
+        with_default_axes(SCALE.axes, [], ["model.layers=3"]) == ()
+    )  # --quick or --epochs' overrides too
     joint = "model.d_model,model.layers,model.heads=64,2,4;256,6,8"
-    assert with_axes(SCALE, [joint]) == (joint,)
-    assert with_axes(SCALE, ["train.epochs=2"]) == (*SCALE.axes, "train.epochs=2")
+    assert with_default_axes(SCALE.axes, [joint]) == (joint,)
+    assert with_default_axes(SCALE.axes, ["train.epochs=2"]) == (*SCALE.axes, "train.epochs=2")
     from gelus.experiments.cli import preset_keys
 
     assert f"axes (one config per point): {SIZES}" in preset_keys("transformer-scale")

@@ -33,6 +33,7 @@ from gelus.experiments.config import (
     expand_axes,
     plugin_for,
     trainer_for,
+    with_default_axes,
 )
 from gelus.experiments.plan import Job, holds_out_validation, makespan, plan_jobs, train_size
 
@@ -120,10 +121,8 @@ def workloads(preset, quick: bool = False, device: str = "cpu", overrides=()) ->
     """The :func:`workload` of each config of ``preset`` with ``overrides`` (a command's ``--set``
     values, axes among them): one per combination of their axes and the preset's default axes
     they and its ``--quick`` overrides leave (``Preset.axes``), one where there is none."""
-    from gelus.experiments.presets import with_axes
-
     replaced = preset.quick if quick else ()
-    points = expand_axes(preset.config, with_axes(preset, overrides, replaced))
+    points = expand_axes(preset.config, with_default_axes(preset.axes, overrides, replaced))
     varying = [
         o for o in dict.fromkeys(sum(points, ())) if sum(o in p for p in points) < len(points)
     ]

@@ -62,6 +62,7 @@ __all__ = [
     "stored_defaults",
     "trainer_for",
     "validate",
+    "with_default_axes",
 ]
 
 # Upper bounds on counts: beyond these a value is a typo, and planning it would exhaust memory.
@@ -477,16 +478,32 @@ def config_from_stored(config: Any, flat: Mapping[str, Any]) -> Any:
     return apply_overrides(config, overrides)
 
 
+def with_default_axes(
+    axes: typing.Sequence[str], overrides: typing.Sequence[str], replaced: typing.Sequence[str] = ()
+) -> tuple[str, ...]:
+    """``overrides`` after the default ``axes`` (a preset's ``axes``) that neither they nor
+    ``replaced`` (the overrides the command's other options stand for) set a key of: a command's
+    ``--set model.d_model=64`` replaces the axis ``model.d_model,model.layers=48,2;128,4``."""
+    given = {key for override in (*overrides, *replaced) for key in override_keys(override)}
+    kept = tuple(axis for axis in axes if given.isdisjoint(override_keys(axis)))
+    return (*kept, *overrides)
+
+
 def resolve_configs(
-    config: Any, fixed: typing.Sequence[str], overrides: typing.Iterable[str]
+    config: Any,
+    fixed: typing.Sequence[str],
+    overrides: typing.Sequence[str],
+    default_axes: typing.Sequence[str] = (),
 ) -> list[tuple[tuple[str, ...], Any, Any]]:
     """(axis overrides, config, its engine) of each config a command asks for: one per
-    combination of the axes among ``overrides`` (:func:`expand_axes`; one when there is none),
-    ``config`` with the ``fixed`` overrides (which hold no axis: ``--quick``'s, the explicit
-    counts) and then that combination applied (:func:`apply_overrides`), validated
-    (:func:`validate`), with its engine (:func:`plugin_for`). The first ConfigError is raised as
-    it is (the caller names the experiment)."""
+    combination of the axes among ``overrides`` and the ``default_axes`` they leave
+    (:func:`with_default_axes`, :func:`expand_axes`; one when there is none), ``config`` with the
+    ``fixed`` overrides (which hold no axis: ``--quick``'s, the explicit counts) and then that
+    combination applied (:func:`apply_overrides`), validated (:func:`validate`), with its engine
+    (:func:`plugin_for`). The first ConfigError is raised as it is (the caller names the
+    experiment)."""
     resolved = []
+    overrides = with_default_axes(default_axes, overrides, fixed)
     for combination in expand_axes(config, overrides):
         applied = apply_overrides(config, [*fixed, *combination])
         validate(applied)

@@ -17,7 +17,7 @@ Validation and test sets stay whole.
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gelus.experiments.config import ExperimentConfig, override_keys
+from gelus.experiments.config import ExperimentConfig
 from gelus.experiments.engines.cnn.config import (
     CIFAR10AllConvConfig,
     CIFAR100WRNConfig,
@@ -41,7 +41,7 @@ from gelus.experiments.engines.transformer.config import (
 from gelus.experiments.engines.vit.config import ViTExperimentConfig, ViTModelConfig, ViTTrainConfig
 from gelus.experiments.protocol import FigureSpec, Protocol
 
-__all__ = ["PRESETS", "Preset", "with_axes"]
+__all__ = ["PRESETS", "Preset"]
 
 PAPER = "Hendrycks & Gimpel, Gaussian Error Linear Units (GELUs), arXiv:1606.08415"
 LR_GRID = (1e-3, 1e-4, 1e-5)  # the TF scripts' grid, tuned on the validation split
@@ -89,15 +89,6 @@ class Preset:
         if self.train_size is None:
             return None
         return self.train_size // self.config.train.batch_size * self.config.train.epochs
-
-
-def with_axes(preset: Preset, overrides, replaced=()) -> tuple[str, ...]:
-    """``overrides`` after the preset's default axes (``Preset.axes``) that neither they nor
-    ``replaced`` (the overrides the command's other options stand for) set a key of: a command's
-    ``--set model.d_model=64`` replaces the axis ``model.d_model,model.layers=48,2;128,4``."""
-    given = {key for override in (*overrides, *replaced) for key in override_keys(override)}
-    kept = tuple(axis for axis in preset.axes if given.isdisjoint(override_keys(axis)))
-    return (*kept, *overrides)
 
 
 _TANH = "GELU is the tanh form ½x(1 + tanh(√(2/π)(x + 0.044715x³))), as in every experiment of the paper (model.approximate=tanh; set none for the exact x·Φ(x))."

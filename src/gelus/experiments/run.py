@@ -44,7 +44,7 @@ from gelus.experiments.datasets import resolve_data
 from gelus.experiments.device import check_jobs, default_workers, environment_metadata, jobs_device
 from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.errors import SettingError
-from gelus.experiments.presets import PRESETS, Preset, with_axes
+from gelus.experiments.presets import PRESETS, Preset
 from gelus.experiments.records import read_state
 from gelus.experiments.sweep import Executor
 
@@ -124,7 +124,7 @@ def resolve_runs(
     """The :class:`Run` of each config ``options`` ask for, every setting checked (SettingError
     or ConfigError naming it) before anything is written: one per combination of the values of
     the axes among its overrides and the preset's default axes that they leave
-    (:func:`~gelus.experiments.presets.with_axes`,
+    (:func:`~gelus.experiments.config.with_default_axes`,
     :func:`~gelus.experiments.config.resolve_configs`; one Run when there is none), each with its
     own config hash. ``executor`` resolves the device and the default workers where the jobs run
     elsewhere (its ``resolve_device`` and ``workers``); ``say`` is told which dataset is loaded,
@@ -161,7 +161,7 @@ def _runs(
     (records.py: the database read once)."""
     fixed = _explicit(preset, options)  # the overrides the flags stand for: no axes
     try:
-        configs = resolve_configs(preset.config, fixed, with_axes(preset, options.overrides, fixed))
+        configs = resolve_configs(preset.config, fixed, options.overrides, preset.axes)
     except ConfigError as error:
         raise ConfigError(f"{preset.name}: {error.template}", error.parameter) from None
     asked = [engine_activations(preset.name, config, plugin) for _, config, plugin in configs]
@@ -289,8 +289,7 @@ def resolve_config(
     _check_counts(options)
     fixed = _explicit(preset, options)
     try:
-        axes = with_axes(preset, options.overrides, fixed)  # the preset's own axes, if any
-        configs = resolve_configs(preset.config, fixed, axes)
+        configs = resolve_configs(preset.config, fixed, options.overrides, preset.axes)
         if len(configs) > 1:
             raise ConfigError(_AXIS_REFUSED)
     except ConfigError as error:
