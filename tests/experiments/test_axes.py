@@ -1,5 +1,6 @@
 """Axes: several values of one ``--set`` key, one config per combination, the lr chosen in each."""
 
+import dataclasses
 import json
 import statistics
 from collections import defaultdict
@@ -172,6 +173,48 @@ def test_the_summary_labels_the_default_init_by_name():
                 records.append(Record(run_id, preset.name, chash, "gelu", seed, 1e-3, "", 1, split, metric, value))  # fmt: skip
     rows = summary_table(records, runs, preset).splitlines()[2:]
     assert [row.split()[1] for row in rows] == ["model.init=gpt2", "model.init=torch"]
+
+
+def test_the_summary_orders_configs_by_their_numbers_and_aligns_long_labels():
+    from gelus.experiments.cli import summary_table
+    from gelus.experiments.records import Record, RunInfo
+
+    preset = PRESETS["transformer-lm"]
+    records, runs = [], []
+    for d, layers in ((128, 4), (48, 2), (80, 3)):  # hashes and text order 128 < 48 < 80
+        config = apply_overrides(preset.config, [f"model.d_model={d}", f"model.layers={layers}"])
+        chash, text = config_hash(config), json.dumps(config_to_dict(config))
+        run_id = f"{chash}/gelu/0"
+        runs.append(RunInfo(run_id, preset.name, chash, "gelu", 0, 1e-3, "", "done", text, "{}"))
+        for split, metric in (("val", "loss"), ("test", "bpb")):
+            records.append(Record(run_id, preset.name, chash, "gelu", 0, 1e-3, "", 1, split, metric, 1.0))  # fmt: skip
+    header, *rows = summary_table(records, runs, preset).splitlines()[1:]
+    widths = [row.split()[1].rstrip(",") for row in rows]
+    assert widths == ["model.d_model=48", "model.d_model=80", "model.d_model=128"]
+    assert len({row.index("0.001") for row in rows}) == 1  # the lr column lines up
+    assert header.index("lr") < rows[0].index("0.001") + len("0.001")
+
+
+def test_each_config_of_an_axis_is_labelled_by_its_values(tmp_path):
+    from gelus.experiments.plan import describe_plan, plan_run
+    from gelus.experiments.run import RunOptions, resolve_runs
+
+    write_tiny_mnist(tmp_path / "data" / "mnist")
+    options = RunOptions(
+        "mnist-classification", tmp_path / "out", ("gelu",), seeds=1, epochs=1,
+        overrides=(*TINY, "model.init=xavier,he", "optim.lr=1e-3", "train.keep=1.0"),
+        workers=0, data_dir=tmp_path / "data", verify=False,
+    )  # fmt: skip
+    runs = resolve_runs(options)
+    assert [run.label for run in runs] == [
+        "mnist-classification [model.init=xavier]",
+        "mnist-classification [model.init=he]",
+    ]
+    assert describe_plan(runs[0], plan_run(runs[0])).startswith(
+        "mnist-classification [model.init=xavier]: 1 runs to train"
+    )
+    one = resolve_runs(dataclasses.replace(options, overrides=(*TINY, "model.init=he")))
+    assert one[0].label == "mnist-classification"  # one config: the name alone
 
 
 def test_the_report_labels_a_config_stored_without_its_default_key_by_that_default():

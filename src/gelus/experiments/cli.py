@@ -1,6 +1,7 @@
 """``gelus list`` and ``gelus run``: the experiments from the command line."""
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -368,13 +369,15 @@ def summary_table(records: Sequence["Record"], runs: Sequence["RunInfo"], preset
     if not selections:
         return f"{preset.name}: no finished epochs to summarise"
     headline = selections[0].metric
+    shown = [s for s in selections if s.metric == headline and s.values]
+    shown.sort(key=lambda s: _natural(s.variant))  # sizes in order: d 48 before d 128
+    width = max(24, *(len(s.variant) for s in shown)) if shown else 24
     lines = [
         f"{preset.name}: test {headline}, median [min, max] over seeds (* lr chosen on validation)",
-        f"{'activation':<16} {'config':<24} {'setting':<10} {'lr':>8} {'n':>3}  {'median':>9}  spread",
+        f"{'activation':<16} {'config':<{width}} {'setting':<10} {'lr':>8} {'n':>3}  {'median':>9}"
+        "  spread",
     ]
-    for s in selections:
-        if s.metric != headline or not s.values:
-            continue
+    for s in shown:
         finite = sorted(s.finite)
         mark = "*" if s.lr_selected else " "
         if finite:
@@ -383,7 +386,16 @@ def summary_table(records: Sequence["Record"], runs: Sequence["RunInfo"], preset
             median = f"{'—':>9}"
         diverged = f", {s.diverged} diverged" if s.diverged else ""
         lines.append(
-            f"{s.activation:<16} {s.variant or '-':<24} {s.setting or '-':<10} {s.lr:>8g}{mark}"
+            f"{s.activation:<16} {s.variant or '-':<{width}} {s.setting or '-':<10} {s.lr:>8g}{mark}"
             f"{len(s.values):>3}  {median} (epoch {max(s.epochs.values())}{diverged})"
         )
     return "\n".join(lines)
+
+
+_NUMBER = re.compile(r"(\d+(?:\.\d+)?(?:e-?\d+)?)")
+
+
+def _natural(text: str) -> list:
+    """A sort key reading the numbers in ``text`` as numbers ("d_model=48" before "=128"): its
+    text and numbers alternating, so two keys compare text with text, number with number."""
+    return [float(part) if i % 2 else part for i, part in enumerate(_NUMBER.split(text))]

@@ -315,5 +315,5 @@ def describe_plan(run: Any, jobs: Sequence[Job]) -> str:
     )
     where += f" on {run.device}"
     if not jobs:
-        return f"{run.name}: nothing left to train{done}"
-    return f"{run.name}: {runs} runs to train in {len(jobs)} jobs{done}, {where} (a job trains its runs at once)"
+        return f"{run.label}: nothing left to train{done}"
+    return f"{run.label}: {runs} runs to train in {len(jobs)} jobs{done}, {where} (a job trains its runs at once)"

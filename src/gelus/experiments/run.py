@@ -22,6 +22,7 @@ timing (:func:`gelus.experiments.step_times.time_steps`) and the command line's 
 the ``Run`` as it is.
 """
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -112,10 +113,17 @@ class Run:
     done: frozenset[str] = field(repr=False)
     timed: frozenset[str] = field(repr=False)
     step_times: bool = True
+    axes: tuple[str, ...] = ()  # this config's values of the command's axes, where it has several
 
     @property
     def name(self) -> str:
         return self.preset.name
+
+    @property
+    def label(self) -> str:
+        """The preset's name, with this config's values of the axes where there are several:
+        ``transformer-scale [model.d_model=48, model.layers=2]``."""
+        return f"{self.name} [{', '.join(self.axes)}]" if self.axes else self.name
 
 
 def resolve_runs(
@@ -145,7 +153,11 @@ def resolve_runs(
             )
         seen[run.config_hash] = overrides
         runs.append(run)
-    return tuple(runs)
+    combinations = list(seen.values())  # several configs: each names its values of the axes
+    axes = [
+        tuple(o for o in c if any(o not in other for other in combinations)) for c in combinations
+    ]
+    return tuple(dataclasses.replace(run, axes=a) for run, a in zip(runs, axes, strict=True))
 
 
 def _runs(
