@@ -354,6 +354,9 @@ class ProgressBars:
             self.overall.close()
 
 
+_NUMBER = re.compile(r"(\d+(?:\.\d+)?(?:e-?\d+)?)")  # a number in a config label
+
+
 def summary_table(records: Sequence["Record"], runs: Sequence["RunInfo"], preset: "Preset") -> str:
     """The preset's protocol applied to its records, as the report applies it: per config,
     activation and setting, the reported metric's median [min, max] over seeds at the chosen lr
@@ -370,7 +373,10 @@ def summary_table(records: Sequence["Record"], runs: Sequence["RunInfo"], preset
         return f"{preset.name}: no finished epochs to summarise"
     headline = selections[0].metric
     shown = [s for s in selections if s.metric == headline and s.values]
-    shown.sort(key=lambda s: _natural(s.variant))  # sizes in order: d 48 before d 128
+    # sizes in order (d 48 before d 128): text and numbers alternate, each compared with its kind
+    shown.sort(
+        key=lambda s: [float(p) if i % 2 else p for i, p in enumerate(_NUMBER.split(s.variant))]
+    )
     width = max(24, *(len(s.variant) for s in shown)) if shown else 24
     lines = [
         f"{preset.name}: test {headline}, median [min, max] over seeds (* lr chosen on validation)",
@@ -390,12 +396,3 @@ def summary_table(records: Sequence["Record"], runs: Sequence["RunInfo"], preset
             f"{len(s.values):>3}  {median} (epoch {max(s.epochs.values())}{diverged})"
         )
     return "\n".join(lines)
-
-
-_NUMBER = re.compile(r"(\d+(?:\.\d+)?(?:e-?\d+)?)")
-
-
-def _natural(text: str) -> list:
-    """A sort key reading the numbers in ``text`` as numbers ("d_model=48" before "=128"): its
-    text and numbers alternating, so two keys compare text with text, number with number."""
-    return [float(part) if i % 2 else part for i, part in enumerate(_NUMBER.split(text))]
