@@ -285,7 +285,8 @@ def resolve_config(
     overrides, validated; and the config's activations resolved once (imported, built and
     probed) and checked to suit the config's engine, its runs checked on this machine's CPU:
     :func:`resolve_runs`'s checks short of the data and the records. ConfigError where the
-    overrides hold an axis."""
+    overrides hold an axis; a preset's own default axes (``Preset.axes``) are not applied: its
+    base config (transformer-scale's largest size)."""
     options = RunOptions(
         name,
         ".",
@@ -301,7 +302,9 @@ def resolve_config(
     _check_counts(options)
     fixed = _explicit(preset, options)
     try:
-        configs = resolve_configs(preset.config, fixed, options.overrides, preset.axes)
+        configs = resolve_configs(
+            preset.config, fixed, options.overrides
+        )  # one config: the preset's own
         if len(configs) > 1:
             raise ConfigError(_AXIS_REFUSED)
     except ConfigError as error:
