@@ -302,9 +302,7 @@ def resolve_config(
     _check_counts(options)
     fixed = _explicit(preset, options)
     try:
-        configs = resolve_configs(
-            preset.config, fixed, options.overrides
-        )  # one config: the preset's own
+        configs = resolve_configs(preset.config, fixed, options.overrides)  # not preset.axes
         if len(configs) > 1:
             raise ConfigError(_AXIS_REFUSED)
     except ConfigError as error:
