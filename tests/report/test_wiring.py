@@ -253,6 +253,22 @@ def test_the_sensitivity_section_pairs_each_regret_against_gelu_and_judges_the_s
     assert "gelu is stable across them" in claim and f"{np.median(gelu_regret):.4g}" in claim
 
 
+def test_the_sensitivity_table_names_each_config_where_there_are_several():
+    records, runs = _regret_records(0.5)
+    both_records, both_runs = [], []
+    for init in ("xavier", "he"):
+        config = json.dumps({"model": {"init": init}})
+        both_runs += [r._replace(run_id=f"{r.run_id}-{init}", config_hash=init, config_json=config) for r in runs]  # fmt: skip
+        both_records += [r._replace(run_id=f"{r.run_id}-{init}", config_hash=init) for r in records]
+    md = to_markdown(
+        report_blocks(analyse(both_records, both_runs, {}), {}, runs=both_runs), Path(".")
+    )
+    section = md[md.index("### Learning-rate sensitivity") :]
+    assert "| activation | config | setting | learning rates |" in section
+    for init in ("xavier", "he"):
+        assert f"| relu | model.init={init} | — | 0.0001, 0.001 |" in section
+
+
 def test_the_seed_claim_reads_unresolved_and_unstable_when_the_data_say_so():
     records, runs = _regret_records(0.0)  # the same (small) regret: nothing told apart
     (result,) = analyse(records, runs, {})

@@ -324,12 +324,14 @@ def _experiment_results(result: ExperimentResult, figures, aggregate, design) ->
     return blocks
 
 
-def _regret_rows(sens, aggregate: Aggregate, design: Design) -> list[tuple[str, ...]]:
+def _regret_rows(sens, aggregate: Aggregate, design: Design, labels) -> list[tuple[str, ...]]:
     """One row per (config, setting, activation): its regret over seeds and, for an alternative,
-    its paired difference against the reference (lr_sensitivity emits them in group order)."""
+    its paired difference against the reference (lr_sensitivity emits them in group order);
+    ``labels``: {config hash: its label} where there are several configs, else None."""
     comparisons = iter(sens.comparisons)
     rows = []
     for group in sens.groups:
+        config = (labels.get(group.config_hash) or "—",) if labels else ()
         lrs = ", ".join(f"{lr:g}" for lr in group.lrs)
         paired = sens.reference in group.regrets
         for activation, by_seed in group.regrets.items():
@@ -346,7 +348,8 @@ def _regret_rows(sens, aggregate: Aggregate, design: Design) -> list[tuple[str, 
                     interval(c.metric, c.ci, difference=True), p_text(c.p), p_exact(c.p_sign),
                     p_text(c.p_holm), verdict_cell(c, design),
                 )  # fmt: skip
-            rows.append((activation, group.setting or "—", lrs, str(len(finite)), regret, *cells))
+            row = (activation, *config, group.setting or "—", lrs, str(len(finite)), regret)
+            rows.append((*row, *cells))
     return rows
 
 
@@ -364,12 +367,15 @@ def _sensitivity_section(result: ExperimentResult, aggregate, design) -> list[Bl
         f"alternative − {sens.reference} is paired by seed, {design.test}, {design.correction} "
         "over this table: ▲ better means less sensitive, ▼ worse more."
     )
+    labels = {r.selection.config_hash: r.selection.variant for r in result.rows}
+    labels = labels if len({g.config_hash for g in sens.groups}) > 1 else None
     headers = (
-        "activation", "setting", "learning rates", "n", f"regret ({aggregate.name})",
-        "comparison", "mean difference", f"{aggregate.level} CI (t)", "p", "p (sign-flip)",
-        f"p ({design.correction})", "verdict",
+        "activation", *(("config",) if labels else ()), "setting", "learning rates", "n",
+        f"regret ({aggregate.name})", "comparison", "mean difference", f"{aggregate.level} CI (t)",
+        "p", "p (sign-flip)", f"p ({design.correction})", "verdict",
     )  # fmt: skip
-    table = Block("table", headers=headers, rows=tuple(_regret_rows(sens, aggregate, design)))
+    rows = tuple(_regret_rows(sens, aggregate, design, labels))
+    table = Block("table", headers=headers, rows=rows)
     claim = Block("p", sensitivity_claim(sens, aggregate))
     return [Block("h3", "Learning-rate sensitivity"), Block("p", how), table, claim]
 

@@ -165,7 +165,7 @@ def _verdict_detail(c, design: Design) -> str:
         return f"{c.verdict} (n={len(c.seeds)}{more})"
     if c.verdict.endswith("tie"):
         margin = EQUIVALENCE_MARGINS.get(c.metric, 0.0)
-        return f"{c.verdict} (within ±{format_difference(c.metric, margin)})"
+        return f"{c.verdict} (within ±{format_difference(c.metric, margin).lstrip('+')})"
     return f"{c.verdict} (p {design.correction} {p_text(c.p_holm)})"
 
 
