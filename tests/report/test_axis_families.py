@@ -299,6 +299,10 @@ def test_gelus_report_shows_the_interaction_and_the_trend_with_its_figure(tmp_pa
     trend = md[md.index("### Trend over log₂ parameters") :]
     assert "| relu | — | test bpb | 3 | 6 |" in trend and "| worse at 3 of 3 |" in trend
     assert "relu, test bpb: worse than gelu at 3 of 3 sizes; the trend over log₂ parameters is resolved: its gap to gelu moves in relu's favour" in trend  # fmt: skip
+    # relu's gap moves in its favour with size, swiglu's is noise: the seed claim judged per activation
+    (claim,) = [line for line in trend.splitlines() if line.startswith("The seed documents' claim")]
+    assert "contradicted by relu (the gap moves in their favour)" in claim
+    assert "unresolved against swiglu" in claim and "supported" not in claim
     for suffix in ("png", "svg"):
         assert (tmp_path / "rep" / "figures" / f"transformer-lm-trend-0.{suffix}").stat().st_size
     assert "](figures/transformer-lm-trend-0.png)" in trend

@@ -18,6 +18,7 @@ __all__ = [
     "axes_figures",
     "effect_sentence",
     "interaction_sentence",
+    "scale_claim",
     "trend_sentence",
 ]
 
@@ -125,6 +126,39 @@ def trend_sentence(t: Trend, kind: str, design: Design) -> str:
     )
 
 
+SCALE_CLAIM = "more pronounced in larger models"  # the seed documents, of GELU's benefits
+
+
+def scale_claim(result: AxisResult) -> str | None:
+    """The seed documents' claim that GELU's benefits are "more pronounced in larger models",
+    judged by a scale family's trends on its headline metric: supported by an activation whose gap
+    to GELU moves toward GELU as N grows (▼ worse), contradicted by one whose gap moves in its own
+    favour (▲ better), unresolved otherwise; None where the family is not a scale one against
+    GELU."""
+    if result.family.kind != "scale" or not result.trends:
+        return None
+    headline = result.trends[0].comparison.metric
+    trends = [t for t in result.trends if t.comparison.metric == headline]
+    if trends[0].comparison.baseline != "gelu":
+        return None
+    named = {word: [] for word in ("worse", "better", "unresolved")}
+    for t in trends:
+        named.get(_word(t.comparison), named["unresolved"]).append(t.comparison.treatment)
+    sizes = result.family.sizes
+    parts = [
+        f"supported against {', '.join(named['worse'])} (the gap moves toward GELU as N grows)"
+        * bool(named["worse"]),
+        f"contradicted by {', '.join(named['better'])} (the gap moves in their favour)"
+        * bool(named["better"]),
+        f"unresolved against {', '.join(named['unresolved'])}" * bool(named["unresolved"]),
+    ]
+    return (
+        f"The seed documents' claim that GELU's benefits are \"{SCALE_CLAIM}\", over "
+        f"{sizes[-1] / sizes[0]:.0f}× in parameters at these budgets "
+        f"(test {base_metric(trends[0])}): " + "; ".join(part for part in parts if part) + "."
+    )
+
+
 def _family_text(family: Family) -> str:
     keys = ", ".join(family.keys)
     values = "; ".join(family.labels)
@@ -191,7 +225,8 @@ def _trend_blocks(result: AxisResult, aggregate: Aggregate, design: Design) -> l
     words = " ".join(trend_sentence(t, family.kind, design) for t in trends)
     title = f"Trend over {axis}"
     table = Block("table", headers=headers, rows=tuple(rows))
-    return [Block("h3", title), Block("p", how), table, Block("p", words)]
+    claim = [Block("p", text)] if (text := scale_claim(result)) else []
+    return [Block("h3", title), Block("p", how), table, Block("p", words), *claim]
 
 
 def axes_blocks(
