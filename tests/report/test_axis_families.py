@@ -223,6 +223,31 @@ def test_each_activations_own_change_across_the_axis_is_paired_by_seed_with_holm
             assert c.p_holm == pytest.approx(holm[c.treatment], rel=1e-9)
 
 
+def test_the_init_claims_are_judged_from_the_effects_and_the_interactions():
+    from gelus.report.folklore import init_claims
+
+    records, runs = _init_records()
+    rng = np.random.default_rng(3)
+    # under he: gelu's test values worse by 0.03 (+ noise), relu's and elu's only noise, so each
+    # alternative gains on gelu under he against under xavier (where relu lost 0.01 to it)
+    he, he_runs = make_records(epochs=2, seeds=SEEDS, config_hash="ccc", settings=("keep=1.0",))
+    shifts = {a: 0.004 * rng.standard_normal(6) for a in ("relu", "elu")}
+    shifts["gelu"] = 0.03 + 0.004 * rng.standard_normal(6)
+    records += _shifted(he, "ccc", shifts)
+    runs += _runs_with(he_runs, _flat("mnist-classification", **{"model.init": "he"}), keep=[1.0])
+    (result,) = analyse(records, runs, PRESETS)
+    (axis,) = result.axes
+    xavier, he_claim = init_claims(axis)
+    gelu = {c.variant: c for c in axis.effects if c.treatment == "gelu" and c.metric == "loss"}
+    against_he = gelu["model.init=xavier vs model.init=he"]
+    assert against_he.verdict == "▲ better"  # gelu does better under xavier than under he
+    assert "against model.init=he: better" in xavier and "test loss" in xavier
+    against_unit = gelu["model.init=xavier vs model.init=unit_norm"].verdict.split()[-1]
+    expected = {"tie": "supported", "better": "supported", "worse": "refuted"}
+    assert xavier.endswith(f": {expected.get(against_unit, 'not settled')}.")
+    assert "relu: supported (better)" in he_claim and "elu: supported (better)" in he_claim
+
+
 def _scale_records():
     """transformer-lm at three sizes (tokens ∝ N): relu's test bits per byte fall by 0.01 per
     size step against gelu's, plus noise per seed and size; swiglu's only noise."""

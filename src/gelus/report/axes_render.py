@@ -9,6 +9,7 @@ from pathlib import Path
 from gelus.report.axes import AXES, AxisResult, Family, Trend
 from gelus.report.axes_figure import base_metric, trend_figure
 from gelus.report.blocks import Block
+from gelus.report.folklore import init_claims, scale_claim
 from gelus.report.robust import INSIDE_MARGIN, inside_margin
 from gelus.report.stats import EQUIVALENCE_MARGINS, Aggregate, Comparison, Design
 from gelus.report.words import format_difference, interval, p_exact, p_text, verdict_cell
@@ -18,7 +19,6 @@ __all__ = [
     "axes_figures",
     "effect_sentence",
     "interaction_sentence",
-    "scale_claim",
     "trend_sentence",
 ]
 
@@ -126,39 +126,6 @@ def trend_sentence(t: Trend, kind: str, design: Design) -> str:
     )
 
 
-SCALE_CLAIM = "more pronounced in larger models"  # the seed documents, of GELU's benefits
-
-
-def scale_claim(result: AxisResult) -> str | None:
-    """The seed documents' claim that GELU's benefits are "more pronounced in larger models",
-    judged by a scale family's trends on its headline metric: supported by an activation whose gap
-    to GELU moves toward GELU as N grows (▼ worse), contradicted by one whose gap moves in its own
-    favour (▲ better), unresolved otherwise; None where the family is not a scale one against
-    GELU."""
-    if result.family.kind != "scale" or not result.trends:
-        return None
-    headline = result.trends[0].comparison.metric
-    trends = [t for t in result.trends if t.comparison.metric == headline]
-    if trends[0].comparison.baseline != "gelu":
-        return None
-    named = {word: [] for word in ("worse", "better", "unresolved")}
-    for t in trends:
-        named.get(_word(t.comparison), named["unresolved"]).append(t.comparison.treatment)
-    sizes = result.family.sizes
-    parts = [
-        f"supported against {', '.join(named['worse'])} (the gap moves toward GELU as N grows)"
-        * bool(named["worse"]),
-        f"contradicted by {', '.join(named['better'])} (the gap moves in their favour)"
-        * bool(named["better"]),
-        f"unresolved against {', '.join(named['unresolved'])}" * bool(named["unresolved"]),
-    ]
-    return (
-        f"The seed documents' claim that GELU's benefits are \"{SCALE_CLAIM}\", over "
-        f"{sizes[-1] / sizes[0]:.0f}× in parameters at these budgets "
-        f"(test {base_metric(trends[0])}): " + "; ".join(part for part in parts if part) + "."
-    )
-
-
 def _family_text(family: Family) -> str:
     keys = ", ".join(family.keys)
     values = "; ".join(family.labels)
@@ -242,6 +209,7 @@ def axes_blocks(
         if result.family.kind == "categorical":
             blocks += _interaction_blocks(result, aggregate, design) if result.comparisons else []
             blocks += _effect_blocks(result, aggregate, design) if result.effects else []
+            blocks += [Block("p", text) for text in init_claims(result)]
         else:
             blocks += _trend_blocks(result, aggregate, design)
         if figure is not None:

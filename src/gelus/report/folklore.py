@@ -1,0 +1,122 @@
+"""The seed documents' claims about training with GELU, judged from the report's axis families
+(:mod:`gelus.report.axes`) by the rules docs/REPORT.md wrote down before the runs ("The folklore:
+what would answer each claim"): each claim's sentence names the comparisons it rests on and says
+supported, refuted or not settled, nothing more.
+"""
+
+from gelus.report.axes import AxisResult
+from gelus.report.axes_figure import base_metric
+from gelus.report.stats import Comparison
+
+__all__ = ["init_claims", "scale_claim"]
+
+_FLIP = {"better": "worse", "worse": "better"}
+
+
+def _word(c: Comparison) -> str:
+    return c.verdict.split()[-1]
+
+
+def _facing(c: Comparison, value: str) -> tuple[str, str]:
+    """(the other value, the verdict word) of a comparison between two values of an axis, turned
+    so that it reads for ``value`` against the other ("model.init=xavier vs model.init=he")."""
+    first, _, second = c.variant.partition(" vs ")
+    if first == value:
+        return second, _word(c)
+    return first, _FLIP.get(_word(c), _word(c))
+
+
+def _headline(comparisons) -> list[Comparison]:
+    """The comparisons of the first metric among them (the protocol's headline)."""
+    return [c for c in comparisons if c.metric == comparisons[0].metric] if comparisons else []
+
+
+def _xavier_claim(result: AxisResult, xavier: str) -> str | None:
+    """'Xavier/Glorot: standard initialization works well' for GELU: GELU under xavier against
+    GELU under each other init; supported when it is no worse than any (tie or ▲ better) and no
+    GELU run diverged, refuted when it is ▼ worse than one or a run diverged, else not settled."""
+    mine = [c for c in _headline(result.effects) if c.treatment == "gelu" and xavier in c.variant]
+    if not mine:
+        return None
+    facing = [_facing(c, xavier) for c in mine]
+    said = "; ".join(f"against {other}: {word}" for other, word in facing)
+    diverged = sum(c.diverged for c in mine)
+    if diverged or any(word == "worse" for _, word in facing):
+        verdict = "refuted"
+    elif all(word in ("tie", "better") for _, word in facing):
+        verdict = "supported"
+    else:
+        verdict = "not settled"
+    runs = f"; {diverged} pairs with a diverged run" if diverged else ""
+    return (
+        'The seed documents\' claim that Xavier/Glorot initialization "works well" for GELU '
+        f"(GELU under {xavier}, test {mine[0].metric}; {said}{runs}): {verdict}."
+    )
+
+
+def _he_claim(result: AxisResult, he: str, xavier: str) -> str | None:
+    """'He initialization: may be too aggressive for GELU': per alternative a, the interaction
+    of (a − GELU) between he and xavier; supported where a gains on GELU under he (▲ better for a
+    read he against xavier), refuted where the gap is a tie or moves the other way."""
+    pair = {he, xavier}
+    mine = [
+        c for c in _headline(result.comparisons)
+        if c.baseline == "gelu" and set(c.variant.split(" vs ")) == pair
+    ]  # fmt: skip
+    if not mine:
+        return None
+    said = []
+    for c in mine:
+        word = _facing(c, he)[1]
+        verdict = {"better": "supported", "tie": "refuted", "worse": "refuted"}.get(word)
+        said.append(f"{c.treatment}: {verdict or 'not settled'} ({word})")
+    return (
+        'The seed documents\' claim that He initialization "may be too aggressive for GELU" '
+        f"(each activation's gap to GELU under {he} against under {xavier}, test "
+        f"{mine[0].metric}): " + "; ".join(said) + "."
+    )
+
+
+def init_claims(result: AxisResult) -> list[str]:
+    """The init claims a ``model.init`` family of configs can judge, against GELU: Xavier's
+    (where xavier is a value) and He's (where he and xavier both are)."""
+    if result.family.keys != ("model.init",):
+        return []
+    values = {label.partition("=")[2]: label for label in result.family.labels}
+    found = [_xavier_claim(result, values["xavier"])] if "xavier" in values else []
+    if "xavier" in values and "he" in values:
+        found.append(_he_claim(result, values["he"], values["xavier"]))
+    return [text for text in found if text]
+
+
+SCALE_CLAIM = "more pronounced in larger models"  # the seed documents, of GELU's benefits
+
+
+def scale_claim(result: AxisResult) -> str | None:
+    """The seed documents' claim that GELU's benefits are "more pronounced in larger models",
+    judged by a scale family's trends on its headline metric: supported by an activation whose gap
+    to GELU moves toward GELU as N grows (▼ worse), contradicted by one whose gap moves in its own
+    favour (▲ better), unresolved otherwise; None where the family is not a scale one against
+    GELU."""
+    if result.family.kind != "scale" or not result.trends:
+        return None
+    headline = result.trends[0].comparison.metric
+    trends = [t for t in result.trends if t.comparison.metric == headline]
+    if trends[0].comparison.baseline != "gelu":
+        return None
+    named = {word: [] for word in ("worse", "better", "unresolved")}
+    for t in trends:
+        named.get(_word(t.comparison), named["unresolved"]).append(t.comparison.treatment)
+    sizes = result.family.sizes
+    parts = [
+        f"supported against {', '.join(named['worse'])} (the gap moves toward GELU as N grows)"
+        * bool(named["worse"]),
+        f"contradicted by {', '.join(named['better'])} (the gap moves in their favour)"
+        * bool(named["better"]),
+        f"unresolved against {', '.join(named['unresolved'])}" * bool(named["unresolved"]),
+    ]
+    return (
+        f"The seed documents' claim that GELU's benefits are \"{SCALE_CLAIM}\", over "
+        f"{sizes[-1] / sizes[0]:.0f}× in parameters at these budgets "
+        f"(test {base_metric(trends[0])}): " + "; ".join(part for part in parts if part) + "."
+    )
