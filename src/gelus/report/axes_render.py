@@ -69,28 +69,37 @@ def effect_sentence(c: Comparison, design: Design) -> str:
     return f"{subject} against under {base}: unresolved ({p}{diverged})."
 
 
+def _pairs_blocks(
+    title: str, how: str, columns: tuple[str, str], comparisons, words, aggregate, design
+) -> list[Block]:
+    """A table of comparisons between two values of an axis, one row each (``columns``: the first
+    column's and the mean's headings), its reading ``how`` above and ``words`` below."""
+    headers = (
+        columns[0], "values", "setting", "metric", "n pairs", columns[1],
+        f"{aggregate.level} CI (t)", "p", "p (sign-flip)", f"p ({design.correction})", "verdict",
+    )  # fmt: skip
+    rows = tuple(
+        (c.treatment if columns[0] == "activation" else f"{c.treatment} − {c.baseline}", c.variant,
+         c.setting or "—", f"test {c.metric}",
+         str(len(c.seeds)) + (f" ({c.diverged} diverged)" if c.diverged else ""),
+         *_cells(c, c.metric, design))
+        for c in comparisons
+    )  # fmt: skip
+    table = Block("table", headers=headers, rows=rows)
+    return [Block("h3", title), Block("p", how), table, Block("p", words)]
+
+
 def _effect_blocks(result: AxisResult, aggregate: Aggregate, design: Design) -> list[Block]:
-    family, effects = result.family, result.effects
     how = (
         "Each activation under the first of two values against itself under the second (each "
         f"config at its own chosen lr), paired by seed, for every pair of values; {design.test}, "
         f"{design.correction} over this table's comparisons of one metric. ▲ better: the first "
         "value does better for the activation."
     )
-    headers = (
-        "activation", "values", "setting", "metric", "n pairs", "mean difference",
-        f"{aggregate.level} CI (t)", "p", "p (sign-flip)", f"p ({design.correction})", "verdict",
-    )  # fmt: skip
-    rows = tuple(
-        (c.treatment, c.variant, c.setting or "—", f"test {c.metric}",
-         str(len(c.seeds)) + (f" ({c.diverged} diverged)" if c.diverged else ""),
-         *_cells(c, c.metric, design))
-        for c in effects
-    )  # fmt: skip
-    words = " ".join(effect_sentence(c, design) for c in effects)
-    title = f"Each activation across {', '.join(family.keys)}"
-    table = Block("table", headers=headers, rows=rows)
-    return [Block("h3", title), Block("p", how), table, Block("p", words)]
+    words = " ".join(effect_sentence(c, design) for c in result.effects)
+    title = f"Each activation across {', '.join(result.family.keys)}"
+    columns = ("activation", "mean difference")
+    return _pairs_blocks(title, how, columns, result.effects, words, aggregate, design)
 
 
 def _holds_text(t: Trend, kind: str) -> str:
@@ -150,19 +159,10 @@ def _interaction_blocks(result: AxisResult, aggregate: Aggregate, design: Design
         f"better: the activation gains more on {reference} under the first value; ▼ worse: "
         "less; = tie: the gap moves by less than the metric's margin (TOST)."
     )
-    headers = (
-        "comparison", "values", "setting", "metric", "n pairs", "mean difference of differences",
-        f"{aggregate.level} CI (t)", "p", "p (sign-flip)", f"p ({design.correction})", "verdict",
-    )  # fmt: skip
-    rows = tuple(
-        (f"{c.treatment} − {c.baseline}", c.variant, c.setting or "—", f"test {c.metric}",
-         str(len(c.seeds)), *_cells(c, c.metric, design))
-        for c in comparisons
-    )  # fmt: skip
     words = " ".join(interaction_sentence(c, design) for c in comparisons)
     title = f"Interaction over {', '.join(family.keys)}"
-    table = Block("table", headers=headers, rows=rows)
-    return [Block("h3", title), Block("p", how), table, Block("p", words)]
+    columns = ("comparison", "mean difference of differences")
+    return _pairs_blocks(title, how, columns, comparisons, words, aggregate, design)
 
 
 def _trend_blocks(result: AxisResult, aggregate: Aggregate, design: Design) -> list[Block]:
