@@ -198,15 +198,22 @@ class _Finished(NamedTuple):
     def compare(
         self, pairs: Sequence[tuple[Selection, Selection]], *, marks: bool = True
     ) -> list[Comparison]:
-        """The paired comparisons of ``pairs``, one family: Holm over them; with ``marks``, the
-        pairs an unresolved one needs, the sign-flip p and the fragility marks too (a verdict
-        recomputed only for its word goes without)."""
+        """The paired comparisons of ``pairs``, one family per config: Holm over each config's
+        comparisons (the runs of another init or size beside them change no verdict of this
+        one's); with ``marks``, the pairs an unresolved one needs, the sign-flip p and the
+        fragility marks too (a verdict recomputed only for its word goes without). The order of
+        ``pairs`` is kept."""
         tests = [
             compare_paired(t, b, lower_is_better=t.metric != "accuracy", aggregate=self.aggregate)
             for t, b in pairs
         ]
-        adjusted = adjust(tests, self.design, pairs=marks)
-        return robust_marks(adjusted, self.design.alpha, self.aggregate) if marks else adjusted
+        judged: dict[int, Comparison] = {}
+        for config in dict.fromkeys(t.config_hash for t, _ in pairs):
+            index = [i for i, (t, _) in enumerate(pairs) if t.config_hash == config]
+            family = adjust([tests[i] for i in index], self.design, pairs=marks)
+            family = robust_marks(family, self.design.alpha, self.aggregate) if marks else family
+            judged.update(zip(index, family, strict=True))
+        return [judged[i] for i in range(len(tests))]
 
     def claims(self, protocol: Protocol | None = None) -> list:
         """The paper's claims checked under ``protocol`` (default: the experiment's)."""

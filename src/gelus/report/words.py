@@ -170,15 +170,17 @@ def _verdict_detail(c, design: Design) -> str:
 
 
 def power_text(comparisons: Sequence[Any], design: Design = DESIGN) -> str:
-    """What one Holm family of comparisons can detect: the power with which a verdict over its m
-    comparisons (at their usual n pairs) calls one real effect of 1 and 1.5 SD of its paired
+    """What one Holm family of comparisons (one config's: the largest) can detect: the power
+    with which a verdict over its m comparisons (at their usual n pairs) calls one real effect of 1 and 1.5 SD of its paired
     differences real, the others null (:func:`~gelus.report.robust.holm_power`), each with the
     lone test's (:func:`~gelus.report.stats.power`) beside it. "" without a testable comparison."""
     tested = [c for c in comparisons if not math.isnan(c.p)]
     if not tested:
         return ""
     sizes = [len(c.seeds) for c in tested]
-    n, m = max(set(sizes), key=lambda k: (sizes.count(k), k)), len(tested)
+    configs = [c.variant for c in tested]  # a Holm family per config: its m
+    n = max(set(sizes), key=lambda k: (sizes.count(k), k))
+    m = max(configs.count(config) for config in set(configs))
     found = "; ".join(
         f"{effect:g} SD: {holm_power(n, effect, m, design.alpha):.2f} "
         f"(a lone test: {power(n, effect, design.alpha):.2f})"
