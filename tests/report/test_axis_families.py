@@ -248,6 +248,29 @@ def test_the_init_claims_are_judged_from_the_effects_and_the_interactions():
     assert "relu: supported (better)" in he_claim and "elu: supported (better)" in he_claim
 
 
+def test_a_config_recorded_beside_another_changes_none_of_its_verdicts():
+    records, runs = _init_records()
+    alone = (
+        [r for r in records if r.config_hash == "aaa"],
+        [r for r in runs if r.config_hash == "aaa"],
+    )
+    (by_itself,) = analyse(*alone, PRESETS)
+    (beside,) = analyse(records, runs, PRESETS)  # the xavier config's runs beside it
+
+    def verdicts(result, config=None):
+        return {
+            (c.treatment, c.baseline, c.setting, c.metric): (c.p_holm, c.verdict)
+            for c, _ in result.comparisons
+            if config is None or c.variant == config
+        }
+
+    assert verdicts(by_itself) == verdicts(beside, "model.init=unit_norm")
+    assert {c.variant for c, _ in beside.comparisons} == {
+        "model.init=unit_norm",
+        "model.init=xavier",
+    }
+
+
 def _scale_records():
     """transformer-lm at three sizes (tokens ∝ N): relu's test bits per byte fall by 0.01 per
     size step against gelu's, plus noise per seed and size; swiglu's only noise."""
