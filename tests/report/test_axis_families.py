@@ -271,6 +271,18 @@ def test_a_config_recorded_beside_another_changes_none_of_its_verdicts():
     }
 
 
+def test_the_papers_claims_are_judged_on_the_config_at_the_presets_values():
+    records, runs = _init_records()
+
+    def claimed(result):
+        return [(c.treatment, c.baseline, c.setting, c.p) for k in result.claims for c in k.comparisons]  # fmt: skip
+
+    (beside,) = analyse(records, runs, PRESETS)  # unit_norm (the preset's) and xavier
+    unit_norm = [r for r in records if r.config_hash == "aaa"]
+    (alone,) = analyse(unit_norm, [r for r in runs if r.config_hash == "aaa"], PRESETS)
+    assert claimed(beside) == claimed(alone) and claimed(alone)  # the xavier runs left out
+
+
 def _scale_records():
     """transformer-lm at three sizes (tokens ∝ N): relu's test bits per byte fall by 0.01 per
     size step against gelu's, plus noise per seed and size; swiglu's only noise."""

@@ -188,6 +188,7 @@ class _Finished(NamedTuple):
     configs: dict[str, dict[str, Any]]
     aggregate: Aggregate
     design: Design
+    claimed: frozenset[str] = frozenset()  # the configs the paper's claims are judged on (all)
 
     def selections(self, protocol: Protocol | None = None) -> list[Selection]:
         """The selections under ``protocol`` (default: the experiment's)."""
@@ -218,8 +219,8 @@ class _Finished(NamedTuple):
     def claims(self, protocol: Protocol | None = None) -> list:
         """The paper's claims checked under ``protocol`` (default: the experiment's)."""
         chosen = protocol or self.protocol
-        args = (self.records, chosen, self.configs, self.aggregate, self.design)
-        return check_claims(self.name, *args)
+        records = [r for r in self.records if not self.claimed or r.config_hash in self.claimed]
+        return check_claims(self.name, records, chosen, self.configs, self.aggregate, self.design)
 
 
 def _verdicts_under(finished: _Finished, protocol: Protocol) -> dict[tuple, str]:
@@ -341,6 +342,23 @@ _NOT_DEPARTURES = (
     "train.eval_batch_size",
     "train.keep_models",
 )
+
+
+def _preset_configs(preset: Preset | None, configs: Mapping[str, Any]) -> frozenset[str]:
+    """Of an experiment's several configs, those at the preset's values of every key in which
+    they differ (the paper's init beside a run of another init): what the paper's claims are
+    about. Empty (all configs) for one config, or where none is at the preset's values."""
+    if preset is None or len(configs) < 2:
+        return frozenset()
+    flat = {h: identity_keys(stored_defaults(c)) for h, c in configs.items()}
+    paper = identity_keys(stored_defaults(flat_config(config_to_dict(preset.config))))
+    keys = {k for c in flat.values() for k in c}
+    differing = [k for k in keys if len({json.dumps(c.get(k)) for c in flat.values()}) > 1]
+    return frozenset(
+        h
+        for h, c in flat.items()
+        if all(json.dumps(c.get(k)) == json.dumps(paper.get(k)) for k in differing if k in paper)
+    )
 
 
 def _departures(preset: Preset | None, runs: Sequence[Any]) -> tuple[str, ...]:
@@ -533,6 +551,7 @@ def analyse(
             protocol = protocol.with_rule(rule)
         mine_runs = [r for r in runs if r.experiment == name]
         finished = _finish(name, by_experiment[name], mine_runs, protocol, aggregate, design)
+        finished = finished._replace(claimed=_preset_configs(preset, finished.configs))
         result = _result(preset, finished, mine_runs, by_experiment[name])
         results.append(result._replace(step_costs=step_costs(step_times, name)))
     return results
