@@ -19,7 +19,9 @@ from gelus.experiments.presets import PRESETS
 from gelus.experiments.selection import run_configs
 from gelus.report.analysis import analyse
 from gelus.report.axes import families, sizes
-from test_synthetic import make_records, write_database
+from gelus.report.stats import DESIGN
+from gelus.report.words import verdict_cell
+from test_synthetic import make_records, value_of, write_database
 
 SEEDS = tuple(range(6))
 
@@ -246,6 +248,19 @@ def test_the_init_claims_are_judged_from_the_effects_and_the_interactions():
     expected = {"tie": "supported", "better": "supported", "worse": "refuted"}
     assert xavier.endswith(f": {expected.get(against_unit, 'not settled')}.")
     assert "relu: supported (better)" in he_claim and "elu: supported (better)" in he_claim
+    assert "lr-selection rule" not in xavier + he_claim  # every comparison agrees across rules
+    # a comparison a claim rests on that another rule changes is named in the claim's sentence
+    depends = "val-loss-last better, val-loss-best unresolved"
+    relu_he = ("relu", "model.init=xavier vs model.init=he")
+    moved = tuple(
+        c._replace(depends=depends) if (c.treatment, c.variant) == relu_he else c
+        for c in axis.comparisons
+    )
+    _, he_claim = init_claims(axis._replace(comparisons=moved))
+    relu = next(c for c in moved if c.depends and c.metric == "loss")
+    assert he_claim.endswith(
+        f"Not every lr-selection rule agrees (relu, {relu.variant}: {depends})."
+    )
 
 
 def test_a_config_recorded_beside_another_changes_none_of_its_verdicts():
@@ -281,6 +296,51 @@ def test_the_papers_claims_are_judged_on_the_config_at_the_presets_values():
     unit_norm = [r for r in records if r.config_hash == "aaa"]
     (alone,) = analyse(unit_norm, [r for r in runs if r.config_hash == "aaa"], PRESETS)
     assert claimed(beside) == claimed(alone) and claimed(alone)  # the xavier runs left out
+
+
+def test_an_axis_verdict_another_selection_rule_changes_is_marked_with_each_rules_word():
+    records, runs = _init_records()
+    noise = 0.004 * np.random.default_rng(5).standard_normal(6)
+
+    def best_at_epoch_1(r):
+        # relu under xavier: its validation best at epoch 1, where its test values carry no shift
+        # (the last epoch's keep the 0.01 that makes its interaction worse)
+        if (r.config_hash, r.activation, r.epoch) != ("bbb", "relu", 1):
+            return r
+        if r.split == "val" and r.metric in ("loss", "error"):
+            return r._replace(value=r.value - 1.0)
+        if r.split == "test" and r.metric in ("loss", "error"):
+            level = value_of(r.activation, r.seed, r.lr, r.setting, 2, "test", r.metric)
+            return r._replace(value=level + (3.0 if r.metric == "loss" else 1.0) * noise[r.seed])
+        return r
+
+    records = [best_at_epoch_1(r) for r in records]
+    (result,) = analyse(records, runs, PRESETS)
+    (axis,) = result.axes
+    by_rule = {}
+    for rule in ("val-loss-last", "val-loss-best", "val-error-last", "val-error-best"):
+        (again,) = analyse(records, runs, PRESETS, rule=rule)
+        by_rule[rule] = {
+            (c.treatment, c.variant, c.metric): c.verdict.split()[-1]
+            for c in (*again.axes[0].comparisons, *again.axes[0].effects)
+        }
+    marked = 0
+    for c in (*axis.comparisons, *axis.effects):
+        words = {rule: found[(c.treatment, c.variant, c.metric)] for rule, found in by_rule.items()}
+        if len(set(words.values())) > 1:
+            assert c.depends == ", ".join(f"{rule} {w}" for rule, w in words.items())
+            assert f"depends on the selection rule ({c.depends})" in verdict_cell(c, DESIGN)
+            marked += 1
+        else:
+            assert c.depends == ""
+    relu = next(c for c in axis.comparisons if c.treatment == "relu" and c.metric == "loss")
+    assert (
+        relu.verdict == "▼ worse"
+        and by_rule["val-loss-best"][("relu", relu.variant, "loss")] != "worse"
+    )
+    assert relu.depends and marked >= 2  # relu's interaction and its own change, at least
+    gelu = [c for c in axis.effects if c.treatment == "gelu"]
+    assert gelu and not any(c.depends for c in gelu)  # gelu's records are the same everywhere
 
 
 def _scale_records():

@@ -22,7 +22,7 @@ from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.presets import Preset
 from gelus.experiments.protocol import SELECTION_RULES, FigureSpec, Protocol
 from gelus.experiments.selection import RunnerUp, Selection, run_configs, runner_up, select
-from gelus.report.axes import AxisResult, axis_results, families, sizes
+from gelus.report.axes import AxisResult, axis_results, families, mark_rule_dependence, sizes
 from gelus.report.claims import check_claims
 from gelus.report.robust import robust_marks
 from gelus.report.sensitivity import LrSensitivity, lr_sensitivity
@@ -616,16 +616,24 @@ def _sensitivity(finished: _Finished) -> LrSensitivity | None:
 
 def _axes(preset: Preset | None, finished: _Finished, selections, comparisons) -> tuple:
     """The experiment's axis families (:mod:`gelus.report.axes`) judged against the protocol's
-    reference (else GELU); () with one config."""
+    reference (else GELU), each verdict judged again with the lr every selection rule the records
+    allow chooses and marked where the rules disagree; () with one config."""
     if len(finished.configs) < 2:
         return ()
     base = preset.config if preset else None
     defaults = identity_keys(stored_defaults(flat_config(config_to_dict(base)))) if base else {}
     found = families(finished.configs, sizes(finished.configs, base), defaults)
     reference = finished.protocol.reference or REFERENCE
-    tests = [c for c, _ in comparisons]
-    args = (found, selections, tests, reference)
-    return tuple(axis_results(*args, design=finished.design, aggregate=finished.aggregate))
+    judge = {"design": finished.design, "aggregate": finished.aggregate}
+    results = axis_results(found, selections, [c for c, _ in comparisons], reference, **judge)
+    protocol = finished.protocol
+    by_rule = {
+        rule: axis_results(
+            found, finished.selections(protocol.with_rule(rule)), [], reference, **judge
+        )
+        for rule in _applicable_rules(finished.records, protocol)
+    }
+    return tuple(mark_rule_dependence(results, by_rule))
 
 
 def _result(

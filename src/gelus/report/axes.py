@@ -46,7 +46,16 @@ from gelus.report.stats import (
 )
 from gelus.report.trend import trend
 
-__all__ = ["AXES", "AxisResult", "Family", "Trend", "axis_results", "families", "sizes"]
+__all__ = [
+    "AXES",
+    "AxisResult",
+    "Family",
+    "Trend",
+    "axis_results",
+    "families",
+    "mark_rule_dependence",
+    "sizes",
+]
 
 AXES = {"scale": "log₂ parameters", "budget": "log₂ tokens"}  # a family's x, by its kind
 UNITS = {"scale": "parameters", "budget": "tokens"}
@@ -334,3 +343,42 @@ def axis_results(
         if result.comparisons or result.effects or result.trends:
             results.append(result)
     return results
+
+
+def _verdicts(result: AxisResult) -> list[Comparison]:
+    """Every verdict of a family: its interactions, its effects, its trends'."""
+    return [*result.comparisons, *result.effects, *(t.comparison for t in result.trends)]
+
+
+def _verdict_key(family: Family, c: Comparison) -> tuple:
+    return (family.kind, family.members, c.variant, c.treatment, c.baseline, c.setting, c.metric)
+
+
+def mark_rule_dependence(
+    results: Sequence[AxisResult], by_rule: Mapping[str, Sequence[AxisResult]]
+) -> list[AxisResult]:
+    """``results`` with each verdict whose word differs between the selection rules marked
+    "depends on the selection rule" (``Comparison.depends``: each rule's word), as the
+    per-config tables are. ``by_rule``: {rule: the same families judged with the lrs (and epochs)
+    that rule chooses}; a verdict a rule cannot form (a cell it left out) takes no part."""
+    words = {
+        rule: {
+            _verdict_key(r.family, c): c.verdict.split()[-1] for r in found for c in _verdicts(r)
+        }
+        for rule, found in by_rule.items()
+    }
+
+    def marked(family: Family, c: Comparison) -> Comparison:
+        said = {rule: found.get(_verdict_key(family, c)) for rule, found in words.items()}
+        if len({w for w in said.values() if w}) < 2:
+            return c
+        return c._replace(depends=", ".join(f"{rule} {w}" for rule, w in said.items() if w))
+
+    return [
+        r._replace(
+            comparisons=tuple(marked(r.family, c) for c in r.comparisons),
+            effects=tuple(marked(r.family, c) for c in r.effects),
+            trends=tuple(t._replace(comparison=marked(r.family, t.comparison)) for t in r.trends),
+        )
+        for r in results
+    ]

@@ -26,6 +26,16 @@ def _facing(c: Comparison, value: str) -> tuple[str, str]:
     return first, _FLIP.get(_word(c), _word(c))
 
 
+def _rule_note(comparisons) -> str:
+    """A sentence naming the comparisons a claim rests on whose verdict another lr-selection rule
+    changes (``Comparison.depends``), each rule's word; "" where every rule agrees."""
+    moved = [c for c in comparisons if c.depends]
+    if not moved:
+        return ""
+    said = "; ".join(f"{c.treatment}, {c.variant}: {c.depends}" for c in moved)
+    return f" Not every lr-selection rule agrees ({said})."
+
+
 def _headline(comparisons) -> list[Comparison]:
     """The comparisons of the first metric among them (the protocol's headline)."""
     return [c for c in comparisons if c.metric == comparisons[0].metric] if comparisons else []
@@ -50,7 +60,7 @@ def _xavier_claim(result: AxisResult, xavier: str) -> str | None:
     runs = f"; {diverged} pairs with a diverged run" if diverged else ""
     return (
         'The seed documents\' claim that Xavier/Glorot initialization "works well" for GELU '
-        f"(GELU under {xavier}, test {mine[0].metric}; {said}{runs}): {verdict}."
+        f"(GELU under {xavier}, test {mine[0].metric}; {said}{runs}): {verdict}." + _rule_note(mine)
     )
 
 
@@ -73,7 +83,7 @@ def _he_claim(result: AxisResult, he: str, xavier: str) -> str | None:
     return (
         'The seed documents\' claim that He initialization "may be too aggressive for GELU" '
         f"(each activation's gap to GELU under {he} against under {xavier}, test "
-        f"{mine[0].metric}): " + "; ".join(said) + "."
+        f"{mine[0].metric}): " + "; ".join(said) + "." + _rule_note(mine)
     )
 
 
@@ -118,5 +128,8 @@ def scale_claim(result: AxisResult) -> str | None:
     return (
         f"The seed documents' claim that GELU's benefits are \"{SCALE_CLAIM}\", over "
         f"{sizes[-1] / sizes[0]:.0f}× in parameters at these budgets "
-        f"(test {base_metric(trends[0])}): " + "; ".join(part for part in parts if part) + "."
+        f"(test {base_metric(trends[0])}): "
+        + "; ".join(part for part in parts if part)
+        + "."
+        + _rule_note([t.comparison for t in trends])
     )
