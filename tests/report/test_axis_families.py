@@ -239,7 +239,7 @@ def test_the_init_claims_are_judged_from_the_effects_and_the_interactions():
     runs += _runs_with(he_runs, _flat("mnist-classification", **{"model.init": "he"}), keep=[1.0])
     (result,) = analyse(records, runs, PRESETS)
     (axis,) = result.axes
-    xavier, he_claim = init_claims(axis)
+    xavier, he_claim, moves = init_claims(axis)
     gelu = {c.variant: c for c in axis.effects if c.treatment == "gelu" and c.metric == "loss"}
     against_he = gelu["model.init=xavier vs model.init=he"]
     assert against_he.verdict == "▲ better"  # gelu does better under xavier than under he
@@ -249,6 +249,15 @@ def test_the_init_claims_are_judged_from_the_effects_and_the_interactions():
     assert xavier.endswith(f": {expected.get(against_unit, 'not settled')}.")
     assert "relu: supported (better)" in he_claim and "elu: supported (better)" in he_claim
     assert "lr-selection rule" not in xavier + he_claim  # every comparison agrees across rules
+    # the gap to gelu moves with the init where an interaction is significant
+    loss = [c for c in axis.comparisons if c.metric == "loss"]
+    significant = [c for c in loss if c.verdict.split()[-1] in ("better", "worse")]
+    assert significant and moves.startswith("Whether a verdict about an activation")
+    assert moves.endswith(
+        "supported (" + ", ".join(f"{c.treatment}, {c.variant}" for c in significant) + ")."
+    )
+    ties = tuple(c._replace(verdict="= tie") for c in axis.comparisons)
+    assert init_claims(axis._replace(comparisons=ties))[2].endswith(": refuted.")
     # a comparison a claim rests on that another rule changes is named in the claim's sentence
     depends = "val-loss-last better, val-loss-best unresolved"
     relu_he = ("relu", "model.init=xavier vs model.init=he")
@@ -256,7 +265,7 @@ def test_the_init_claims_are_judged_from_the_effects_and_the_interactions():
         c._replace(depends=depends) if (c.treatment, c.variant) == relu_he else c
         for c in axis.comparisons
     )
-    _, he_claim = init_claims(axis._replace(comparisons=moved))
+    _, he_claim, _ = init_claims(axis._replace(comparisons=moved))
     relu = next(c for c in moved if c.depends and c.metric == "loss")
     assert he_claim.endswith(
         f"Not every lr-selection rule agrees (relu, {relu.variant}: {depends})."

@@ -87,15 +87,40 @@ def _he_claim(result: AxisResult, he: str, xavier: str) -> str | None:
     )
 
 
+def _init_dependence(result: AxisResult) -> str | None:
+    """'A verdict about an activation can be a verdict about the init': each activation's
+    interaction with GELU between each pair of inits on the headline metric; supported where one
+    is significant (its gap to GELU moves with the init beyond chance), refuted when every one is
+    a tie (moves by less than the margin), else not settled."""
+    mine = [c for c in _headline(result.comparisons) if c.baseline == "gelu"]
+    if not mine:
+        return None
+    moved = [c for c in mine if _word(c) in ("better", "worse")]
+    if moved:
+        verdict = "supported (" + ", ".join(f"{c.treatment}, {c.variant}" for c in moved) + ")"
+    elif all(_word(c) == "tie" for c in mine):
+        verdict = "refuted"
+    else:
+        verdict = "not settled"
+    said = "; ".join(f"{c.treatment}, {c.variant}: {_word(c)}" for c in mine)
+    return (
+        "Whether a verdict about an activation is partly a verdict about the init (each "
+        f"activation's gap to GELU under one init against under another, test {mine[0].metric}; "
+        f"{said}): {verdict}." + _rule_note(mine)
+    )
+
+
 def init_claims(result: AxisResult) -> list[str]:
     """The init claims a ``model.init`` family of configs can judge, against GELU: Xavier's
-    (where xavier is a value) and He's (where he and xavier both are)."""
+    (where xavier is a value), He's (where he and xavier both are), and whether an activation's
+    verdict moves with the init (any two inits)."""
     if result.family.keys != ("model.init",):
         return []
     values = {label.partition("=")[2]: label for label in result.family.labels}
     found = [_xavier_claim(result, values["xavier"])] if "xavier" in values else []
     if "xavier" in values and "he" in values:
         found.append(_he_claim(result, values["he"], values["xavier"]))
+    found.append(_init_dependence(result))
     return [text for text in found if text]
 
 
