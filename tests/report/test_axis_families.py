@@ -254,7 +254,7 @@ def test_the_init_claims_are_judged_from_the_effects_and_the_interactions():
     significant = [c for c in loss if c.verdict.split()[-1] in ("better", "worse")]
     assert significant and moves.startswith("Whether a verdict about an activation")
     assert moves.endswith(
-        "supported (" + ", ".join(f"{c.treatment}, {c.variant}" for c in significant) + ")."
+        "supported (" + "; ".join(f"{c.treatment}: {c.variant}" for c in significant) + ")."
     )
     ties = tuple(c._replace(verdict="= tie") for c in axis.comparisons)
     assert init_claims(axis._replace(comparisons=ties))[2].endswith(": refuted.")

@@ -97,7 +97,7 @@ def _init_dependence(result: AxisResult) -> str | None:
         return None
     moved = [c for c in mine if _word(c) in ("better", "worse")]
     if moved:
-        verdict = "supported (" + ", ".join(f"{c.treatment}, {c.variant}" for c in moved) + ")"
+        verdict = "supported (" + "; ".join(f"{c.treatment}: {c.variant}" for c in moved) + ")"
     elif all(_word(c) == "tie" for c in mine):
         verdict = "refuted"
     else:
