@@ -312,3 +312,17 @@ def test_the_exported_verdicts_carry_the_sign_flip_p_and_the_marks():
     assert row["p_sign_flip"] == pytest.approx(_brute_sign_flip(c.differences))
     assert row["fragile"] == c.fragile
     assert "runner-up lr 0.0001" in row["depends_on_reference_lr"]
+
+
+def test_the_seed_claim_names_an_activation_shown_in_several_configs_once():
+    from types import SimpleNamespace
+
+    def shown(treatment, word):
+        return SimpleNamespace(treatment=treatment, setting="", verdict=word)
+
+    comparisons = [shown("relu2", "▲ better"), shown("relu2", "▲ better"), shown("relu", "· unresolved")]  # fmt: skip
+    groups = [SimpleNamespace(regrets={"gelu": {0: 0.001, 1: 0.002}})]
+    sens = SimpleNamespace(comparisons=comparisons, reference="gelu", metric="loss", groups=groups)
+    text = sensitivity_claim(sens)
+    assert "is contradicted: relu2 (in 2 configs) is shown less sensitive than gelu" in text
+    assert "relu2, relu2" not in text

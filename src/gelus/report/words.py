@@ -207,7 +207,14 @@ def sensitivity_claim(sens, aggregate: Aggregate = HEADLINE) -> str:
         word = c.verdict.split()[-1]
         if word in words:
             words[word].append(c.treatment + (f" ({c.setting})" if several and c.setting else ""))
-    more, less = words["worse"], words["better"]  # more / less sensitive than the reference
+    # an activation shown so in several configs (two inits) is named once, with their count
+    more, less = (
+        [
+            n + (f" (in {found.count(n)} configs)" if found.count(n) > 1 else "")
+            for n in dict.fromkeys(found)
+        ]
+        for found in (words["worse"], words["better"])
+    )  # more / less sensitive than the reference
     ref = sens.reference
     if more and not less:
         half = f"holds in part: {ref} is shown less sensitive than {', '.join(more)}"
