@@ -37,6 +37,7 @@ from gelus.report.stats import (
     adjust,
     compare_paired,
     paired_t_test,
+    rule_disagreement,
 )
 
 __all__ = [
@@ -256,12 +257,10 @@ def _claims_under_every_rule(finished: _Finished) -> list:
         by_rule[rule] = {c.claim: c.verdict for c in found}
     marked = []
     for check in checks:
-        verdicts = {rule: found.get(check.claim) for rule, found in by_rule.items()}
-        if len({v for v in verdicts.values() if v}) > 1:
-            check = check._replace(
-                depends=", ".join(f"{rule} {v.split()[-1]}" for rule, v in verdicts.items() if v)
-            )
-        marked.append(check)
+        words = {rule: found.get(check.claim) for rule, found in by_rule.items()}
+        words = {rule: v.split()[-1] if v else None for rule, v in words.items()}
+        depends = rule_disagreement(words)
+        marked.append(check._replace(depends=depends) if depends else check)
     return marked
 
 
@@ -278,10 +277,8 @@ def _mark_rule_dependence(tests, finished: _Finished) -> list[Comparison]:
     marked = []
     for c in tests:
         words = {name: verdicts.get(_comparison_key(c)) for name, verdicts in by_rule.items()}
-        if len({w for w in words.values() if w}) > 1:
-            detail = ", ".join(f"{name} {w}" for name, w in words.items() if w)
-            c = c._replace(depends=detail)
-        marked.append(c)
+        depends = rule_disagreement(words)
+        marked.append(c._replace(depends=depends) if depends else c)
     return marked
 
 

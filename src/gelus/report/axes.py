@@ -43,6 +43,7 @@ from gelus.report.stats import (
     adjust,
     compare_paired,
     paired_t_test,
+    rule_disagreement,
 )
 from gelus.report.trend import trend
 
@@ -370,9 +371,8 @@ def mark_rule_dependence(
 
     def marked(family: Family, c: Comparison) -> Comparison:
         said = {rule: found.get(_verdict_key(family, c)) for rule, found in words.items()}
-        if len({w for w in said.values() if w}) < 2:
-            return c
-        return c._replace(depends=", ".join(f"{rule} {w}" for rule, w in said.items() if w))
+        depends = rule_disagreement(said)
+        return c._replace(depends=depends) if depends else c
 
     return [
         r._replace(

@@ -12,7 +12,7 @@ aggregates are taken over the finite values and say how many diverged.
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -49,6 +49,7 @@ __all__ = [
     "paired_t_test",
     "pairs_for_power",
     "power",
+    "rule_disagreement",
     "seeded_rng",
     "summarize",
     "tost_p",
@@ -358,6 +359,15 @@ class Comparison(NamedTuple):
     p_sign: float = float("nan")  # exact sign-flip p, unadjusted (robust.sign_flip_p)
     fragile: str = ""  # "seed S carries it" / "seed S reverses the sign" (robust.fragility)
     reference_lr: str = ""  # the verdict with the reference at its runner-up lr, where it changes
+
+
+def rule_disagreement(words: Mapping[str, str | None]) -> str:
+    """``Comparison.depends`` from {selection rule: its verdict word, None where it formed none}:
+    "rule word, rule word, …" where the rules disagree, "" where they agree."""
+    said = {rule: word for rule, word in words.items() if word}
+    return (
+        ", ".join(f"{rule} {w}" for rule, w in said.items()) if len(set(said.values())) > 1 else ""
+    )
 
 
 VERDICTS = {"better": "▲ better", "worse": "▼ worse", "tie": "= tie", "unresolved": "· unresolved"}
