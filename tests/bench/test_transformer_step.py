@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from gelus.bench.transformer import add_arguments, main
+from gelus.bench.transformer import ACTIVATIONS, TORCH_GELU, add_arguments, main
 
 
 def test_a_tiny_transformer_bench_times_every_row(tmp_path, capsys):
@@ -15,20 +15,31 @@ def test_a_tiny_transformer_bench_times_every_row(tmp_path, capsys):
     add_arguments(parser)
     out = tmp_path / "bench.json"
     args = parser.parse_args([
-        "--activations", "gelu", "reglu", "--d-model", "16", "--layers", "1", "--heads", "2",
+        "--activations", "gelu", TORCH_GELU, "reglu", "--d-model", "16", "--layers", "1", "--heads", "2",
         "--context", "16", "--batch", "2", "--steps", "1", "--rounds", "1", "--json", str(out),
     ])  # fmt: skip
     assert main(args) == 0
     rows = json.loads(out.read_text())["rows"]
-    assert set(rows) == {"plain loop (F.gelu)", "engine gelu", "engine reglu"}
+    assert set(rows) == {
+        "plain loop (F.gelu)", "engine gelu", "engine torch_gelu", "engine reglu"
+    }  # fmt: skip
     assert rows["plain loop (F.gelu)"]["vs_plain"] == 1.0
     assert all(math.isfinite(r["seconds_per_step"]) and r["of_bmm_rate"] > 0 for r in rows.values())
     printed = capsys.readouterr().out
     assert "of bmm" in printed and "target: an engine row within 1.05×" in printed
     engine_lines = [line for line in printed.splitlines() if line.startswith("| engine")]
-    assert len(engine_lines) == 2 and all(
+    assert len(engine_lines) == 3 and all(
         line.rstrip(" |").endswith(("yes", "no")) for line in engine_lines
     )
+
+
+def test_the_default_rows_hold_the_engines_own_overhead():
+    """By default the engine trains torch's own F.gelu too: that row against the plain loop (F.gelu
+    in both) is the engine's overhead, apart from the activation's cost."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    defaults = parser.parse_args([]).activations
+    assert TORCH_GELU in defaults and defaults[0] == "gelu" and list(ACTIVATIONS) == defaults
 
 
 def test_the_cuda_rows_need_a_cuda_device(monkeypatch):

@@ -10,7 +10,9 @@ of rounds), at the
   model at a time, a batch gathered from random offsets per step;
 * the engine: :class:`~gelus.experiments.engines.transformer.engine.TransformerEngine` training one run of each
   requested activation (its steps alone: ``train_epoch`` over ``--steps`` steps), so each
-  activation's time per step is measured under the same conditions as the others;
+  activation's time per step is measured under the same conditions as the others; by default
+  ``torch_gelu`` (torch's ``F.gelu`` as a user's activation) beside gelus's ``gelu``, so the
+  engine's own overhead (``F.gelu`` in both) is one row and gelus's GELU in the engine another;
 * with ``--stack M``: :class:`~gelus.experiments.engines.transformer.stacked.StackedTransformerEngine`
   training M runs of the first activation at once (M seeds), its time per member-step (a step's
   time over M) beside the one-run engine's, which is what ``train.stack`` chooses between;
@@ -30,7 +32,9 @@ from gelus.experiments.files import atomic_write
 
 __all__ = ["add_arguments", "check_arguments", "main"]
 
-ACTIVATIONS = ("gelu", "relu", "swiglu")
+# torch_gelu: the plain loop's own F.gelu inside the engine, so its row is the engine's overhead
+TORCH_GELU = "torch_gelu=torch.nn.functional:gelu"
+ACTIVATIONS = ("gelu", TORCH_GELU, "relu", "swiglu")
 TARGET_VS_PLAIN = 1.05  # the engine must not cost more than 5 % over the obvious loop...
 TARGET_OF_BMM = 0.60  # ...nor fall under 60 % of the machine's matmul rate in model FLOPs
 
