@@ -6,6 +6,7 @@
 #
 #   tools/transformer_results.sh            # both sweeps, then pack and regenerate both reports
 #   tools/transformer_results.sh lm_init    # the LM under torch's init, beside lm's records
+#   tools/transformer_results.sh scale      # the LM at three sizes (transformer-scale)
 #   OUT=/elsewhere tools/transformer_results.sh lm
 #
 # LM: d 128, 4 layers, context 128, batch 16, 1,000 AdamW steps (5 evaluations of 200 steps, on
@@ -43,6 +44,17 @@ lm_init() {
         --out "$OUT/results-transformer-lm")
     "${run[@]}" --activations gelu relu --set optim.lr=2e-3,4e-3,8e-3,1.6e-2,3.2e-2
     "${run[@]}" --activations relu2 swiglu --set optim.lr=8e-3,1.6e-2,3.2e-2
+}
+
+# The scale question (issue 33's CPU minimum): the transformer-scale preset (d 48 × 2 layers, 80 × 3,
+# 128 × 4; 2.5 training bytes per weight; GELU, ReLU, squared ReLU, SwiGLU; 5 seeds; 4e-3, 8e-3,
+# 1.6e-2), then the grid moved down where the smaller models chose its lowest lr, 4e-3: d 48 at
+# 1e-3 and 2e-3, d 80 at 2e-3. 220 runs, ≈ 2 h 40 min on 2 cores.
+scale() {
+    local run=("$PYTHON" -m gelus run transformer-scale --out "$OUT/results-transformer-scale")
+    "${run[@]}"
+    "${run[@]}" --set 'model.d_model,model.layers=48,2' --set optim.lr=1e-3,2e-3,4e-3,8e-3,1.6e-2
+    "${run[@]}" --set 'model.d_model,model.layers=80,3' --set optim.lr=2e-3,4e-3,8e-3,1.6e-2
 }
 
 vit() {
