@@ -185,6 +185,20 @@ def test_the_quick_scale_preset_runs_one_config_per_size(tmp_path):
     assert len(set(params.values())) >= 3  # each size its own model
     assert {r.epoch for r in records if r.metric == "bpb" and r.split == "val"} == {1, 2}
 
+    from gelus.report.analysis import analyse
+
+    (result,) = analyse(records, runs, PRESETS)
+    # each size is one of the preset's own points: the sizes are no departure, the quick run's
+    # context is (against the point it is nearest), and the tables go d 48, d 80, d 128
+    departed = {d.partition("=")[0]: d for d in result.departures}
+    assert not {"model.d_model", "model.layers"} & set(departed)
+    assert departed["model.context"] == "model.context=32 (the preset's: 128)"
+    assert departed["train.steps_per_epoch"] == (
+        "train.steps_per_epoch=2 or 6 or 20 (the preset's: 16 or 61 or 200)"
+    )
+    sizes = [row.selection.variant.partition(",")[0] for row in result.rows]
+    assert sizes == sorted(sizes, key=lambda v: int(v.partition("=")[2])) and len(set(sizes)) == 3
+
 
 def test_reproduce_runs_the_scale_preset_only_when_named(monkeypatch, tmp_path):
     import gelus.report.cli as report_cli

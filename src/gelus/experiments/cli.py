@@ -1,7 +1,6 @@
 """``gelus list`` and ``gelus run``: the experiments from the command line."""
 
 import argparse
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -354,15 +353,12 @@ class ProgressBars:
             self.overall.close()
 
 
-_NUMBER = re.compile(r"(\d+(?:\.\d+)?(?:e-?\d+)?)")  # a number in a config label
-
-
 def summary_table(records: Sequence["Record"], runs: Sequence["RunInfo"], preset: "Preset") -> str:
     """The preset's protocol applied to its records, as the report applies it: per config,
     activation and setting, the reported metric's median [min, max] over seeds at the chosen lr
     (``*``: chosen on validation), with how many runs diverged."""
     from gelus.experiments.config import stored_defaults
-    from gelus.experiments.selection import run_configs, select
+    from gelus.experiments.selection import run_configs, select, variant_order
 
     mine = [r for r in records if r.experiment == preset.name]
     configs = run_configs(r for r in runs if r.experiment == preset.name)
@@ -373,10 +369,7 @@ def summary_table(records: Sequence["Record"], runs: Sequence["RunInfo"], preset
         return f"{preset.name}: no finished epochs to summarise"
     headline = selections[0].metric
     shown = [s for s in selections if s.metric == headline and s.values]
-    # sizes in order (d 48 before d 128): text and numbers alternate, each compared with its kind
-    shown.sort(
-        key=lambda s: [float(p) if i % 2 else p for i, p in enumerate(_NUMBER.split(s.variant))]
-    )
+    shown.sort(key=lambda s: variant_order(s.variant))  # sizes in order: d 48 before d 128
     width = max(24, *(len(s.variant) for s in shown)) if shown else 24
     lines = [
         f"{preset.name}: test {headline}, median [min, max] over seeds (* lr chosen on validation)",

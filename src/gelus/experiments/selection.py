@@ -14,6 +14,7 @@ an lr, and is kept (and counted) in the reported values.
 
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -32,6 +33,7 @@ __all__ = [
     "runner_up",
     "select",
     "variant_labels",
+    "variant_order",
 ]
 
 
@@ -63,6 +65,15 @@ def _text(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ",".join(map(_text, value))
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+_NUMBER = re.compile(r"(\d+(?:\.\d+)?(?:e-?\d+)?)")  # a number in a config label
+
+
+def variant_order(label: str) -> list:
+    """A config label's sort key, its numbers compared as numbers (d 48 before d 128): text and
+    numbers alternate in the split, each compared with its kind."""
+    return [float(part) if i % 2 else part for i, part in enumerate(_NUMBER.split(label))]
 
 
 def variant_labels(
@@ -213,7 +224,7 @@ def select(
     units = _units(sorted({r.config_hash for r in records}), configs, protocol.retrain_key)
     ignore = [protocol.retrain_key] if protocol.retrain_key else []
     labels = variant_labels([report for _, report in units], configs, ignore)
-    units.sort(key=lambda unit: (labels[unit[1]], unit[1]))
+    units.sort(key=lambda unit: (variant_order(labels[unit[1]]), unit[1]))
     context = _Context(records[0].experiment, protocol, select_metric, val, labels, aggregate)
     return [
         selection

@@ -16,12 +16,20 @@ from gelus.experiments.config import (
     config_to_dict,
     flat_config,
     identity_keys,
+    resolve_configs,
     stored_defaults,
 )
 from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.presets import Preset
 from gelus.experiments.protocol import SELECTION_RULES, FigureSpec, Protocol
-from gelus.experiments.selection import RunnerUp, Selection, run_configs, runner_up, select
+from gelus.experiments.selection import (
+    RunnerUp,
+    Selection,
+    run_configs,
+    runner_up,
+    select,
+    variant_order,
+)
 from gelus.report.axes import AxisResult, axis_results, families, mark_rule_dependence, sizes
 from gelus.report.claims import check_claims
 from gelus.report.robust import robust_marks
@@ -341,37 +349,57 @@ _NOT_DEPARTURES = (
 )
 
 
+def _preset_points(preset: Preset) -> list[dict[str, Any]]:
+    """The preset's own configs, as the keys that identify a run: one per point of its default
+    axes (``Preset.axes``: transformer-scale's sizes), or its one config."""
+    return [
+        identity_keys(stored_defaults(flat_config(config_to_dict(config))))
+        for _, config, _ in resolve_configs(preset.config, (), (), preset.axes)
+    ]
+
+
 def _preset_configs(preset: Preset | None, configs: Mapping[str, Any]) -> frozenset[str]:
-    """Of an experiment's several configs, those at the preset's values of every key in which
-    they differ (the paper's init beside a run of another init): what the paper's claims are
-    about. Empty (all configs) for one config, or where none is at the preset's values."""
+    """Of an experiment's several configs, those at one of the preset's points (its values of
+    every key in which they differ: the paper's init beside a run of another init): what the
+    paper's claims are about. Empty (all configs) for one config, or where none is at the
+    preset's values."""
     if preset is None or len(configs) < 2:
         return frozenset()
     flat = {h: identity_keys(stored_defaults(c)) for h, c in configs.items()}
-    paper = identity_keys(stored_defaults(flat_config(config_to_dict(preset.config))))
     keys = {k for c in flat.values() for k in c}
     differing = [k for k in keys if len({json.dumps(c.get(k)) for c in flat.values()}) > 1]
-    return frozenset(
-        h
-        for h, c in flat.items()
-        if all(json.dumps(c.get(k)) == json.dumps(paper.get(k)) for k in differing if k in paper)
-    )
+
+    def at(config: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
+        return all(
+            json.dumps(config.get(k)) == json.dumps(point[k]) for k in differing if k in point
+        )
+
+    points = _preset_points(preset)
+    return frozenset(h for h, c in flat.items() if any(at(c, point) for point in points))
 
 
 def _departures(preset: Preset | None, runs: Sequence[Any]) -> tuple[str, ...]:
     """The settings of these runs that differ from the paper's (the preset's default config; for
-    an experiment beyond the paper, the preset's own)."""
+    an experiment beyond the paper, the preset's own): each config against the preset's point
+    nearest it (fewest keys apart), so a point of the preset's own axes departs from nothing."""
     if preset is None or not runs:
         return ()
-    paper = identity_keys(stored_defaults(flat_config(config_to_dict(preset.config))))
+    points = _preset_points(preset)
     whose = "paper's" if preset.in_paper else "preset's"
     found: dict[str, set[str]] = defaultdict(set)
+    theirs: dict[str, set[str]] = defaultdict(set)
     for config in run_configs(runs).values():
-        for key, value in config.items():
-            if key not in _NOT_DEPARTURES and key in paper and value != paper[key]:
-                found[key].add(json.dumps(value))
+        apart = [
+            {k: v for k, v in config.items() if k not in _NOT_DEPARTURES and k in p and v != p[k]}
+            for p in points
+        ]
+        nearest = min(range(len(points)), key=lambda i: len(apart[i]))
+        for key, value in apart[nearest].items():
+            found[key].add(json.dumps(value))
+            theirs[key].add(json.dumps(points[nearest][key]))
     return tuple(
-        f"{key}={' or '.join(sorted(values))} (the {whose}: {json.dumps(paper[key])})"
+        f"{key}={' or '.join(sorted(values, key=variant_order))} "
+        f"(the {whose}: {' or '.join(sorted(theirs[key], key=variant_order))})"
         for key, values in sorted(found.items())
     )
 

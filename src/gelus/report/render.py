@@ -18,7 +18,7 @@ from typing import Any
 from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.files import atomic_write
 from gelus.experiments.presets import Preset
-from gelus.experiments.selection import run_configs
+from gelus.experiments.selection import run_configs, variant_order
 from gelus.plots.io import save_figure
 from gelus.report.analysis import ExperimentResult, Missing, analyse, environment, is_quick
 from gelus.report.axes_render import axes_blocks, axes_figures
@@ -154,14 +154,22 @@ def _step_cost_table(result: ExperimentResult) -> Block:
         (c.config_hash, c.device): c.seconds for c in result.step_costs if c.activation == "gelu"
     }
     several = len({c.config_hash for c in result.step_costs}) > 1
+    # a config by its label in the other tables (d 48 before d 128), its hash where it has none
+    labels = {row.selection.config_hash: row.selection.variant for row in result.rows}
+
+    def label(c) -> str:
+        return labels.get(c.config_hash) or c.config_hash
+
     rows = []
-    for c in sorted(result.step_costs, key=lambda c: (c.config_hash, c.device, c.seconds)):
+    for c in sorted(
+        result.step_costs, key=lambda c: (variant_order(label(c)), c.device, c.seconds)
+    ):
         base = reference.get((c.config_hash, c.device))
         threads = f"{c.device}, {c.threads} thread{'s' if c.threads != 1 else ''}"
         rows.append(
             (
                 c.activation,
-                *((c.config_hash,) if several else ()),
+                *((label(c),) if several else ()),
                 threads,
                 f"{c.seconds * 1e3:.1f}",
                 f"{c.low * 1e3:.1f} – {c.high * 1e3:.1f}",
