@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The transformer results committed under docs/results/ (transformer-lm, -vit, -scale): each
 # preset at a setting that fits a few hours of wall time on a 2-core CPU, 5 seeds, the six main
-# FFN activations, a grid of 3 learning rates. Resumable: run it again after an interruption and
+# FFN activations (four at three sizes for -scale), a grid of learning rates. Resumable: run it again after an interruption and
 # finished runs are skipped, interrupted ones continue from their checkpoints.
 #
 #   tools/transformer_results.sh            # both sweeps, then pack and regenerate both reports
