@@ -48,13 +48,16 @@ lm_init() {
 
 # The scale question (issue 33's CPU minimum): the transformer-scale preset (d 48 × 2 layers, 80 × 3,
 # 128 × 4; 2.5 training bytes per weight; GELU, ReLU, squared ReLU, SwiGLU; 5 seeds; lr 2e-3,
-# 4e-3, 8e-3), and the two smaller sizes at 1e-3 … 1.6e-2. The grid moved as the runs came in
-# (the preset's fidelity notes say how): 260 runs, ≈ 2 h 50 min on 2 cores.
+# 4e-3, 8e-3), d 48 at 1e-3 … 1.6e-2, d 80 at 2e-3 … 1.6e-2 (and 1e-3 for squared ReLU and
+# SwiGLU). The grid moved as the runs came in (the preset's fidelity notes say how): 250 runs.
 scale() {
     local run=("$PYTHON" -m gelus run transformer-scale --out "$OUT/results-transformer-scale")
     "${run[@]}"
     "${run[@]}" --set 'model.d_model,model.layers=48,2' --set optim.lr=1e-3,2e-3,4e-3,8e-3,1.6e-2
-    "${run[@]}" --set 'model.d_model,model.layers=80,3' --set optim.lr=1e-3,2e-3,4e-3,8e-3,1.6e-2
+    "${run[@]}" --set 'model.d_model,model.layers=80,3' --set optim.lr=2e-3,4e-3,8e-3,1.6e-2
+    # squared ReLU and SwiGLU chose 2e-3 at d 80, the grid's edge
+    "${run[@]}" --activations relu2 swiglu --set 'model.d_model,model.layers=80,3' \
+        --set optim.lr=1e-3,2e-3,4e-3,8e-3,1.6e-2
 }
 
 vit() {
