@@ -327,15 +327,17 @@ def _disassemble(cubin: bytes) -> str:
     return text
 
 
-def compile_variant(variant, arch: int = 90) -> dict:
-    """Compile one variant for sm_<arch>; its SASS counts, per element and against its budget."""
+def compile_triton(variant, arch: int = 90):
+    """Triton's compiled kernel of one variant for sm_<arch> (``.asm["ptx"]``, ``["cubin"]``), built
+    with Triton's default options (fp fusion as Triton's default) and the launch's ``num_warps``;
+    from Triton's cache when the kernel source and constants are unchanged."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from gelus._triton import _kernels as k
 
-    name, kernel, dtype, config = variant
+    _, kernel, dtype, config = variant
     fn = getattr(k, f"{kernel}_kernel")
     wide = dtype == "fp64" or config.get("WIDE", False)
     types = {"x": f"*{dtype}", "acc": "*fp64" if wide else "*fp32"}
@@ -347,11 +349,17 @@ def compile_variant(variant, arch: int = 90) -> dict:
     attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]]
              for a, t in signature.items()
              if t.startswith("*") or (t == "i32" and a not in fn.do_not_specialize)}  # fmt: skip
+    source = ASTSource(fn=fn, signature=signature, constexprs=constants, attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", arch, 32),
+                          options={"num_warps": config["num_warps"]})  # fmt: skip
+
+
+def compile_variant(variant, arch: int = 90) -> dict:
+    """Compile one variant for sm_<arch>; its SASS counts, per element and against its budget."""
+    name, kernel, dtype, config = variant
     record = {"name": name, "kernel": kernel, "dtype": dtype, "config": config}
     try:
-        source = ASTSource(fn=fn, signature=signature, constexprs=constants, attrs=attrs)
-        compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
-                                  options={"num_warps": config["num_warps"]})  # fmt: skip
+        compiled = compile_triton(variant, arch)
         text = _disassemble(compiled.asm["cubin"])
         usage = re.search(r"REG:(\d+).*STACK:(\d+)", text)
         instructions = parse_sass(text)
