@@ -11,38 +11,59 @@ registers its operators (``torch.ops.gelus.*``).
     gelus.integrations    Hugging Face's hidden_act and timm's act_layer names ("gelus:…")
 """
 
-from gelus import _cuda, functional, init
-from gelus._patch import PatchReport, patch
-from gelus.modules import (
-    GEGLU,
-    GELU,
-    XIELU,
-    BiasGELU,
-    ClippedGELU,
-    GeneralizedGELU,
-    HardMish,
-    Laplace,
-    QuickGELU,
-    ReGLU,
-    ReLU2,
-    SiLU,
-    SqrtSoftplus,
-    StochasticGELU,
-    SwiGLU,
-    Swish,
-    TorchScriptUnsupportedError,
-)
-from gelus.registry import (
-    ALIASES,
-    UnknownActivationError,
-    get_activation,
-    list_activations,
-    resolve_activation,
-)
+__version__ = "0.1.0"  # first: `gelus --version` reads it where torch does not import
 
-_cuda.register()  # the Triton kernels as the operators' CUDA implementation (no Triton import)
+try:  # torch, the library's one dependency: missing or broken, `import gelus` still succeeds
+    import torch as _torch  # (for the command line's --version) and each use says why
+except Exception as _error:  # a broken torch raises anything at import
+    _TORCH_ERROR: Exception | None = _error
+else:
+    _TORCH_ERROR = None
+    del _torch
 
-__version__ = "0.1.0"
+if _TORCH_ERROR is not None:
+
+    def __getattr__(name: str):
+        """Every name of the library: the ImportError of the torch it needs."""
+        if name.startswith("__"):  # hasattr(gelus, "__wrapped__") and the like: plainly absent
+            raise AttributeError(name)
+        raise ImportError(
+            f"gelus needs torch, which does not import here ({type(_TORCH_ERROR).__name__}: "
+            f"{_TORCH_ERROR}); install it: pip install torch"
+        ) from _TORCH_ERROR
+
+else:
+    from gelus import _cuda, functional, init
+    from gelus._patch import PatchReport, patch
+    from gelus.modules import (
+        GEGLU,
+        GELU,
+        XIELU,
+        BiasGELU,
+        ClippedGELU,
+        GeneralizedGELU,
+        HardMish,
+        Laplace,
+        QuickGELU,
+        ReGLU,
+        ReLU2,
+        SiLU,
+        SqrtSoftplus,
+        StochasticGELU,
+        SwiGLU,
+        Swish,
+        TorchScriptUnsupportedError,
+    )
+    from gelus.registry import (
+        ALIASES,
+        UnknownActivationError,
+        get_activation,
+        list_activations,
+        resolve_activation,
+    )
+
+    _cuda.register()  # the Triton kernels as the operators' CUDA implementation (no Triton import)
+
 
 __all__ = [
     "ALIASES",

@@ -15,6 +15,7 @@ starts (``HARNESS_NEEDS``), or when the import fails anyway (``explain``).
 """
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The GELU family for PyTorch and the GELU paper's experiments.",
         epilog=f"Errors are printed as one message; --debug (or {DEBUG_ENV}=1) shows the traceback.",
     )
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
     debug_help = f"show the Python traceback of an error, for bug reports (also {DEBUG_ENV}=1)"
     parser.add_argument("--debug", action="store_true", help=debug_help)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -97,26 +98,86 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    """``gelus 0.1.0 (torch 2.13.0+cpu, Python 3.11.7)``: what a bug report needs to name."""
+    """``gelus 0.1.0 (torch 2.13.0+cpu, Python 3.11.7)``: what a bug report needs to name; without
+    an importable torch, why it does not import in its place (never a traceback)."""
     import platform
 
-    import torch
+    from gelus import _TORCH_ERROR, __version__
 
-    from gelus import __version__
+    if _TORCH_ERROR is None:
+        import torch
 
-    return f"gelus {__version__} (torch {torch.__version__}, Python {platform.python_version()})"
+        torch_text = f"torch {torch.__version__}"
+    else:
+        reason = f"{type(_TORCH_ERROR).__name__}: {_TORCH_ERROR}".splitlines()[0][:160]
+        torch_text = f"torch does not import: {reason}"
+    return f"gelus {__version__} ({torch_text}, Python {platform.python_version()})"
+
+
+def _print_version() -> int:
+    """Print the version to stdout; 1 with one line on stderr when stdout cannot take it (a full
+    disk, ``> /dev/full``, a closed pipe)."""
+    try:
+        print(_version())
+        sys.stdout.flush()
+    except OSError as error:
+        _silence_stdout()
+        print(
+            f"gelus: error: cannot write the version to stdout ({_reason(error)})", file=sys.stderr
+        )
+        return 1
+    return 0
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error) or type(error).__name__
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's own flush at exit, failing again on
+    what is still buffered, adds no "Exception ignored" lines."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _asks_version(argv: list[str]) -> bool:
+    """Whether ``argv`` asks for ``--version`` before any subcommand (answered before the
+    subcommands are loaded, so without numpy or a working torch too)."""
+    for token in argv:
+        if token == "--version":
+            return True
+        if not token.startswith("-"):
+            return False
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``gelus`` with ``argv``; returns the exit status (0 success, 2 a user's error, 1 other)."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if _asks_version(argv):
+        return _print_version()
+    try:
+        parser = build_parser()
+    except ImportError as error:  # a module the commands need (numpy, torch) is missing or broken
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            raise
+        print(f"gelus: error: {_cannot_load(error)}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
+    if args.version:
+        return _print_version()
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     missing = [name for name in HARNESS_NEEDS.get(args.command, ()) if not _importable(name)]
     if missing:
         print(f"gelus {args.command}: error: {_needs_extra(missing)}", file=sys.stderr)
         return 2
+    stdout, sys.stdout = sys.stdout, _Stdout(sys.stdout)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+    except _StdoutError as error:
+        return _stdout_failed(args.command, error)
     except KeyboardInterrupt:
         if debug:
             raise
@@ -130,6 +191,60 @@ def main(argv: list[str] | None = None) -> int:
         message, status = explained
         print(f"gelus {args.command}: error: {message}", file=sys.stderr)
         return status
+    finally:
+        if isinstance(sys.stdout, _Stdout):
+            sys.stdout = stdout
+    try:  # what is still buffered fails here, with one line, not silently at exit
+        sys.stdout.flush()
+    except OSError as error:
+        return _stdout_failed(args.command, error)
+    return status
+
+
+class _StdoutError(OSError):
+    """A write to stdout that failed: the command's output, not a file of the user's."""
+
+
+class _Stdout:
+    """stdout, its failed writes raised as :class:`_StdoutError` (told apart from the files a
+    command writes, whose errors name them)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as error:
+            raise _StdoutError(error.errno, error.strerror) from error
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as error:
+            raise _StdoutError(error.errno, error.strerror) from error
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _stdout_failed(command: str, error: OSError) -> int:
+    """One line on stderr for output that stdout did not take; exit status 1."""
+    _silence_stdout()
+    print(f"gelus {command}: error: cannot write to stdout ({_reason(error)})", file=sys.stderr)
+    return 1
+
+
+def _cannot_load(error: ImportError) -> str:
+    """The line for a command line that cannot load its commands: what is missing, how to get it."""
+    name = _root(getattr(error, "name", None))
+    if isinstance(error, ModuleNotFoundError) and name:
+        return (
+            f"its commands need {name}, which is not installed (No module named {name!r}); "
+            f"install it: pip install 'gelus[{HARNESS_EXTRA}]'"
+        )
+    first = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+    return f"its commands cannot load ({first}); reinstall torch and gelus"
 
 
 def explain(error: BaseException, args: argparse.Namespace | None = None) -> tuple[str, int] | None:
