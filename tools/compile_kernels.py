@@ -244,7 +244,9 @@ def elements_per_thread(kernel: str, config: dict) -> int:
 
 _LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
 FP64_ARITHMETIC = {"DADD", "DMUL", "DFMA", "DSETP", "DMNMX", "DMMA"}
-FP32 = {"FADD", "FMUL", "FFMA", "FSEL", "FSETP", "FMNMX"}
+# sm_100 adds paired fp32 instructions (FADD2, FMUL2, FFMA2: two lanes' operations in one
+# instruction, from two registers each); one instruction each, like the others
+FP32 = {"FADD", "FMUL", "FFMA", "FSEL", "FSETP", "FMNMX", "FADD2", "FMUL2", "FFMA2"}
 
 
 def parse_sass(text: str) -> list[tuple[int, str, str]]:
@@ -277,6 +279,13 @@ def classify(opcode: str) -> str:
     return "mufu" if base == "MUFU" else "other"
 
 
+def branch_target(operands: str) -> int | None:
+    """The address a BRA jumps to: ``0x960``, also after a predicate operand (``UP0, 0x960``:
+    sm_100 closes a loop with a uniform-predicate ``BRA.U``; ``!P0, 0x2710``); None for others."""
+    target = re.fullmatch(r"(?:!?U?P[T0-9]+,\s*)?0x([0-9a-f]+)", operands)
+    return int(target[1], 16) if target else None
+
+
 def per_element(instructions, elements: int, steps: int = 1) -> tuple[float, int]:
     """(instructions issued per element, instructions in the loop body).
 
@@ -287,14 +296,16 @@ def per_element(instructions, elements: int, steps: int = 1) -> tuple[float, int
     work (a rare slow path) are counted as if taken: an upper bound."""
     loops = []
     for address, opcode, operands in instructions:
-        target = re.fullmatch(r"0x([0-9a-f]+)", operands)
-        if opcode.split(".")[0] == "BRA" and target and int(target[1], 16) < address:
-            loops.append((int(target[1], 16), address))
+        target = branch_target(operands)
+        if opcode.split(".")[0] == "BRA" and target is not None and target < address:
+            loops.append((target, address))
     if len(loops) > 1:
         raise ValueError(f"{len(loops)} backward branches; the count assumes one loop at most")
     body = sum(1 for a, _, _ in instructions if loops and loops[0][0] <= a <= loops[0][1])
     if body and steps <= 1:
         raise ValueError("a loop in a kernel launched with STEPS = 1")
+    if not body and steps > 1:  # counted as straight-line code, it would be STEPS times too much
+        raise ValueError(f"no loop found in a kernel launched with STEPS = {steps}")
     rest = len(instructions) - body
     return (body + rest / (steps if body else 1)) / elements, body
 

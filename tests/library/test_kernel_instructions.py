@@ -192,6 +192,25 @@ def test_sass_counting():
     assert tool.per_element(straight, elements=4) == (7 / 4, 0)
     with pytest.raises(ValueError, match="does not read"):
         tool.parse_sass(_SASS + "        /*00a0*/   something odd\n")
+    with pytest.raises(ValueError, match="no loop found"):  # 8 steps' work is not in one pass
+        tool.per_element(straight, elements=4, steps=8)
+
+
+# sm_100 closes the same loop with a uniform-predicate branch (the target after the predicate
+# operand) and pairs fp32 operations (FFMA2): the loop must still be found
+_SASS_SM100 = _SASS.replace("@P2 BRA 0x40 ;      ", "     BRA.U UP0, 0x40 ;").replace(
+    "FFMA R6, R6, R4, R31 ;", "FFMA2 R6, R6.F32x2.HI_LO, R4.F32, R30 ;"
+)
+
+
+def test_sass_counting_sm100_branches_and_paired_fp32():
+    instructions = tool.parse_sass(_SASS_SM100)
+    assert ("BRA.U", "UP0, 0x40") in [(op, operands) for _, op, operands in instructions]
+    assert tool.per_element(instructions, elements=4, steps=8) == ((3 + 5 / 8) / 4, 3)
+    assert tool.classify("FFMA2") == tool.classify("FMUL2") == tool.classify("FADD2") == "fp32"
+    assert tool.branch_target("!P0, 0x2710") == 0x2710
+    assert tool.branch_target("0x960") == 0x960
+    assert tool.branch_target("R2 0x0") is None
 
 
 def test_budgets_follow_bandwidth_and_issue_rate():
