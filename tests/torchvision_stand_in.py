@@ -8,7 +8,8 @@ few torchvision names at import time (FrozenBatchNorm2d, transforms, feature ext
 transformers imports torchvision where it is installed (image utilities, reached through its loss
 functions). The models tested here use none of them. Where ``import torchvision`` fails, a
 stand-in answers those names with classes that raise if instantiated, so a model that did use
-torchvision would fail, not pass silently. The stand-in is in sys.modules only while the
+torchvision would fail, not pass silently; torchvision's FX feature extraction, pure torch.fx
+code, is the installed one (``_REAL_MODULES``). The stand-in is in sys.modules only while the
 requested modules import; with a working torchvision it is not used.
 """
 
@@ -18,6 +19,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import pathlib
 import sys
 import types
 
@@ -29,11 +31,33 @@ class _Unavailable:
         raise RuntimeError("torchvision is not available in this environment (test stand-in)")
 
 
+# Modules of the installed (broken) torchvision that import alone, loaded from their own source
+# under the stand-in: FX feature extraction is pure torch.fx code (timm's
+# create_feature_extractor calls it). Its one other torchvision use, torchvision.ops (functions
+# kept whole and modules kept as leaves while tracing), meets the stand-in's empty package there:
+# no torchvision op is treated specially, which the models tested here do not call.
+_REAL_MODULES = ("torchvision.models.feature_extraction",)
+
+
+def _installed_source(fullname: str) -> str | None:
+    """The installed torchvision's source file of ``fullname``, found without importing it."""
+    spec = importlib.machinery.PathFinder.find_spec("torchvision")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = pathlib.Path(spec.submodule_search_locations[0], *fullname.split(".")[1:])
+    source = path.with_suffix(".py")
+    return str(source) if source.is_file() else None
+
+
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self):
         self.used = []
 
     def find_spec(self, fullname, path, target=None):
+        if fullname in _REAL_MODULES:
+            source = _installed_source(fullname)
+            if source is not None:
+                return importlib.util.spec_from_file_location(fullname, source)
         if fullname == "torchvision" or fullname.startswith("torchvision."):
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gelus._common import check_floating, compute_dtype, result_dtype
-from gelus._operator import route
+from gelus._operator import fx_leaf, route
 from gelus._phi import normal_cdf, normal_cdf_rational
 
 __all__ = ["hard_mish", "laplace", "relu2", "sqrtsoftplus", "xielu"]
@@ -20,6 +20,7 @@ LAPLACE_SIGMA = 0.282095
 _SOFTPLUS_TAIL = -40.0  # below: softplus(x) = e^x to 4e-18 relative, and √ = e^(x/2)
 
 
+@fx_leaf
 def laplace(x: Tensor, mu: float = LAPLACE_MU, sigma: float = LAPLACE_SIGMA) -> Tensor:
     """Φ((x − μ)/σ) (MEGA's attention activation; HF ``laplace``), via erfc: no cancellation in
     the lower tail, where HF's ``0.5·(1 + erf(·))`` returns 0 below x ≈ −0.85 in fp32 (in ONNX,
@@ -30,12 +31,14 @@ def laplace(x: Tensor, mu: float = LAPLACE_MU, sigma: float = LAPLACE_SIGMA) -> 
     return normal_cdf((x.to(compute_dtype(x.dtype)) - mu) / sigma).to(x.dtype)
 
 
+@fx_leaf
 def relu2(x: Tensor) -> Tensor:
     """relu(x)² (Primer; HF ``relu2``)."""
     check_floating("relu2", x)
     return torch.square(F.relu(x))
 
 
+@fx_leaf
 def sqrtsoftplus(x: Tensor) -> Tensor:
     """√softplus(x) (HF ``sqrtsoftplus``, DeepSeek-V4's router score).
 
@@ -49,6 +52,7 @@ def sqrtsoftplus(x: Tensor) -> Tensor:
     return torch.where(tail, torch.exp(0.5 * low), torch.sqrt(F.softplus(high)))
 
 
+@fx_leaf
 def xielu(
     x: Tensor,
     alpha_p: Tensor | float = 0.8,
@@ -79,6 +83,7 @@ def xielu(
     return torch.where(up, positive, negative).to(dtype)
 
 
+@fx_leaf
 def hard_mish(x: Tensor, inplace: bool = False) -> Tensor:
     """½·x·clamp(x + 2, 0, 2) (timm ``hard_mish``); ``inplace`` writes into x as timm does."""
     check_floating("hard_mish", x)

@@ -34,6 +34,7 @@ a fake (meta) kernel, a vmap rule and the autograd formula. A call then takes on
 docs/ARCHITECTURE.md describes where a device kernel plugs in.
 """
 
+import functools
 from collections.abc import Callable, Sequence
 
 import torch
@@ -64,6 +65,7 @@ __all__ = [
     "compiled_clamp",
     "device_kernel",
     "fast_apply",
+    "fx_leaf",
     "keep_operator_under_compile",
     "kernel_for",
     "register_unary_autograd",
@@ -121,6 +123,29 @@ def route(x: Tensor, member: str | None = None) -> str:
     if x.device.type in OPERATORS_UNDER_COMPILE.get(member, ()):
         return "operator"
     return "compile"
+
+
+def fx_leaf(function: Callable) -> Callable:
+    """``function``, which records itself as one ``call_function`` node when
+    ``torch.fx.symbolic_trace`` (or any ``torch.fx.Tracer``: timm's feature extraction, FX
+    quantization's ``prepare_fx``) calls it with a ``torch.fx.Proxy`` among its arguments.
+
+    Tracing through a member would meet Python control flow on the proxy (argument checks, the
+    route) and fail; the node instead calls the public function itself when the graph runs, so
+    the graph takes the route of its run (eager operators, compiled, exported), keeps the
+    members' edge cases, and traces again when a graph module is traced anew (prepare_fx traces
+    what create_feature_extractor gave). ``torch.fx.wrap`` would patch only the defining
+    module's globals, missing ``from gelus.functional import gelu``; this check is public API
+    and costs one ``isinstance`` per argument."""
+
+    @functools.wraps(function)
+    def traced_as_one_call(*args, **kwargs):
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, torch.fx.Proxy):
+                return value.tracer.create_proxy("call_function", traced_as_one_call, args, kwargs)
+        return function(*args, **kwargs)
+
+    return traced_as_one_call
 
 
 def apply_compiled(function: type[torch.autograd.Function], composition: Callable, *args):

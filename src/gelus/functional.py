@@ -35,6 +35,7 @@ from gelus._common import (
     compute_dtype,
 )
 from gelus._extra import hard_mish, laplace, relu2, sqrtsoftplus, xielu
+from gelus._operator import fx_leaf
 from gelus._stochastic import stochastic_gelu_training
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
 ]
 
 
+@fx_leaf
 def gelu(x: Tensor, approximate: str = "none", *, accurate: bool = False) -> Tensor:
     r"""Gaussian Error Linear Unit, GELU(x) = x·Φ(x), or one of its two classic approximations.
 
@@ -95,6 +97,7 @@ def gelu(x: Tensor, approximate: str = "none", *, accurate: bool = False) -> Ten
     return _gelu.gelu(x, approximate, bool(accurate))
 
 
+@fx_leaf
 def silu(x: Tensor, inplace: bool = False) -> Tensor:
     """SiLU(x) = x·σ(x), with the edge cases of :func:`gelu` (torch's ``F.silu(-inf)`` is nan).
 
@@ -109,6 +112,7 @@ def silu(x: Tensor, inplace: bool = False) -> Tensor:
     return _swish.swish(x, 1.0)
 
 
+@fx_leaf
 def swish(x: Tensor, beta: float | Tensor = 1.0) -> Tensor:
     """Swish(x) = x·σ(β·x); β = 1 is SiLU, β = 1.702 the sigmoid form of GELU.
 
@@ -130,6 +134,7 @@ def swish(x: Tensor, beta: float | Tensor = 1.0) -> Tensor:
     return _swish.swish(x, float(beta))
 
 
+@fx_leaf
 def generalized_gelu(x: Tensor, mu: Tensor | float = 0.0, sigma: Tensor | float = 1.0) -> Tensor:
     """Generalized GELU: x·Φ((x − μ)/σ), Φ the standard normal CDF.
 
@@ -177,6 +182,7 @@ def generalized_gelu(x: Tensor, mu: Tensor | float = 0.0, sigma: Tensor | float 
     return y
 
 
+@fx_leaf
 def stochastic_gelu(
     x: Tensor, training: bool = True, generator: torch.Generator | None = None
 ) -> Tensor:
@@ -204,6 +210,7 @@ def stochastic_gelu(
     return stochastic_gelu_training(x, generator)
 
 
+@fx_leaf
 def bias_gelu(
     x: Tensor, bias: Tensor, approximate: str = "none", *, accurate: bool = False
 ) -> Tensor:
@@ -218,6 +225,7 @@ def bias_gelu(
     return _bias_gelu.bias_gelu(x, bias, approximate, bool(accurate))
 
 
+@fx_leaf
 def geglu(x: Tensor, dim: int = -1, approximate: str = "none", *, accurate: bool = False) -> Tensor:
     """GEGLU (Shazeer 2020): x = [a, b] split in halves on ``dim``; returns a · gelu(b).
 
@@ -231,6 +239,7 @@ def geglu(x: Tensor, dim: int = -1, approximate: str = "none", *, accurate: bool
     return _geglu.geglu(x, dim, approximate, bool(accurate))
 
 
+@fx_leaf
 def swiglu(x: Tensor, dim: int = -1) -> Tensor:
     """SwiGLU (Shazeer 2020): x = [a, b] split in halves on ``dim``; returns a · silu(b).
 
@@ -243,6 +252,7 @@ def swiglu(x: Tensor, dim: int = -1) -> Tensor:
     return _glu.swiglu(x, dim)
 
 
+@fx_leaf
 def reglu(x: Tensor, dim: int = -1) -> Tensor:
     """ReGLU (Shazeer 2020): x = [a, b] split in halves on ``dim``; returns a · relu(b).
 

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from gelus import functional as F
 from gelus._common import apply_inplace, check_approximate
 from gelus._extra import LAPLACE_MU, LAPLACE_SIGMA, _softplus_inverse
+from gelus._operator import fx_leaf
 
 __all__ = [
     "GEGLU",
@@ -204,6 +205,24 @@ class Swish(_Member):
         return f"beta={beta:g}, learnable={self.learnable}{self._inplace_repr()}"
 
 
+@fx_leaf  # one node under torch.fx: x's dims are known only when the graph runs
+def _along_channels(value: Tensor, x: Tensor, num_channels: int, channel_dim: int) -> Tensor:
+    """GeneralizedGELU's ``[C]`` parameter as ``[C, 1, ..., 1]``, broadcasting along
+    ``channel_dim`` of x (whose size there must be C)."""
+    if x.dim() == 0:
+        raise ValueError(
+            f"GeneralizedGELU has {num_channels} channels along channel_dim="
+            f"{channel_dim}, but the input is a 0-dim tensor"
+        )
+    dim = channel_dim % x.dim()
+    if x.shape[dim] != num_channels:
+        raise ValueError(
+            f"GeneralizedGELU has {num_channels} channels but the input has "
+            f"{x.shape[dim]} along channel_dim={channel_dim} (shape {tuple(x.shape)})"
+        )
+    return value.reshape((num_channels,) + (1,) * (x.dim() - dim - 1))
+
+
 class GeneralizedGELU(_Member):
     r"""GeneralizedGELU(x) = x·Φ((x − μ)/σ) with learnable μ and σ, scalar or per channel.
 
@@ -268,18 +287,7 @@ class GeneralizedGELU(_Member):
         # [C] -> [C, 1, ..., 1] so that it broadcasts along channel_dim of x
         if self.num_channels is None:
             return value
-        if x.dim() == 0:
-            raise ValueError(
-                f"GeneralizedGELU has {self.num_channels} channels along channel_dim="
-                f"{self.channel_dim}, but the input is a 0-dim tensor"
-            )
-        dim = self.channel_dim % x.dim()
-        if x.shape[dim] != self.num_channels:
-            raise ValueError(
-                f"GeneralizedGELU has {self.num_channels} channels but the input has "
-                f"{x.shape[dim]} along channel_dim={self.channel_dim} (shape {tuple(x.shape)})"
-            )
-        return value.reshape((self.num_channels,) + (1,) * (x.dim() - dim - 1))
+        return _along_channels(value, x, self.num_channels, self.channel_dim)
 
     def activation(self, x: Tensor) -> Tensor:
         return F.generalized_gelu(
