@@ -90,6 +90,10 @@ def composed_grads(grad, x, bias, approximate="none", accurate=False, needs=(Tru
     grad_h = _grad_h(grad, x, bias, approximate, accurate)
     grad_x = cast(grad_h.sum_to_size(x.shape), x.dtype) if needs[0] else None
     grad_bias = cast(grad_h.sum_to_size(bias.shape), bias.dtype) if needs[1] else None
+    if grad_bias is not None and grad_bias is grad_x:
+        # x and the bias of the broadcast shape and dtype: both are grad_h itself. An operator's
+        # outputs must not alias each other (torch.library), so the bias gets a copy.
+        grad_bias = grad_bias.clone()
     return grad_x, grad_bias
 
 

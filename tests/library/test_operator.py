@@ -13,6 +13,7 @@ from torch.func import grad, hessian, jacfwd, jacrev, jvp, vmap
 import gelus
 from conftest import MEMBERS
 from gelus import _gelu, _operator
+from oracles import exact_slope
 
 NAMES = list(MEMBERS)
 
@@ -237,55 +238,116 @@ def test_script_raises_one_clear_error(module):
     assert "trace" not in str(error.value)  # deprecated too (torch 2.15): not a way out
 
 
-def _opcheck_samples():
+def _opcheck_samples(device="cpu"):
+    """(operator, args) for torch.library.opcheck: every gelus operator, every GELU form it takes,
+    parameters per channel, 0-dim and of x's whole shape (an operator whose gradients are
+    summed to its inputs' shapes returns them unsummed there, where aliasing could hide: each
+    output must be a tensor of its own)."""
     ops = torch.ops.gelus
     g = torch.Generator().manual_seed(0)
 
     def r(*shape, dtype=torch.float32, grad=True):
-        return torch.randn(*shape, dtype=dtype, generator=g).requires_grad_(grad)
+        t = torch.randn(*shape, dtype=dtype, generator=g).to(device)
+        return t.requires_grad_(grad)
 
-    return [
+    def c(*shape, dtype=torch.float32):  # a constant: a gradient, or not differentiated
+        return r(*shape, dtype=dtype, grad=False)
+
+    def sigma(*shape, grad=False):
+        return c(*shape).abs().add(0.5).requires_grad_(grad)
+
+    samples = [
         (ops.gelu, (r(3, 4), "none", False)),
         (ops.gelu, (r(3, 4), "none", True)),
         (ops.gelu, (r(3, 4, dtype=torch.float64), "tanh", False)),
         (ops.gelu, (r(3, 4, dtype=torch.bfloat16), "sigmoid", False)),
-        (ops.gelu_backward, (r(3, 4, grad=False), r(3, 4, grad=False), "tanh", False)),
+        (ops.gelu_backward, (c(3, 4), c(3, 4), "tanh", False)),
+        (ops.gelu_backward, (c(3, 4), c(3, 4), "none", True)),
         (ops.swish, (r(3, 4), 1.5)),
-        (ops.swish_backward, (r(3, 4, grad=False), r(3, 4, grad=False), -0.5)),
+        (ops.swish_backward, (c(3, 4), c(3, 4), -0.5)),
         (ops.swish_tensor, (r(3, 4), r(4))),
+        (ops.swish_tensor, (r(3, 4), r(3, 4))),
+        (ops.swish_tensor_backward, (c(3, 4), c(3, 4), c(4))),
+        (ops.swish_tensor_backward, (c(3, 4), c(3, 4), c(3, 4))),
+        (ops.swish_tensor_backward, (c(2, 3, 4), c(3, 4), c(2, 1, 4))),
         (ops.bias_gelu, (r(3, 4), r(4), "none", False)),
         (ops.bias_gelu, (r(3, 4, dtype=torch.bfloat16), r(4), "tanh", False)),
-        (
-            ops.bias_gelu_backward,
-            (r(3, 4, grad=False), r(3, 4, grad=False), r(4, grad=False), "none", True),
-        ),
-        (
-            ops.bias_gelu_grads,
-            (r(3, 4, grad=False), r(3, 4, grad=False), r(4, grad=False), "tanh", False),
-        ),
-        (
-            ops.bias_gelu_grads,
-            (r(2, 3, 4, grad=False), r(3, 4, grad=False), r(2, 1, 4, grad=False), "none", True),
-        ),
+        (ops.bias_gelu, (r(3, 4), r(3, 4), "sigmoid", False)),
+        (ops.bias_gelu_backward, (c(3, 4), c(3, 4), c(4), "none", True)),
+        (ops.bias_gelu_backward, (c(3, 4), c(3, 4), c(3, 4), "tanh", False)),
+        (ops.bias_gelu_grads, (c(3, 4), c(3, 4), c(4), "tanh", False)),
+        (ops.bias_gelu_grads, (c(2, 3, 4), c(3, 4), c(2, 1, 4), "none", True)),
+        (ops.bias_gelu_grads, (c(3, 4), c(3, 4, dtype=torch.float64), c(3, 4), "none", False)),
         (ops.geglu, (r(3, 4), -1, "none", False)),
         (ops.geglu, (r(4, 3), 0, "tanh", False)),
-        (ops.geglu_backward, (r(3, 2, grad=False), r(3, 4, grad=False), -1, "sigmoid", False)),
-        (ops.generalized_gelu, (r(3, 4), r(4), r(4, grad=False).abs().add(0.5).requires_grad_())),
-        (
-            ops.generalized_gelu_backward,
-            (r(3, 4, grad=False), r(3, 4, grad=False), r(4, grad=False), r(4, grad=False).exp()),
-        ),
-        (ops.swish_tensor_backward, (r(3, 4, grad=False), r(3, 4, grad=False), r(4, grad=False))),
+        (ops.geglu, (r(2, 4), 1, "none", True)),
+        (ops.geglu_backward, (c(3, 2), c(3, 4), -1, "sigmoid", False)),
+        (ops.geglu_backward, (c(3, 2), c(3, 4), -1, "none", True)),
+        (ops.swiglu, (r(3, 4), -1)),
+        (ops.swiglu_backward, (c(3, 2), c(3, 4), -1)),
+        (ops.reglu, (r(4, 3), 0)),
+        (ops.reglu_backward, (c(2, 3), c(4, 3), 0)),
+        (ops.generalized_gelu, (r(3, 4), r(4), sigma(4, grad=True))),
+        (ops.generalized_gelu, (r(3, 4), r(3, 4), sigma(3, 4, grad=True))),
+        (ops.generalized_gelu_backward, (c(3, 4), c(3, 4), c(4), sigma(4))),
+        (ops.generalized_gelu_backward, (c(3, 4), c(3, 4), c(3, 4), sigma(3, 4))),
+        (ops.generalized_gelu_backward, (c(3, 4), c(3, 4), c(()), sigma(()))),
         (ops.stochastic_gelu, (r(3, 4), torch.tensor([7]))),  # the seed: one int64 element
-        (ops.stochastic_gelu_backward, (r(3, 4), r(3, 4, grad=False), torch.tensor([7]))),
+        (ops.stochastic_gelu_backward, (r(3, 4), c(3, 4), torch.tensor([7]))),
     ]
+    # x and the bias of one shape, in every form: dx and dbias are both the unsummed gradient
+    for approximate, accurate in [
+        ("none", False),
+        ("none", True),
+        ("tanh", False),
+        ("sigmoid", False),
+    ]:
+        samples.append((ops.bias_gelu_grads, (c(3, 4), c(3, 4), c(3, 4), approximate, accurate)))
+    return samples
 
 
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=pytest.mark.skipif(
+            not torch.cuda.is_available(), reason="the CUDA kernels' registrations need a GPU"
+        ),
+    ),
+]
+
+
+def test_opcheck_samples_cover_every_registered_operator():
+    registered = {
+        name
+        for name in dir(torch.ops.gelus)
+        if hasattr(getattr(torch.ops.gelus, name), "overloads")
+    }
+    sampled = {op._qualified_op_name.split("::")[1] for op, _ in _opcheck_samples()}
+    assert sampled == registered
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("sample", range(len(_opcheck_samples())))
-def test_opcheck_schema_fake_kernel_autograd_registration(sample):
-    op, args = _opcheck_samples()[sample]
+def test_opcheck_schema_fake_kernel_autograd_registration(sample, device):
+    op, args = _opcheck_samples(device)[sample]
     result = torch.library.opcheck(op, args)
     assert all(value == "SUCCESS" for value in result.values()), result
+
+
+def test_bias_gelu_grads_outputs_are_tensors_of_their_own_with_the_composed_values():
+    """x.shape == bias.shape: dx and dbias have one value (grad·gelu'(x + b)) but two tensors,
+    neither an input; the values against the float64 slope oracle."""
+    g = torch.Generator().manual_seed(4)
+    grad, x, bias = (torch.randn(3, 4, generator=g) for _ in range(3))
+    grad_x, grad_bias = torch.ops.gelus.bias_gelu_grads(grad, x, bias, "none", False)
+    pointers = {t.untyped_storage().data_ptr() for t in (grad, x, bias)}
+    assert grad_x.untyped_storage().data_ptr() != grad_bias.untyped_storage().data_ptr()
+    assert not {t.untyped_storage().data_ptr() for t in (grad_x, grad_bias)} & pointers
+    h = (x + bias).double().numpy()
+    expected = grad.double() * torch.from_numpy(exact_slope(h))
+    torch.testing.assert_close(grad_x.double(), expected, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(grad_bias, grad_x, rtol=0, atol=0)
 
 
 def test_operator_schemas_carry_no_internal_hint():
