@@ -7,26 +7,44 @@ Hugging Face transformers or timm is imported here: a model that holds their cla
 them already. Each mapped class's formula was read in the installed source (transformers 5.24,
 timm 1.0.31; docs/INTEGRATIONS.md) and is checked against the real class by
 tests/integrations/.
+
+With ``functional=True`` the functional GELU and SiLU calls inside the model's forward
+(``F.gelu``, ``F.silu``, …) go to gelus too: a :class:`torch.overrides.TorchFunctionMode` is
+entered around the model's forward (eager, ``torch.compile``, ``torch.export`` all see it).
+
+All or nothing: every replacement is planned (and every new module built) before the first one
+is made, and a failure while making them puts back the ones made, so the model is either patched
+completely or left as it was. Traversal is iterative: no depth limit.
 """
 
-from collections.abc import Callable
-from typing import NamedTuple
+import functools
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
-from torch import nn
+import torch
+from torch import Tensor, nn
+from torch.nn.utils import parametrize
+from torch.overrides import TorchFunctionMode
 
+from gelus import functional as G
+from gelus._common import apply_inplace
 from gelus.modules import (
     GELU,
     XIELU,
     ClippedGELU,
     HardMish,
     Laplace,
-    QuickGELU,
     ReLU2,
     SiLU,
     SqrtSoftplus,
 )
 
-__all__ = ["LeftAlone", "PatchReport", "Replaced", "patch"]
+__all__ = ["FunctionalCall", "FunctionalRouting", "LeftAlone", "PatchReport", "Replaced", "patch"]
+
+
+class _Unsupported(ValueError):
+    """A module of a mapped class whose settings its own class does not support: left alone."""
 
 
 def _inplace(module: nn.Module) -> bool:
@@ -34,11 +52,33 @@ def _inplace(module: nn.Module) -> bool:
     return bool(getattr(module, "inplace", False))
 
 
-def _with_state(new: nn.Module, old: nn.Module) -> nn.Module:
-    """``new`` with ``old``'s parameters and buffers: same names, values, dtype and device."""
-    tensor = next(iter(old.state_dict().values()))
-    new = new.to(device=tensor.device, dtype=tensor.dtype)
-    new.load_state_dict(old.state_dict())
+def _torch_form(module: nn.Module) -> str:
+    """nn.GELU's form, if nn.GELU computes it: 'none' or 'tanh' (a value set by hand after
+    construction, such as 'sigmoid', makes its forward raise; gelus would compute something)."""
+    approximate = getattr(module, "approximate", None)
+    if approximate not in ("none", "tanh"):
+        raise _Unsupported(
+            f"approximate={approximate!r} is not a form nn.GELU computes (its forward raises); "
+            f"gelus would compute a function where it fails"
+        )
+    return approximate
+
+
+def _holding_state_of(old: nn.Module, new: nn.Module) -> nn.Module:
+    """``new`` holding ``old``'s own Parameter and buffer objects (same names and shapes), not
+    copies: an optimizer, DDP, ``requires_grad`` and a tied reference keep seeing them."""
+    for kind in ("_parameters", "_buffers"):
+        mine, theirs = getattr(new, kind), getattr(old, kind)
+        if list(mine) != list(theirs) or any(
+            (a is None) != (b is None) or (a is not None and a.shape != b.shape)
+            for a, b in zip(mine.values(), theirs.values(), strict=True)
+        ):
+            raise _Unsupported(
+                f"its {kind[1:]} ({', '.join(theirs) or 'none'}) are not {type(new).__name__}'s "
+                f"({', '.join(mine) or 'none'}, with their shapes)"
+            )
+        mine.update(theirs)  # the same objects, in the member's order (which is theirs)
+    new._non_persistent_buffers_set = set(old._non_persistent_buffers_set)
     return new
 
 
@@ -51,7 +91,7 @@ _TIMM_ME = "timm.layers.activations_me"
 # module. Each line names the formula of the class it maps (as the installed source has it).
 _MEMBERS: dict[tuple[str, str], Callable[[nn.Module], nn.Module]] = {
     # torch: F.gelu(x, approximate) with "none" or "tanh"; F.silu(x) = x·σ(x)
-    (_TORCH, "GELU"): lambda m: GELU(m.approximate),
+    (_TORCH, "GELU"): lambda m: GELU(_torch_form(m)),
     (_TORCH, "SiLU"): lambda m: SiLU(inplace=_inplace(m)),
     # Hugging Face: F.gelu(x) or x·½(1 + erf(x/√2)) in Python
     (_HF, "GELUActivation"): lambda m: GELU("none"),
@@ -62,23 +102,25 @@ _MEMBERS: dict[tuple[str, str], Callable[[nn.Module], nn.Module]] = {
     (_HF, "NewGELUActivation"): lambda m: GELU("tanh"),
     (_HF, "FastGELUActivation"): lambda m: GELU("tanh"),
     (_HF, "AccurateGELUActivation"): lambda m: GELU("tanh"),
-    (_HF, "QuickGELUActivation"): lambda m: QuickGELU(),  # x·σ(1.702x)
+    # x·σ(1.702x): the sigmoid form, GELU("sigmoid") as gelus:quick_gelu builds it
+    (_HF, "QuickGELUActivation"): lambda m: GELU("sigmoid"),
     (_HF, "SiLUActivation"): lambda m: SiLU(),  # F.silu(x)
     # clip(F.gelu(x), min, max); gelu_10 is (−10, 10)
     (_HF, "ClippedGELUActivation"): lambda m: ClippedGELU(m.min, m.max, "none"),
     (_HF, "LaplaceActivation"): lambda m: Laplace(),  # ½(1 + erf((x − μ)/(σ√2)))
     (_HF, "ReLUSquaredActivation"): lambda m: ReLU2(),  # relu(x)²
     (_HF, "SqrtSoftplusActivation"): lambda m: SqrtSoftplus(),  # √softplus(x)
-    (_HF, "XIELUActivation"): lambda m: _with_state(XIELU(), m),  # same parameter names
+    (_HF, "XIELUActivation"): lambda m: _holding_state_of(m, XIELU()),  # same names
     # timm: F.gelu(x), F.gelu(x, "tanh"), x·σ(1.702x), x·σ(x), ½x·clamp(x + 2, 0, 2)
     (_TIMM, "GELU"): lambda m: GELU("none"),
     (_TIMM, "GELUTanh"): lambda m: GELU("tanh"),
-    (_TIMM, "QuickGELU"): lambda m: QuickGELU(),
+    (_TIMM, "QuickGELU"): lambda m: GELU("sigmoid"),
     (_TIMM, "Swish"): lambda m: SiLU(inplace=_inplace(m)),
     (_TIMM, "HardMish"): lambda m: HardMish(inplace=_inplace(m)),
     (_TIMM_ME, "SwishMe"): lambda m: SiLU(),  # custom autograd, same function; no in-place
     (_TIMM_ME, "HardMishMe"): lambda m: HardMish(),
 }
+
 
 # modules whose activation classes patch knows: an unmapped class of theirs is listed
 _ACTIVATION_MODULES = (_HF, _TIMM, _TIMM_ME)
@@ -104,15 +146,22 @@ class LeftAlone(NamedTuple):
 
 
 class PatchReport(NamedTuple):
-    """What :func:`patch` did: ``replaced`` and ``left_alone``, in the order of ``named_modules``."""
+    """What :func:`patch` did: ``replaced`` and ``left_alone``, in the order of ``named_modules``,
+    and ``functional``: the model's :class:`FunctionalRouting` (``patch(model, functional=True)``,
+    now or before), else None. ``functional`` is live: the call sites it routes are counted in
+    the model's first eager forward after the patch, and read from the same report."""
 
     replaced: list[Replaced]
     left_alone: list[LeftAlone]
+    functional: "FunctionalRouting | None" = None
 
     def __str__(self) -> str:
-        lines = [f"gelus.patch: {len(self.replaced)} replaced, {len(self.left_alone)} left alone"]
+        head = f"gelus.patch: {len(self.replaced)} replaced, {len(self.left_alone)} left alone"
+        lines = [head + (f"; {self.functional.summary()}" if self.functional else "")]
         lines += [f"  {r.name}: {_named(r.old)} -> {_named(r.new)}" for r in self.replaced]
         lines += [f"  {a.name}: {_named(a.module)} left alone: {a.reason}" for a in self.left_alone]
+        if self.functional:
+            lines += self.functional.site_lines()
         return "\n".join(lines)
 
 
@@ -126,16 +175,21 @@ def _key(cls: type) -> tuple[str, str]:
     return cls.__module__, cls.__qualname__
 
 
-def _has_hooks(module: nn.Module) -> bool:
-    return any(
-        getattr(module, hooks, None)
-        for hooks in (
-            "_forward_hooks",
-            "_forward_pre_hooks",
-            "_backward_hooks",
-            "_backward_pre_hooks",
-        )
-    )
+# every per-module hook dict of nn.Module: a new module would carry none of them
+_HOOKS = {
+    "_forward_pre_hooks": "forward pre-hooks",
+    "_forward_hooks": "forward hooks",
+    "_backward_pre_hooks": "backward pre-hooks",
+    "_backward_hooks": "backward hooks",
+    "_state_dict_pre_hooks": "state_dict pre-hooks",
+    "_state_dict_hooks": "state_dict hooks",
+    "_load_state_dict_pre_hooks": "load_state_dict pre-hooks",
+    "_load_state_dict_post_hooks": "load_state_dict post-hooks",
+}
+
+
+def _hooks(module: nn.Module) -> list[str]:
+    return [kind for attribute, kind in _HOOKS.items() if getattr(module, attribute, None)]
 
 
 def _decide(module: nn.Module) -> nn.Module | str | None:
@@ -144,11 +198,27 @@ def _decide(module: nn.Module) -> nn.Module | str | None:
     cls = type(module)
     if cls.__module__.split(".")[0] == "gelus":
         return None
+    if parametrize.is_parametrized(module):  # its class is torch's generated subclass
+        mapped = [base for base in cls.__mro__[1:] if _key(base) in _MEMBERS]
+        if mapped:
+            names = ", ".join(module.parametrizations.keys())
+            return f"it is parametrized ({names}), which a new module would not carry"
+        return None  # a parametrized Linear, …: look inside
     convert = _MEMBERS.get(_key(cls))
     if convert is not None:
-        if _has_hooks(module):
-            return "it has hooks, which a new module would not carry"
-        return convert(module).train(module.training)
+        if hooks := _hooks(module):
+            return f"it has {' and '.join(hooks)}, which a new module would not carry"
+        if "forward" in module.__dict__:
+            return (
+                "its forward is replaced on the instance; its class's formula may not be what runs"
+            )
+        try:
+            new = convert(module)
+        except _Unsupported as error:
+            return str(error)
+        except (ValueError, TypeError) as error:  # the member refuses the old module's settings
+            return f"its settings are not ones gelus's member takes: {error}"
+        return new.train(module.training)
     if next(module.children(), None) is not None:  # a block, not an activation: look inside
         return None
     for base in cls.__mro__[1:]:
@@ -163,7 +233,7 @@ def _decide(module: nn.Module) -> nn.Module | str | None:
     return None
 
 
-def patch(model: nn.Module) -> PatchReport:
+def patch(model: nn.Module, *, functional: bool = False) -> PatchReport:
     r"""Replace, in place, every activation of ``model`` that a gelus member computes exactly.
 
     Mapped (each to the member with the same function; docs/INTEGRATIONS.md lists every class):
@@ -175,7 +245,7 @@ def patch(model: nn.Module) -> PatchReport:
     ``nn.GELU(approximate="tanh")``, HF ``GELUTanh``,          ``GELU("tanh")``:
     ``NewGELUActivation``, ``FastGELUActivation``,             ½x·(1 + tanh(√(2/π)(x + 0.044715x³)))
     ``AccurateGELUActivation``, timm ``GELUTanh``
-    HF ``QuickGELUActivation``, timm ``QuickGELU``             ``QuickGELU()``: x·σ(1.702x)
+    HF ``QuickGELUActivation``, timm ``QuickGELU``             ``GELU("sigmoid")``: x·σ(1.702x)
     ``nn.SiLU``, HF ``SiLUActivation``, timm ``Swish``,        ``SiLU()``: x·σ(x)
     ``SwishMe``
     HF ``ClippedGELUActivation(min, max)`` (``gelu_10``)       ``ClippedGELU(min, max)``
@@ -184,26 +254,48 @@ def patch(model: nn.Module) -> PatchReport:
     timm ``HardMish``, ``HardMishMe``                          ``HardMish``
     ========================================================  =================================
 
-    The new module keeps the old one's ``inplace`` flag (where the old honoured it), its
-    training mode, and its parameters (XIELU's, by their names; dtype and device with them), so
-    ``state_dict`` keys and the parameter count do not change. A module shared by several places
-    is replaced by one new module at all of them. Modules in ``nn.ModuleList``/``nn.ModuleDict``
-    are found like any other. Hooks registered on an activation module are not carried over, so a
-    module with hooks is left alone.
+    Each new module is the one ``gelus.get_activation`` builds for that library's name of the
+    class (``gelus:quick_gelu`` and a patched ``QuickGELUActivation`` are both
+    ``GELU("sigmoid")``).
 
-    Left alone and listed: an activation of Hugging Face's or timm's that gelus has no member for
-    (HF ``MishActivation``, ``LinearActivation``; timm ``Mish``, ``Sigmoid``, ``Tanh``,
-    ``HardSwish``, ``HardSigmoid``, ``PReLU``, …); a subclass of a mapped class (its forward may
-    differ); any other class whose name says GELU, SiLU or Swish (its formula is not known here:
-    a model's own ``GELU`` with another constant). Not listed: torch's other activations
-    (``nn.ReLU``, ``nn.Hardswish``, ``nn.Mish``, …), which are not of the family, and gelus's own modules.
+    What is kept: the old module's ``inplace`` flag (where the old honoured it), its training
+    mode, and every Parameter and buffer *object*: XIELU's ``alpha_p``, ``alpha_n``, ``beta``,
+    ``eps`` move into the new module as the same tensors (not copies), so an optimizer built
+    before the patch, DDP, ``requires_grad`` (frozen stays frozen), ``state_dict`` keys and the
+    parameter count are unchanged. A module shared by several places is replaced by one new
+    module at all of them. Modules in ``nn.ModuleList``/``nn.ModuleDict`` are found like any
+    other. No depth limit (the walk is iterative).
+
+    All or nothing: every replacement is planned first, then made; if making one fails, those
+    made are put back and the error is raised: the model holds the same module objects as before.
+
+    Left alone and listed, with the reason: a mapped module with hooks (forward, backward or
+    state-dict hooks: a new module would not carry them), with parametrizations, with its
+    ``forward`` set on the instance, or with settings its class does not support (an
+    ``nn.GELU`` whose ``approximate`` was set to ``'sigmoid'`` by hand: its forward raises); an
+    activation of Hugging Face's or timm's that gelus has no member for (HF ``MishActivation``,
+    ``LinearActivation``; timm ``Mish``, ``Sigmoid``, ``Tanh``, ``HardSwish``, ``HardSigmoid``,
+    ``PReLU``, …); a subclass of a mapped class (its forward may differ); any other class whose
+    name says GELU, SiLU or Swish (its formula is not known here: a model's own ``GELU`` with
+    another constant). A left-alone module is not looked inside. Not listed: torch's other
+    activations (``nn.ReLU``, ``nn.Hardswish``, ``nn.Mish``, …), which are not of the family,
+    and gelus's own modules.
+
+    ``functional=True`` also routes the functional calls made inside ``model``'s forward:
+    ``F.gelu`` (both forms), ``F.silu`` and their in-place spellings ``torch._C._nn.gelu_``,
+    ``torch._C._nn.silu``/``silu_`` (torch 2.13 has no ``torch.gelu``, ``torch.silu`` or Tensor
+    methods for them) go to ``gelus.functional.gelu``/``silu``, eagerly, under
+    ``torch.compile`` and under ``torch.export``. See :class:`FunctionalRouting` for how, what
+    is counted, and how to remove it. Calls with inputs or settings torch itself refuses
+    (integer tensors, ``approximate='sigmoid'``) stay torch's, which raises as before.
 
     Nothing from transformers or timm is imported: classes are recognised by module and name.
 
     Returns:
         A :class:`PatchReport`: ``replaced``, a list of :class:`Replaced` ``(name, old, new)``
-        (one per place), and ``left_alone``, a list of :class:`LeftAlone`
-        ``(name, module, reason)``; ``print(report)`` shows both.
+        (one per place), ``left_alone``, a list of :class:`LeftAlone` ``(name, module,
+        reason)``, and ``functional`` (the :class:`FunctionalRouting`, or None);
+        ``print(report)`` shows them.
 
     Example::
 
@@ -220,35 +312,299 @@ def patch(model: nn.Module) -> PatchReport:
             f"({type(model).__name__}); build its gelus member with gelus.get_activation, or "
             f"patch a container that holds it (nn.Sequential(act))"
         )
-    return _replace_within(model)
+    plan = _plan(model)  # decides everything, builds every new module; touches nothing
+    made: list[tuple[nn.Module, str, nn.Module]] = []
+    try:
+        for parent, slot, old, new in plan.assignments:
+            setattr(parent, slot, new)  # ModuleList/ModuleDict keep children by slot name too
+            made.append((parent, slot, old))
+        routing = _install_routing(model) if functional else FunctionalRouting.of(model)
+    except BaseException:
+        for parent, slot, old in reversed(made):
+            parent._modules[slot] = old  # straight into the dict: putting back cannot fail
+        raise
+    return PatchReport(plan.replaced, plan.left_alone, routing)
 
 
-def _replace_within(model: nn.Module) -> PatchReport:
-    """Walk ``model``'s children depth first, replacing what :func:`_decide` maps (each shared
-    module once, with one replacement at every place) and listing what it leaves alone."""
-    replaced: list[Replaced] = []
-    left_alone: list[LeftAlone] = []
-    new_for: dict[int, nn.Module] = {}  # id(old) -> its one replacement, for shared instances
-    visited: set[int] = set()
+class _Plan(NamedTuple):
+    assignments: list[tuple[nn.Module, str, nn.Module, nn.Module]]  # parent, slot, old, new
+    replaced: list[Replaced]
+    left_alone: list[LeftAlone]
 
-    def visit(parent: nn.Module, prefix: str) -> None:
-        for slot, child in list(parent._modules.items()):
-            if child is None:
-                continue
-            name = prefix + slot
-            if id(child) not in new_for:
-                decision = _decide(child)
-                if isinstance(decision, nn.Module):
-                    new_for[id(child)] = decision
-                elif isinstance(decision, str):
-                    left_alone.append(LeftAlone(name, child, decision))
-            if id(child) in new_for:
-                new = new_for[id(child)]
-                setattr(parent, slot, new)  # ModuleList/ModuleDict keep children by slot name too
-                replaced.append(Replaced(name, child, new))
-            elif id(child) not in visited:  # a shared container's children: once
-                visited.add(id(child))
-                visit(child, name + ".")
 
-    visit(model, "")
-    return PatchReport(replaced, left_alone)
+def _children(module: nn.Module, prefix: str) -> Iterator[tuple[nn.Module, str, str, nn.Module]]:
+    """``(parent, slot, qualified name, child)`` of ``module``'s children, in order."""
+    items = list(module._modules.items())
+    return ((module, slot, prefix + slot, c) for slot, c in items if c is not None)
+
+
+def _plan(model: nn.Module) -> _Plan:
+    """Walk ``model``'s children depth first, without recursion (an explicit stack), deciding
+    each place: a replacement (each shared module decided once, replaced at every place), left
+    alone and listed, or looked inside (each shared container once, under its first name)."""
+    plan = _Plan([], [], [])
+    decisions: dict[int, nn.Module | str | None] = {}
+    visited = {id(model)}
+    stack = [_children(model, "")]
+    while stack:
+        place = next(stack[-1], None)
+        if place is None:
+            stack.pop()
+            continue
+        parent, slot, name, child = place
+        if id(child) not in decisions:
+            decisions[id(child)] = _decide(child)
+        decision = decisions[id(child)]
+        if isinstance(decision, nn.Module):
+            plan.assignments.append((parent, slot, child, decision))
+            plan.replaced.append(Replaced(name, child, decision))
+        elif isinstance(decision, str):  # left alone, and not looked inside
+            plan.left_alone.append(LeftAlone(name, child, decision))
+        elif id(child) not in visited:
+            visited.add(id(child))
+            stack.append(_children(child, name + "."))
+    return plan
+
+
+def _module_names(model: nn.Module) -> dict[int, tuple[nn.Module, str]]:
+    """id -> (module, its first qualified name; "" for the model), without recursion."""
+    names = {id(model): (model, "")}
+    stack = [_children(model, "")]
+    while stack:
+        place = next(stack[-1], None)
+        if place is None:
+            stack.pop()
+        elif id(place[3]) not in names:
+            names[id(place[3])] = (place[3], place[2])
+            stack.append(_children(place[3], place[2] + "."))
+    return names
+
+
+# ------------------------------------------------------------------ functional calls (functional=True)
+
+# the functional spellings of GELU and SiLU in torch 2.13: F.gelu is torch._C._nn.gelu, F.silu a
+# Python function over torch._C._nn.silu; there is no torch.gelu / torch.silu / Tensor.gelu
+_F_GELU = torch.nn.functional.gelu
+_GELU_INPLACE = torch._C._nn.gelu_
+_F_SILU = torch.nn.functional.silu
+_SILU = torch._C._nn.silu
+_SILU_INPLACE = torch._C._nn.silu_
+# frames between a model's call and the mode: torch's dispatch to __torch_function__, and this file
+_PLUMBING = frozenset(
+    {torch.overrides.__file__, torch.nn.functional.__file__, __file__},
+)
+
+
+class FunctionalCall(NamedTuple):
+    """One place where a model's code calls a functional GELU or SiLU that gelus now computes:
+    ``name``, the qualified name of the module whose forward made the call (``""``: the model
+    itself); ``function``, the call with its form (``"F.gelu(approximate='tanh')"``,
+    ``"F.silu"``, ``"F.silu(inplace=True)"``); ``code``, the line that made it
+    (``"transformers.models.whisper.modeling_whisper:617 (WhisperEncoder.forward)"``)."""
+
+    name: str
+    function: str
+    code: str
+
+
+class FunctionalRouting:
+    """What ``gelus.patch(model, functional=True)`` installs: functional GELU and SiLU calls made
+    inside ``model``'s forward go to gelus.
+
+    How: ``model.forward`` is wrapped (an instance attribute, the class's ``forward`` untouched,
+    its signature kept for ``inspect``) so that the original forward runs inside a
+    :class:`torch.overrides.TorchFunctionMode`, which maps ``F.gelu(x, approximate)`` to
+    ``gelus.functional.gelu`` and ``F.silu`` to ``gelus.functional.silu`` (in-place spellings
+    in place) and passes every other call through. Dynamo traces the mode, so
+    ``torch.compile`` (``fullgraph=True`` too) and ``torch.export`` capture gelus's functions
+    where torch's were; eagerly the mode costs one Python call per torch call in the forward.
+    Only calls made while ``model(...)`` runs are routed: a submodule called on its own, a
+    forward recomputed by activation checkpointing during backward, and ``torch.fx``'s
+    ``symbolic_trace`` (which calls no wrapper) see torch's functions. gelus's own calls to
+    torch inside its functions are never routed.
+
+    What is counted: the call sites of the model's first *eager* forward after the patch
+    (compiled and exported forwards are not inspected, so that nothing is guarded or recompiled
+    on the count): :attr:`calls` maps each :class:`FunctionalCall` (module, function and form,
+    line of code) to its number of calls in that forward, and :meth:`counts` gives the number
+    of sites per function and form. ``print(report)`` shows both; until an eager forward has run
+    it says so.
+
+    :meth:`remove` takes the routing out (``model.forward`` is what it was before). Patching
+    again with ``functional=True`` reuses the installed routing.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.calls: dict[FunctionalCall, int] = {}
+        self.counted = False  # an eager forward has been counted
+        self.mode = _RoutingMode(self)
+        self._model = model  # a reference cycle through model.forward, so copies stay whole
+        self._own_forward = model.__dict__.get("forward")  # a forward set on the instance before
+        self._names: dict[int, tuple[nn.Module, str]] | None = None  # while counting only
+        self._seen: dict[FunctionalCall, int] = {}
+
+    @staticmethod
+    def of(model: nn.Module) -> "FunctionalRouting | None":
+        """The routing installed on ``model`` (by an earlier patch), or None."""
+        forward = model.__dict__.get("forward")
+        if isinstance(forward, functools.partial) and forward.func is _routed_forward:
+            return forward.args[0]
+        return None
+
+    @property
+    def active(self) -> bool:
+        """Whether the model's calls are routed (False after :meth:`remove`)."""
+        return FunctionalRouting.of(self._model) is self
+
+    def remove(self) -> None:
+        """Route nothing more: ``model.forward`` becomes what it was before the patch."""
+        if not self.active:
+            return
+        if self._own_forward is None:
+            del self._model.forward
+        else:
+            self._model.forward = self._own_forward
+
+    def counts(self) -> dict[str, int]:
+        """Call sites counted per function and form, e.g. ``{"F.gelu(approximate='none')": 2}``."""
+        counts: dict[str, int] = {}
+        for site in self.calls:
+            counts[site.function] = counts.get(site.function, 0) + 1
+        return counts
+
+    def summary(self) -> str:
+        if not self.active:
+            return "functional calls: routing removed"
+        if not self.counted:
+            return "functional calls routed to gelus (counted in the first eager forward: none run yet)"
+        counts = ", ".join(f"{function} ×{n}" for function, n in self.counts().items())
+        return f"functional calls routed to gelus: {counts or 'none seen'}"
+
+    def site_lines(self) -> list[str]:
+        return [
+            f"  {site.name or '<model>'}: {site.function}{f' ×{n} calls' if n > 1 else ''} "
+            f"at {site.code} -> gelus.functional"
+            for site, n in self.calls.items()
+        ]
+
+    def __repr__(self) -> str:
+        return f"FunctionalRouting({self.summary()})"
+
+    def _counted_forward(self, original: Callable, args: tuple, kwargs: dict) -> Any:
+        """The first eager forward: run it routed, recording each call site."""
+        self._names, self._seen = _module_names(self._model), {}
+        try:
+            with self.mode:
+                result = original(*args, **kwargs)
+        finally:
+            self._names = None
+        self.calls, self.counted = self._seen, True
+        return result
+
+    def _record(self, function: str, frame: Any) -> None:
+        code = (
+            f"{frame.f_globals.get('__name__', '?')}:{frame.f_lineno} ({frame.f_code.co_qualname})"
+        )
+        site = FunctionalCall(self._place(frame), function, code)
+        self._seen[site] = self._seen.get(site, 0) + 1
+
+    def _place(self, frame: Any) -> str:
+        """The qualified name of the nearest module of the model up the call stack."""
+        names = self._names or {}
+        while frame is not None:
+            if "self" in frame.f_code.co_varnames:
+                entry = names.get(id(frame.f_locals.get("self")))
+                if entry is not None and entry[0] is frame.f_locals.get("self"):
+                    return entry[1]
+            frame = frame.f_back
+        return "?"
+
+
+def _routed_forward(routing: FunctionalRouting, original: Callable, *args: Any, **kwargs: Any):
+    """``model.forward`` under routing: the original forward inside the routing mode."""
+    if not torch.compiler.is_compiling() and not routing.counted:
+        return routing._counted_forward(original, args, kwargs)
+    with routing.mode:
+        return original(*args, **kwargs)
+
+
+def _install_routing(model: nn.Module) -> FunctionalRouting:
+    routing = FunctionalRouting.of(model)
+    if routing is not None:
+        return routing
+    routing = FunctionalRouting(model)
+    original = model.forward
+    wrapper = functools.partial(_routed_forward, routing, original)
+    functools.update_wrapper(wrapper, original)  # inspect.signature: the original's (HF, export)
+    model.forward = wrapper
+    return routing
+
+
+def _caller() -> Any:
+    """The frame of the code that made the intercepted call (past torch's dispatch)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename in _PLUMBING:
+        frame = frame.f_back
+    return frame
+
+
+def _from_gelus(frame: Any) -> bool:
+    """A call made by gelus's own implementation (its functions call torch's): never routed."""
+    module = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return module == "gelus.functional" or module.startswith("gelus._")
+
+
+def _floating(x: object) -> bool:
+    return isinstance(x, Tensor) and x.is_floating_point()
+
+
+class _RoutingMode(TorchFunctionMode):
+    """Maps the functional GELU and SiLU calls to gelus's; every other call passes through.
+
+    Inside ``__torch_function__`` torch has popped this mode, so gelus's functions, which call
+    torch's, are not intercepted again by it."""
+
+    def __init__(self, routing: FunctionalRouting) -> None:
+        super().__init__()
+        self.routing = routing
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = {} if kwargs is None else kwargs
+        if func is _F_GELU or func is _GELU_INPLACE:
+            x = args[0] if args else kwargs.get("input", kwargs.get("self"))
+            approximate = kwargs.get("approximate", "none")
+            if not (_floating(x) and approximate in ("none", "tanh")):
+                return func(*args, **kwargs)  # torch's refusal, as before
+            name = "F.gelu" if func is _F_GELU else "torch._C._nn.gelu_"
+            if not self._take(f"{name}(approximate={approximate!r})"):
+                return func(*args, **kwargs)
+            if func is _GELU_INPLACE:
+                return apply_inplace(G.gelu, x, approximate)
+            return G.gelu(x, approximate)
+        if func is _F_SILU or func is _SILU or func is _SILU_INPLACE:
+            x = args[0] if args else kwargs.get("input", kwargs.get("self"))
+            inplace = func is _SILU_INPLACE or bool(
+                args[1] if len(args) > 1 else kwargs.get("inplace", False)
+            )
+            if not _floating(x):
+                return func(*args, **kwargs)
+            if func is _F_SILU:
+                name = "F.silu(inplace=True)" if inplace else "F.silu"
+            else:
+                name = "torch._C._nn.silu_" if func is _SILU_INPLACE else "torch._C._nn.silu"
+            if not self._take(name):
+                return func(*args, **kwargs)
+            return G.silu(x, inplace)
+        return func(*args, **kwargs)
+
+    def _take(self, function: str) -> bool:
+        """Whether to route this call: under dynamo always (nothing inspected, nothing guarded);
+        eagerly unless gelus's own code made it, recorded while the first forward is counted."""
+        if torch.compiler.is_compiling():
+            return True
+        frame = _caller()
+        if _from_gelus(frame):
+            return False
+        if self.routing._names is not None:
+            self.routing._record(function, frame)
+        return True
