@@ -119,6 +119,16 @@ def _horner(t, COEFFICIENTS: tl.constexpr, N: tl.constexpr):
 
 
 @triton.jit
+def _horner_fma(t, COEFFICIENTS: tl.constexpr, N: tl.constexpr):
+    """Σ c_j·t^j by Horner's rule, each step one fma (rounded once, as the GPU and the
+    interpreter both compute it, whatever the compiler would contract)."""
+    p = tl.fma(t, COEFFICIENTS[N - 1], COEFFICIENTS[N - 2])
+    for j in tl.static_range(N - 3, -1, -1):
+        p = tl.fma(p, t, COEFFICIENTS[j])
+    return p
+
+
+@triton.jit
 def _clenshaw(t, COEFFICIENTS: tl.constexpr, N: tl.constexpr):
     # Σ c_j·T_j(t) without converting to powers of t (which would cancel at degree 24).
     b1 = tl.zeros_like(t)
@@ -167,11 +177,11 @@ def _gauss_single(u):
     a = -0.5 * square
     # k = round(a·log₂e) by the rounding of an addition to 1.5·2^23 (its low bits are k): no
     # float-to-integer conversion, which the GPU issues at an eighth of the fma rate
-    shifted = a * _LOG2E + _ROUNDER
+    shifted = tl.fma(a, _LOG2E, _ROUNDER)
     k = shifted - _ROUNDER
     r = tl.fma(k, -_LN2_HI, a)  # exact: k·LN2_HI has at most 24 bits, and so has the difference
     r = r + tl.fma(k, -_LN2_LO, -0.5 * low)
-    e = _horner(r, _EXP_RATIO, _EXP_RATIO_N)
+    e = _horner_fma(r, _EXP_RATIO, _EXP_RATIO_N)
     # 2^(k + 64) is a normal number for k ≥ −163 (u ≤ 15); the last factor, 2^-64, rounds once
     bits = shifted.to(tl.int32, bitcast=True) + (127 + _SCALE_EXPONENT - _ROUNDER_BITS)
     return r * e, (bits << 23).to(tl.float32, bitcast=True)
@@ -213,19 +223,26 @@ def _tail_single(near, t_near, t_far, SLOPE: tl.constexpr, m_hi, m_lo, w, scale)
         FAR: tl.constexpr = _FAR_VALUE
         FAR_N: tl.constexpr = _FAR_VALUE_N
         FAR_LOW: tl.constexpr = _FAR_VALUE_LOW
-    p_near = t_near * NEAR[NEAR_N - 1] + NEAR[NEAR_N - 2]
+    p_near = tl.fma(t_near, NEAR[NEAR_N - 1], NEAR[NEAR_N - 2])
     for j in tl.static_range(NEAR_N - 3, 0, -1):
         p_near = tl.fma(p_near, t_near, NEAR[j])
-    p_far = t_far * FAR[FAR_N - 1] + FAR[FAR_N - 2]
+    p_far = tl.fma(t_far, FAR[FAR_N - 1], FAR[FAR_N - 2])
     for j in tl.static_range(FAR_N - 3, 0, -1):
         p_far = tl.fma(p_far, t_far, FAR[j])
     rest = tl.where(near, tl.fma(p_near, t_near, NEAR_LOW), tl.fma(p_far, t_far, FAR_LOW))
     c0 = tl.where(near, NEAR[0], FAR[0])
     p_hi = c0 + rest  # |c0| ≥ |rest| on both regions: Fast2Sum
     p_lo = rest - (p_hi - c0)
+    # m·P·(1 + w) = m_hi·p_hi + low + (a_hi + error + low)·w, with m_hi·p_hi = a_hi + error
+    # exactly and low = m_hi·p_lo + m_lo·p_hi (m_lo·p_lo is below the tail's roundings). The exact
+    # product enters once, through the last fma: written as a_hi + tail, a compiler that
+    # contracts a·b + c would fuse the rounded product a_hi = m_hi·p_hi back into that addition
+    # while the tail already holds its error (counted twice: 2.24 ulp at x = −0.327). Every step
+    # here is an fma or an addition of fma results, so there is nothing left to contract.
     a_hi = m_hi * p_hi
-    a_lo = tl.fma(m_hi, p_hi, -a_hi) + tl.fma(m_hi, p_lo, m_lo * p_hi)
-    y = a_hi + tl.fma(a_hi, w, tl.fma(a_lo, w, a_lo))  # m·P·(1 + w)
+    error = tl.fma(m_hi, p_hi, -a_hi)
+    low = tl.fma(m_hi, p_lo, m_lo * p_hi)
+    y = tl.fma(m_hi, p_hi, tl.fma(a_hi, w, tl.fma(error + low, w, low)))
     return y * scale
 
 
@@ -237,7 +254,9 @@ def _gelu_exact_single(x, factor):
     m = tl.where(near, u, 1.0)
     q = _tail_single(near, t_near, t_far, False, m, 0.0, w, scale)
     q = tl.where(beyond, 0.0, q) * factor * _SCALE_DOWN
-    return tl.where(x >= 0, x * factor - q, -q)  # x ≥ 0: ±0 − 0 keeps the sign of zero
+    # x ≥ 0: x·factor − q rounded once (an explicit fma: what a contracting compiler would make
+    # of it anyway); ±0 − 0 keeps the sign of zero
+    return tl.where(x >= 0, tl.fma(x, factor, -q), -q)
 
 
 @triton.jit
@@ -253,8 +272,10 @@ def _gelu_exact_slope_single(x, factor):
     m_hi = tl.where(near, d_hi, -u)
     m_lo = tl.where(near, d_lo, 0.0)
     q = _tail_single(near, t_near, t_far, True, m_hi, m_lo, w, scale)
-    q = tl.where(beyond, 0.0, q) * factor * _SCALE_DOWN
-    return tl.where(x > 0, factor - q, q)
+    q = tl.where(beyond, 0.0, q) * factor
+    # factor − q·2^-64 rounded once (an explicit fma, whatever the compiler contracts); x ≤ 0: the
+    # one rounding into the subnormal range
+    return tl.where(x > 0, tl.fma(-q, _SCALE_DOWN, factor), q * _SCALE_DOWN)
 
 
 @triton.jit
