@@ -11,7 +11,7 @@ from dataclasses import asdict
 from gelus.bench.timing import parse_sizes
 from gelus.experiments.files import atomic_write
 
-__all__ = ["kernels_cuda_main", "kernels_main", "parse_sizes", "register"]
+__all__ = ["check_json_path", "kernels_cuda_main", "kernels_main", "parse_sizes", "register"]
 
 DEFAULT_SIZES = "2^16,2^20,2^24"
 QUICK_SIZES = "2^16,2^20"
@@ -104,11 +104,36 @@ def _kernels_arguments(kernels: argparse.ArgumentParser) -> None:
 
 
 def _training_main(args: argparse.Namespace) -> int:
+    check_json_path(getattr(args, "json", None))
     return importlib.import_module("gelus.bench.training").main(args)
 
 
 def _transformer_main(args: argparse.Namespace) -> int:
+    check_json_path(getattr(args, "json", None))
     return importlib.import_module("gelus.bench.transformer").main(args)
+
+
+def check_json_path(path: str | None) -> None:
+    """CommandError naming ``--json PATH`` when the results could not be written there: checked
+    before a benchmark runs (minutes), not after it."""
+    import os
+    from pathlib import Path
+
+    from gelus.experiments.errors import CommandError
+
+    if path is None:
+        return
+    target = Path(path)
+    folder = target.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise CommandError(
+            f"--json {path}: its folder {folder} {what}; create it or give another path"
+        )
+    if target.is_dir():
+        raise CommandError(f"--json {path} is a folder; give a file name in it")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CommandError(f"--json {path}: its folder {folder} is not writable; give another path")
 
 
 def _select(members: str | None, candidates):
@@ -159,6 +184,7 @@ def kernels_main(args: argparse.Namespace, out=None) -> int:
     from gelus.bench import kernels
 
     out = out or sys.stdout
+    check_json_path(getattr(args, "json", None))
     if args.device == "cuda" or args.host_only:
         return kernels_cuda_main(args, out)
     candidates = kernels.candidates()

@@ -102,6 +102,7 @@ def check_arguments(args: argparse.Namespace) -> None:
             option = _flag(_FLAGS[key])
             value = getattr(args, _FLAGS[key])
             raise CommandError(f"{option} {value}: invalid value; expected {named(expected)}")
+    _check_memory(args, config)
     if args.stack != 0:  # M stacked runs: the presets' range of train.seeds
         stacked = dataclasses.replace(
             config, train=dataclasses.replace(config.train, seeds=args.stack)
@@ -111,6 +112,33 @@ def check_arguments(args: argparse.Namespace) -> None:
                 raise CommandError(
                     f"--stack {args.stack}: invalid value; expected 0 (none) or {expected}"
                 )
+
+
+def _check_memory(args: argparse.Namespace, config) -> None:
+    """CommandError when the rows' models and data need more memory than the device has: the
+    presets' estimate (``memory_bytes``: weights, AdamW and one batch's activations, of the
+    ``--stack`` runs where they are more) plus the bench's random corpus, before any is built."""
+    from gelus.experiments.device import memory_of
+    from gelus.experiments.engines.transformer.config import memory_bytes
+    from gelus.experiments.errors import CommandError, size_text
+
+    estimate, keys = memory_bytes(config, config.model.context, max(1, args.stack))
+    estimate += _corpus_bytes(args)
+    total, _ = memory_of(args.device)
+    if total is None or estimate <= total:
+        return
+    flags = dict.fromkeys(_flag(_FLAGS[key]) for key in keys if key in _FLAGS)
+    options = ", ".join(f"{flag} {getattr(args, flag[2:].replace('-', '_'))}" for flag in flags)
+    where = "this machine's memory" if args.device == "cpu" else "the GPU's memory"
+    raise CommandError(
+        f"{options}: one step needs about {size_text(estimate)}, {estimate / total:,.1f}× {where} "
+        f"({size_text(total)}); lower them"
+    )
+
+
+def _corpus_bytes(args: argparse.Namespace) -> int:
+    """Bytes of the random corpus the rows train on: 8 windows of context + 1 bytes per sample."""
+    return max(4, args.batch + 4) * (args.context + 1) * 8 + 8 * (args.context + 1)
 
 
 def _config(args):
@@ -318,8 +346,7 @@ def main(args: argparse.Namespace) -> int:
 
         raise CommandError("--device cuda: this machine has no CUDA device")
     torch.set_num_threads(1)
-    size = max(4, args.batch + 4) * (args.context + 1) * 8
-    data = random_text((size, 8 * (args.context + 1)))
+    data = random_text((_corpus_bytes(args) - 8 * (args.context + 1), 8 * (args.context + 1)))
     plain = _PlainGPT(args, data.train.data)
     rows = _engine_rows(args, data)
     bmm, bmm_flops = _cuda_bmm((8, 512, 512)) if cuda else _bmm((8, 512, 512))

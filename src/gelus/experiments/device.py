@@ -29,6 +29,7 @@ __all__ = [
     "jobs_device",
     "local_device",
     "memory_of",
+    "run_count",
     "set_tf32",
 ]
 
@@ -87,7 +88,7 @@ def check_jobs(
     seeds × each activation's ``settings``) at most ``LIMITS["runs"]`` (ConfigError); ``workers``
     at most the cores or the runs (SettingError); and where they run ``here``, on this machine,
     the jobs at once within its memory (:func:`check_memory`)."""
-    runs = len(config.optim.lr) * config.train.seeds * sum(map(len, settings.values()))
+    runs = run_count(config, settings)
     if runs > LIMITS["runs"]:
         raise ConfigError(
             f"{runs:,} runs planned, more than {LIMITS['runs']:,}; use fewer seeds, learning "
@@ -98,9 +99,15 @@ def check_jobs(
             "workers", f"{{workers}} must be at most {most:,}, got {str(workers)[:60]}"
         )
     engine = plugin.job_engine(config, device)
-    if here:  # else the jobs run on a cluster's machines
-        check_memory(experiment, config, plugin, engine, device, workers, runs)
+    if here:  # else the jobs run on a cluster's machines; sizes the data cap: at their least
+        memory = plugin.memory_config(config, None)
+        check_memory(experiment, memory, plugin, engine, device, workers, runs)
     return engine
+
+
+def run_count(config: Any, settings: Mapping[str, Any]) -> int:
+    """The runs of ``config``: learning rates × seeds × each activation's ``settings``."""
+    return len(config.optim.lr) * config.train.seeds * sum(map(len, settings.values()))
 
 
 def check_memory(
@@ -135,9 +142,11 @@ def check_memory(
     where = "this machine's memory" if device == "cpu" else "one GPU's memory"
     need = f"{per_device} jobs at once need" if per_device > 1 else "one job needs"
     fewer = ", or fewer {workers}" if per_device > 1 else ""
+    need_bytes = estimate * per_device
     raise ConfigError(
-        f"{experiment}: {need} about {size_text(estimate * per_device)}, more than {where} "
-        f"({size_text(total)}); it grows with {settings}: lower them{fewer}"
+        f"{experiment}: {need} about {size_text(need_bytes)}, more than {where} "
+        f"({size_text(total)}) by {size_text(need_bytes - total)} ({need_bytes / total:,.1f}×); "
+        f"it grows with {settings}: lower them{fewer}"
     )
 
 

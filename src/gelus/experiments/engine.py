@@ -139,6 +139,12 @@ class EnginePlugin:
         does not estimate it."""
         return 0.0, ()
 
+    def memory_config(self, config: Any, data: Any) -> Any:
+        """``config`` as its jobs use memory on ``data``: a size the data cap (an evaluation batch
+        larger than the windows to evaluate) at the most the data allow, for ``memory_bytes``;
+        ``data`` None before they are loaded (such a size at its least, checked again with them)."""
+        return config
+
     def parameter_count(self, config: Any) -> int | None:
         """The weights one run's model trains, from the config alone (the size a scale axis is
         measured in); None where the engine does not count them."""

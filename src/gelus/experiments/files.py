@@ -22,6 +22,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
     as for :func:`open`); when the block ends normally, flush it to disk, rename it to ``path``
     and flush the folder, so that the rename itself survives a crash.
 
+    A folder that does not exist is a FileNotFoundError naming ``path`` (not the temporary name).
     If the block raises (``KeyboardInterrupt`` included), the temporary file is removed and
     ``path`` is left as it was. The file gets the usual permissions (the umask's), not mkstemp's
     0600: it is meant to be read.
@@ -30,7 +31,12 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
         raise ValueError(f"atomic_write writes a whole file: mode 'w' or 'wb', not {mode!r}")
     path = Path(path)
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    handle = open(temporary, mode.replace("w", "x"), **open_kwargs)  # noqa: SIM115 (closed below)
+    try:
+        handle = open(temporary, mode.replace("w", "x"), **open_kwargs)  # noqa: SIM115 (closed below)
+    except (FileNotFoundError, NotADirectoryError) as error:  # the folder: name the user's path
+        raise type(error)(
+            error.errno, f"{error.strerror} (its folder {path.parent})", str(path)
+        ) from None
     try:
         with handle:
             yield handle

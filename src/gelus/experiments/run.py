@@ -42,7 +42,14 @@ from gelus.experiments.config import (
 )
 from gelus.experiments.data_source import resolve_dataset
 from gelus.experiments.datasets import resolve_data
-from gelus.experiments.device import check_jobs, default_workers, environment_metadata, jobs_device
+from gelus.experiments.device import (
+    check_jobs,
+    check_memory,
+    default_workers,
+    environment_metadata,
+    jobs_device,
+    run_count,
+)
 from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.errors import SettingError
 from gelus.experiments.presets import PRESETS, Preset
@@ -183,12 +190,17 @@ def _runs(
     out_dir, here = Path(options.out_dir), not hasattr(executor, "resolve_device")
     workers = getattr(executor, "workers", None) if options.workers is None else options.workers
     for (overrides, config, plugin), (specs, settings, sources) in zip(configs, asked, strict=True):
+        # the memory before the data, then again with them (they cap the evaluation batch)
         engine = check_jobs(preset.name, config, plugin, settings, device, options.workers, here)
         found = resolve_dataset(preset, config, plugin, data_dir, options.dataset)
         loaded = resolve_data(
             preset, config, plugin, found, data_dir, options.dataset, options.verify, say
         )
         config = loaded.config
+        if here:
+            memory = plugin.memory_config(config, loaded.data)
+            runs = run_count(config, settings)
+            check_memory(preset.name, memory, plugin, engine, device, options.workers, runs)
         if (problem := plugin.device_problem(config, device)) is not None:  # fp16 on a CPU
             raise SettingError(*problem)
         chash, config_json = config_hash(config), json.dumps(config_to_dict(config), sort_keys=True)

@@ -29,6 +29,7 @@ from gelus.experiments.config import drivers, positive_finite
 __all__ = [
     "INITS",
     "LM_OMITTED_DEFAULTS",
+    "MAX_STEPS_PER_EPOCH",
     "NORMS",
     "OMITTED_DEFAULTS",
     "STACK_MODES",
@@ -60,6 +61,9 @@ STACK_MODES = ("auto", "on", "off")
 # preset's (1.1e10) is far less arithmetic than its kernel launches cost a GPU; the GPT-2-small
 # shape's (9e12) fills one, and 15 such members would not fit in its memory (not measured on a GPU)
 STACK_MAX_STEP_FLOPS = 1e12
+# The most optimizer steps an epoch may take, set or derived (train.tokens_per_param): 10⁷ steps
+# of the smallest model are about a day on one CPU thread; more is a typo, not a run.
+MAX_STEPS_PER_EPOCH = 10_000_000
 
 
 def gated_hidden(d_model: int, mult: int = 4) -> int:
@@ -150,7 +154,9 @@ def budget_steps(model: TransformerModelConfig, train: TransformerTrainConfig) -
     if not (math.isfinite(rate) and rate > 0 and per_step > 0 and cap >= 0):
         return None
     tokens = rate * weight_count(model)
-    return max(1, round((min(tokens, cap) if cap else tokens) / per_step))
+    steps = (min(tokens, cap) if cap else tokens) / per_step
+    # past MAX_STEPS_PER_EPOCH (an infinite product too) the range check names tokens_per_param
+    return max(1, round(steps)) if steps <= MAX_STEPS_PER_EPOCH else MAX_STEPS_PER_EPOCH + 1
 
 
 def stored_dict(config) -> dict:
@@ -209,6 +215,12 @@ def lm_checks(config) -> list[tuple[bool, str, str]]:
             math.isfinite(train.tokens_per_param) and train.tokens_per_param >= 0,
             "train.tokens_per_param",
             "0 (off: the steps as set) or a finite positive number of bytes per weight",
+        ),
+        (
+            train.steps_per_epoch <= MAX_STEPS_PER_EPOCH,
+            "train.tokens_per_param" if train.tokens_per_param > 0 else "train.steps_per_epoch",
+            f"a budget of at most {MAX_STEPS_PER_EPOCH:,} steps per epoch"
+            + (" (it derives more for this model)" if train.tokens_per_param > 0 else ""),
         ),
         (train.max_tokens >= 0, "train.max_tokens", "0 (no cap) or a positive number of bytes"),
         (

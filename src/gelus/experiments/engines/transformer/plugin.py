@@ -74,6 +74,24 @@ class TransformerPlugin(BlocksPlugin):
     def memory_bytes(self, config: TransformerExperimentConfig, members: int = 1):
         return memory_bytes(config, config.model.context, members)
 
+    def memory_config(
+        self, config: TransformerExperimentConfig, data
+    ) -> TransformerExperimentConfig:
+        """An evaluation batch holds at most the windows of the larger evaluated split (a
+        larger ``train.eval_batch_size`` evaluates them in one batch, needing no more); before
+        the data are known (``data`` None), one window: the evaluation is checked with them."""
+        import dataclasses
+
+        from gelus.experiments.engines.transformer.engine import eval_starts
+
+        splits = [s for s in (getattr(data, "val", None), getattr(data, "test", None)) if s]
+        context, limit = config.model.context, config.train.eval_bytes
+        windows = max((len(eval_starts(len(s.data), context, limit)) for s in splits), default=0)
+        if config.train.eval_batch_size <= max(1, windows):
+            return config
+        train = dataclasses.replace(config.train, eval_batch_size=max(1, windows))
+        return dataclasses.replace(config, train=train)
+
     def text_context(self, config: TransformerExperimentConfig) -> int:
         return config.model.context
 
