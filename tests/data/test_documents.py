@@ -2,6 +2,7 @@
 by the digest of its documents, read as every text is (one clear error naming the bad file)."""
 
 import hashlib
+import os
 
 import pytest
 import torch
@@ -103,3 +104,59 @@ def test_the_larger_corpus_is_catalogued_with_its_package_and_sizes():
     if installed is not None:  # this machine has the package: its numbers are the catalog's
         data = load("linux-docs")
         assert (len(data.train), len(data.val), len(data.test)) == spec.split_sizes
+
+
+def test_a_file_name_that_is_not_utf8_is_read_as_a_document(tmp_path):
+    """Before: a UnicodeEncodeError from the loader. Its name's raw bytes fix its split; every
+    other document keeps its split, its bytes and the corpus's digest of UTF-8 names."""
+    documents = _write_corpus(tmp_path, 60)
+    before = corpus_digest(tmp_path, _spec(tmp_path).documents)
+    assert before == corpus_digest(tmp_path, _spec(tmp_path).documents)  # deterministic
+    odd = os.fsencode(tmp_path) + b"/a/caf\xe9-latin1.rst.txt"  # Latin-1, not UTF-8
+    with open(odd, "wb") as handle:
+        handle.write(SENTENCE.encode() * 40)
+    data = load(_spec(tmp_path), tmp_path / "elsewhere")
+    after = corpus_digest(tmp_path, _spec(tmp_path).documents)
+    assert after != before  # the new document is part of the corpus
+    total = sum(len(d) + 1 for d in documents.values()) + len(SENTENCE) * 40 + 1
+    assert len(data.train) + len(data.val) + len(data.test) == total
+
+
+def _outside(tmp_path):
+    corpus, outside = tmp_path / "corpus", tmp_path / "private"
+    corpus.mkdir()
+    outside.mkdir()
+    _write_corpus(corpus, 60)
+    (outside / "secret.rst.txt").write_text("password: hunter2\n" * 100)
+    return corpus, outside
+
+
+def test_a_link_leading_outside_the_corpus_is_refused_naming_it(tmp_path):
+    """Before: a link to a file outside the tree was read into the corpus."""
+    corpus, outside = _outside(tmp_path)
+    (corpus / "a" / "leak.rst.txt").symlink_to(outside / "secret.rst.txt")
+    with pytest.raises(DataError, match="outside the corpus folder") as raised:
+        load(_spec(corpus), tmp_path / "elsewhere")
+    assert str(outside / "secret.rst.txt") in str(raised.value)
+    assert "remove the link" in str(raised.value)
+
+
+def test_a_linked_folder_outside_the_corpus_is_never_read(tmp_path):
+    """Refused where rglob follows the link into it; else not visited at all."""
+    corpus, outside = _outside(tmp_path)
+    (corpus / "b" / "more").symlink_to(outside)
+    try:
+        data = load(_spec(corpus), tmp_path / "elsewhere")
+    except DataError as error:
+        assert "outside the corpus folder" in str(error)
+        return
+    every = b"".join(bytes(s.data.tolist()) for s in (data.train, data.val, data.test))
+    assert b"hunter2" not in every
+
+
+def test_a_link_inside_the_corpus_is_read(tmp_path):
+    documents = _write_corpus(tmp_path, 60)
+    (tmp_path / "c" / "again.rst.txt").symlink_to(tmp_path / "index.rst.txt")
+    data = load(_spec(tmp_path), tmp_path / "elsewhere")
+    total = sum(len(d) + 1 for d in documents.values()) + len(documents["index.rst.txt"]) + 1
+    assert len(data.train) + len(data.val) + len(data.test) == total

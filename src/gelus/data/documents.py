@@ -11,6 +11,9 @@ so a version of the corpus that adds or drops documents moves no other document 
 Each split is its documents in path order, each followed by one newline. Every document is read
 as :func:`gelus.data.text.read_text_file` reads a text (``stat`` first, streamed, stopped at the
 first byte that is not UTF-8 text); the corpus as a whole is held to ``MAX_TEXT_BYTES``.
+
+A file name that is not UTF-8 is a document like the others (its path's raw bytes are hashed); a
+symbolic link that leads outside the corpus folder is refused (:func:`corpus_files`).
 """
 
 from __future__ import annotations
@@ -34,15 +37,36 @@ _SHORTEST_CONTEXT = 64  # each split must hold MIN_WINDOWS windows of at least t
 
 def document_split(relative: str) -> str:
     """ "train", "val" or "test" for the document at ``relative`` (a POSIX path in the corpus)."""
-    bucket = int(hashlib.sha256(relative.encode("utf-8")).hexdigest(), 16) % BUCKETS
+    bucket = int(hashlib.sha256(_name_bytes(relative)).hexdigest(), 16) % BUCKETS
     return {0: "val", 1: "test"}.get(bucket, "train")
 
 
+def _name_bytes(relative: str) -> bytes:
+    """A path's bytes as the filesystem holds them: its UTF-8 for a UTF-8 name, and the raw bytes
+    of a name that is not UTF-8 (Python keeps them as surrogate escapes), which is then read
+    like any other document rather than crashing the loader."""
+    return relative.encode("utf-8", "surrogateescape")
+
+
 def corpus_files(directory: Path, corpus: DocumentCorpus) -> list[tuple[str, Path]]:
-    """(relative POSIX path, path) of each document under ``directory``, in path order."""
+    """(relative POSIX path, path) of each document under ``directory``, in path order.
+
+    A symbolic link (to a document or a folder) is followed only where it stays inside the
+    corpus folder: one that leads outside it is a DataError naming the link and its target, so
+    that nothing outside the tree is read into the corpus (an ``rglob`` follows such links)."""
     suffix = corpus.suffix
-    found = [(p.relative_to(directory).as_posix(), p) for p in directory.rglob(f"*{suffix}")]
-    return sorted((relative, path) for relative, path in found if path.is_file())
+    root = directory.resolve()
+    found = []
+    for path in directory.rglob(f"*{suffix}"):
+        target = path.resolve()
+        if target != root and root not in target.parents:
+            raise DataError(
+                f"{path}: a link to {target}, outside the corpus folder {root}; a corpus reads "
+                "only its own files: remove the link, or copy the file into the folder"
+            )
+        if path.is_file():
+            found.append((path.relative_to(directory).as_posix(), path))
+    return sorted(found)
 
 
 def corpus_digest(directory: Path, corpus: DocumentCorpus) -> str:
@@ -52,7 +76,7 @@ def corpus_digest(directory: Path, corpus: DocumentCorpus) -> str:
     for relative, path in corpus_files(directory, corpus):
         _, digest = read_text_file(path, keep=False, context=None)
         lines.append(f"{relative}\0{digest}\n")
-    return hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()
+    return hashlib.sha256(_name_bytes("".join(lines))).hexdigest()
 
 
 def load_documents(
@@ -73,7 +97,7 @@ def load_documents(
         parts[document_split(relative)] += [data, b"\n"]
         lines.append(f"{relative}\0{digest}\n")
         left -= len(data) + 1
-    actual = hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()
+    actual = hashlib.sha256(_name_bytes("".join(lines))).hexdigest()
     if verify and corpus.digest and actual != corpus.digest:
         raise ChecksumError(
             f"{location.directory}: its {len(lines):,} documents are not the corpus recorded for "
