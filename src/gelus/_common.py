@@ -22,6 +22,7 @@ __all__ = [
     "TANH_CLAMP",
     "TANH_CUBIC",
     "TANH_TAME",
+    "UnknownFormError",
     "apply_inplace",
     "check_approximate",
     "check_floating",
@@ -81,12 +82,19 @@ def result_dtype(*operands: Tensor | float) -> torch.dtype:
     return dtype
 
 
+class UnknownFormError(ValueError, RuntimeError):
+    """An ``approximate`` that is no GELU form: a ValueError, as every invalid argument of gelus,
+    and the RuntimeError that torch's ``F.gelu`` raises there, with torch's words (op_db's error
+    input for gelu expects both), so code written for either catches it."""
+
+
 def check_approximate(approximate: str, accurate: bool = False) -> None:
-    """ValueError (not torch's RuntimeError) for an unknown form, or ``accurate`` with a form."""
+    """:class:`UnknownFormError` for an unknown form; ValueError for ``accurate`` with a form."""
     if approximate not in APPROXIMATIONS:
-        raise ValueError(
-            f"approximate={approximate!r} is not a GELU form; use one of "
-            + ", ".join(repr(name) for name in APPROXIMATIONS)
+        forms = ", ".join(repr(name) for name in APPROXIMATIONS)
+        raise UnknownFormError(
+            f"approximate={approximate!r} is not a GELU form; use one of {forms} (the "
+            "approximate argument must be either of these)"
         )
     if accurate and approximate != "none":
         raise ValueError(

@@ -19,8 +19,8 @@ The contract of every member and route (docs/NUMERICS.md): +inf → +inf, −inf
 −0 → −0, finite → finite (FLT_MAX → FLT_MAX); the gradient is finite at every finite x and 1 / 0
 at ±inf; fp16 and bf16 are computed in float32 and rounded once. Dtypes follow torch's type
 promotion over the tensor operands (``bias_gelu(bf16, fp32 bias)`` is float32). Invalid
-arguments raise ``ValueError`` (torch's ``F.gelu`` raises ``RuntimeError`` for an unknown
-``approximate``; one error type across the library).
+arguments raise ``ValueError`` (one error type across the library); an unknown ``approximate``
+raises one that is also the ``RuntimeError`` torch's ``F.gelu`` raises there.
 """
 
 import torch
@@ -70,7 +70,7 @@ def gelu(x: Tensor, approximate: str = "none", *, accurate: bool = False) -> Ten
     Args:
         x: any shape, any float dtype. fp16/bf16 are computed in fp32 and rounded once.
         approximate: ``"none"`` (exact), ``"tanh"`` or ``"sigmoid"``; anything else raises
-            ``ValueError``.
+            ``ValueError`` (also a ``RuntimeError``, as torch's).
         accurate: exact form only (``ValueError`` with another form). ``True``: Φ without
             cancellation or argument rounding, down to underflow: eager in float64, rounded
             once; compiled in fp32 with split arguments; several times the cost of ``F.gelu``
