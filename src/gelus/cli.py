@@ -160,10 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         return _print_version()
     try:
         parser = build_parser()
-    except ImportError as error:  # a module the commands need (numpy, torch) is missing or broken
+    except Exception as error:  # a module the commands need (numpy, torch) is missing or broken
+        from gelus import _TORCH_ERROR
+
         if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
             raise
-        print(f"gelus: error: {_cannot_load(error)}", file=sys.stderr)
+        if not isinstance(error, ImportError) and _TORCH_ERROR is None:
+            raise  # a bug: shown
+        print(f"gelus: error: {_cannot_load(error, _TORCH_ERROR)}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
     if args.version:
@@ -235,9 +239,12 @@ def _stdout_failed(command: str, error: OSError) -> int:
     return 1
 
 
-def _cannot_load(error: ImportError) -> str:
+def _cannot_load(error: Exception, torch_error: Exception | None) -> str:
     """The line for a command line that cannot load its commands: what is missing, how to get it."""
     name = _root(getattr(error, "name", None))
+    if torch_error is not None:
+        first = f"{type(torch_error).__name__}: {torch_error}".splitlines()[0][:200]
+        return f"torch does not import ({first}); install or repair it: pip install torch"
     if isinstance(error, ModuleNotFoundError) and name:
         return (
             f"its commands need {name}, which is not installed (No module named {name!r}); "

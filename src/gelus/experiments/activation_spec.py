@@ -45,11 +45,13 @@ __all__ = [
     "GATED_ACTIVATIONS",
     "STOCHASTIC_ACTIVATIONS",
     "ActivationError",
+    "ActivationFault",
     "ActivationSpec",
     "activation_texts",
     "engine_activations",
     "resolve_activation",
     "resolve_activations",
+    "watch_output",
 ]
 
 # Registry activations that draw their own mask (the SOI map); the MLP engine feeds them uniforms.
@@ -57,6 +59,62 @@ STOCHASTIC_ACTIVATIONS = ("stochastic_gelu",)
 # Registry activations that halve the last dimension, a·f(b) for x = [a, b].
 GATED_ACTIVATIONS = ("geglu", "swiglu", "reglu")
 _PROBE = torch.linspace(-3, 3, 24).view(2, 3, 4)
+
+
+class ActivationFault(Exception):
+    """What a user's activation did wrong while it trained (its output checked after every call,
+    :func:`watch_output`): ``text`` the activation, ``what`` what it did, in words."""
+
+    def __init__(self, text: str, what: str) -> None:
+        super().__init__(f"activation {text[:120]!r} {what}")
+        self.text, self.what = text, what
+
+
+def watch_output(module: nn.Module, text: str, gated: bool = False) -> nn.Module:
+    """Mark ``module`` as the user's activation ``text`` (the guard finds it in a traceback's
+    frames, wherever its code lives) and check each of its outputs as it trains: a tensor, on the
+    input's device, of its dtype (unless autocast chose another) and its shape (the last dimension
+    halved where ``gated``); else :class:`ActivationFault` saying what it returned. The probe
+    checks one call before any job; this catches what changes later (in training mode, after
+    some steps). Marks are plain attributes: the state dict is unchanged."""
+    module._gelus_activation = text
+    module._gelus_gated = gated
+    module.register_forward_hook(_check_output)
+    return module
+
+
+def _check_output(module: nn.Module, inputs: tuple, output: object) -> None:
+    """The forward hook of :func:`watch_output`."""
+    x = inputs[0] if inputs else None
+    problem = _output_problem(x, output, getattr(module, "_gelus_gated", False))
+    if problem is not None:
+        raise ActivationFault(getattr(module, "_gelus_activation", "?"), problem)
+
+
+def _output_problem(x: object, out: object, gated: bool) -> str | None:
+    if not isinstance(out, torch.Tensor):
+        return f"returned {'None' if out is None else 'a ' + type(out).__name__}, not a tensor"
+    if not isinstance(x, torch.Tensor):
+        return None
+    if out.device != x.device:
+        return f"returned a tensor on the {out.device} device for an input on {x.device}"
+    if out.dtype != x.dtype and not _autocasting(x):
+        return f"returned a {out.dtype} tensor for a {x.dtype} input"
+    expected = (*x.shape[:-1], x.shape[-1] // 2) if gated else tuple(x.shape)
+    if tuple(out.shape) != tuple(expected):
+        return (
+            f"returned a tensor of shape {tuple(out.shape)} for an input of shape "
+            f"{tuple(x.shape)} (expected {tuple(expected)})"
+        )
+    return None
+
+
+def _autocasting(x: torch.Tensor) -> bool:
+    """Whether autocast is on for ``x``'s device (it may legitimately change an output's dtype)."""
+    try:
+        return torch.is_autocast_enabled(x.device.type)
+    except (TypeError, RuntimeError):  # an older torch, or a device autocast does not know
+        return torch.is_autocast_enabled()
 
 
 class ActivationError(SettingError):
@@ -93,8 +151,12 @@ class ActivationSpec:
     factory: Callable[[], nn.Module] = field(default=None, compare=False, repr=False)
 
     def build(self) -> nn.Module:
-        """A fresh module; every call returns a new object."""
-        return self.factory()
+        """A fresh module; every call returns a new object. A user's is marked with its text and
+        checks each output as it trains (:func:`watch_output`)."""
+        module = self.factory()
+        if self.is_custom and isinstance(module, nn.Module):
+            watch_output(module, self.text, self.gated)
+        return module
 
     @property
     def is_custom(self) -> bool:
@@ -314,9 +376,13 @@ def _import_module(module_name: str):
 def _user_code(text: str, doing: str, call: Callable):
     """``call()``, with any failure of user code (SystemExit included: a user's module must not end
     the run silently) turned into one ActivationError; a Ctrl-C (KeyboardInterrupt) stays the
-    user's interruption."""
+    user's interruption. What it runs is noted for a supervisor (``gelus.experiments.guard``), so
+    that a process ended from inside it (``os._exit``) is named too."""
+    from gelus.experiments.guard import note_user_code
+
     try:
-        return call()
+        with note_user_code(text, doing):
+            return call()
     except ActivationError:
         raise
     except (Exception, SystemExit) as error:

@@ -4,27 +4,50 @@
 evaluation; stacked or not, in this process or in a worker) and turns what escapes it into one
 harness error, the job's runs marked ``failed`` (a later ``gelus run`` tries them again):
 
-* an exception whose traceback passes through the source file of a user's activation
-  (``module:attribute``), or a ``SystemExit`` from anywhere while one is trained: an
+* what a user's activation (``module:attribute``) did, wherever its code lives: an output that
+  is not a tensor of the input's device, dtype and shape (its module's output check,
+  :func:`~gelus.experiments.activation_spec.watch_output`), an exception raised inside its call
+  (its module is found among the traceback's frames), in its source file, or in code outside
+  the harness and the Python installation that torch called (a backward of its own), or a
+  ``SystemExit`` from anywhere while one is trained: an
   :class:`~gelus.experiments.activation_spec.ActivationError` naming the activation, the phase
-  (``training epoch 3``) and the exception (exit status 2);
-* an allocation that failed (``MemoryError``, ``torch.OutOfMemoryError``, the CPU allocator's
-  ``can't allocate memory``): a :class:`~gelus.experiments.errors.MachineError` naming the settings
-  that drive the job's memory (its engine's ``memory_bytes``), exit status 1.
+  (``training epoch 3``) and what it did (exit status 2); a ``MemoryError`` it raised too;
+* an allocation that failed otherwise (``MemoryError``, ``torch.OutOfMemoryError``, the CPU
+  allocator's ``can't allocate memory``): a :class:`~gelus.experiments.errors.MachineError` naming
+  the settings that drive the job's memory (its engine's ``memory_bytes``), exit status 1.
+
+What no exception can tell, a process that user code ends (``os._exit``, a crash) is told by a
+supervisor that outlives it: each process notes what it runs, the job and its phase or the user
+code called, in a small state file (:func:`watch_state`, :func:`read_state`), which the
+supervisor reads when the process ends before it finished (a worker: the local executor; the
+``gelus run`` process itself: :mod:`gelus.experiments.supervise`).
 
 A user's Ctrl-C (``KeyboardInterrupt``) passes as it is: an interruption, the runs left to resume.
 Anything else is the harness's own bug and passes on too (its runs marked ``failed``).
 """
 
 import contextlib
+import json
 import os
+import site
+import sys
+import sysconfig
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
-from gelus.experiments.activation_spec import ActivationError
+from gelus.experiments.activation_spec import ActivationError, ActivationFault
 from gelus.experiments.errors import HarnessError, MachineError, size_text
 
-__all__ = ["Phase", "guarded", "is_out_of_memory", "user_code_failure"]
+__all__ = [
+    "Phase",
+    "guarded",
+    "is_out_of_memory",
+    "note_user_code",
+    "read_state",
+    "user_code_failure",
+    "watch_state",
+]
 
 # what torch's CPU allocator and CUDA caching allocator say when an allocation fails
 _RETRIED = (
@@ -34,10 +57,80 @@ _NO_MEMORY = ("can't allocate memory", "defaultcpuallocator", "out of memory")
 
 
 class Phase:
-    """What a guarded job is doing now, in words (``training epoch 3``); set as it goes."""
+    """What a guarded job is doing now, in words (``training epoch 3``); set as it goes, and
+    noted in this process's state file where a supervisor watches it (:func:`watch_state`)."""
 
     def __init__(self, now: str) -> None:
-        self.now = now
+        self.job: Any = None
+        self._now = now
+
+    @property
+    def now(self) -> str:
+        return self._now
+
+    @now.setter
+    def now(self, value: str) -> None:
+        self._now = value
+        if self.job is not None:
+            _note_job(self.job, value)
+
+
+# ------------------------------------------------------------------ the state a supervisor reads
+
+_STATE_FILE: Path | None = None  # where this process notes what it runs; None: not watched
+
+
+def watch_state(path: str | os.PathLike | None) -> None:
+    """Note what this process runs in ``path`` from now on (None: stop), for a supervisor."""
+    global _STATE_FILE
+    _STATE_FILE = None if path is None else Path(path)
+    _write_state({"pid": os.getpid(), "doing": ""})
+
+
+def read_state(path: str | os.PathLike) -> dict[str, Any]:
+    """What the process watched through ``path`` last noted: ``doing`` (empty when idle),
+    ``activation`` (a user activation's text, or empty), and for a job ``job``, ``out_dir`` and
+    ``run_ids``; {} when there is no readable note."""
+    try:
+        state = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _write_state(state: dict[str, Any]) -> None:
+    if _STATE_FILE is None:
+        return
+    with contextlib.suppress(OSError):  # a note that cannot be written must not stop the job
+        _STATE_FILE.write_text(json.dumps(state), encoding="utf-8")
+
+
+def _note_job(job: Any, phase: str) -> None:
+    activation = job.activation
+    _write_state(
+        {
+            "pid": os.getpid(),
+            "doing": f"{phase} of {job.experiment} {job.label}",
+            "activation": activation.text if getattr(activation, "is_custom", False) else "",
+            "job": job.label,
+            "out_dir": str(job.out_dir),
+            "run_ids": list(job.run_ids),
+        }
+    )
+
+
+@contextlib.contextmanager
+def note_user_code(text: str, doing: str) -> Iterator[None]:
+    """Note, for the body, that user activation ``text`` runs (``doing``: "importing it")."""
+    if _STATE_FILE is None:
+        yield
+        return
+    previous = read_state(_STATE_FILE)
+    _write_state({"pid": os.getpid(), "doing": doing, "activation": text})
+    try:
+        yield
+    finally:
+        _write_state(previous or {"pid": os.getpid(), "doing": ""})
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -57,7 +150,19 @@ def user_code_failure(
     activation runs), naming it, ``doing`` and the exception, then ``after`` (what becomes of the
     runs); None when it is not."""
     users = [spec for spec in specs if getattr(spec, "is_custom", False)]
-    blamed = next((spec for spec in users if _passes_through(error, spec.path)), None)
+    fault = _chained(error, ActivationFault)
+    if fault is not None:  # its output check: what it returned
+        blamed = next((spec for spec in users if spec.text == fault.text), None)
+        return ActivationError(
+            f"activation {fault.text[:120]!r} {fault.what} during {doing}{after}; "
+            + (_way_out(blamed) if blamed is not None else "fix its code")
+        )
+    called = _called_activation(error)  # raised inside its module's call, wherever defined
+    blamed = next((spec for spec in users if spec.text == called), None)
+    if blamed is None:
+        blamed = next((spec for spec in users if _passes_through(error, spec.path)), None)
+    if blamed is None and len(users) == 1 and _through_foreign_code(error):
+        blamed = users[0]  # its backward, in another module, called by torch's autograd
     if blamed is None and isinstance(error, SystemExit) and users:
         blamed = users[0] if len(users) == 1 else None
         if blamed is None:
@@ -70,8 +175,15 @@ def user_code_failure(
         return None
     return ActivationError(
         f"activation {blamed.text[:120]!r} failed during {doing}: {_detail(error)}{after}; "
-        f"once its code ({blamed.path}) is fixed, give it a new label "
-        f"({blamed.label}2={blamed.spec}) or another {{out_dir}}"
+        + _way_out(blamed)
+    )
+
+
+def _way_out(spec: Any) -> str:
+    where = f" ({spec.path})" if spec.path else ""
+    return (
+        f"once its code{where} is fixed, give it a new label ({spec.label}2={spec.spec}) or "
+        "another {out_dir}"
     )
 
 
@@ -79,6 +191,8 @@ def user_code_failure(
 def guarded(job: Any, store: Any, phase: Phase) -> Iterator[Phase]:
     """Run the body as ``job``'s work: what escapes it becomes the error the module's docstring
     describes, the job's runs marked ``failed`` in ``store`` first (not on Ctrl-C)."""
+    phase.job = job
+    _note_job(job, phase.now)
     try:
         yield phase
     except KeyboardInterrupt:
@@ -88,12 +202,17 @@ def guarded(job: Any, store: Any, phase: Phase) -> Iterator[Phase]:
     except BaseException as error:
         _mark_failed(store, job.run_ids)
         doing = f"{phase.now} of {job.experiment} {job.label}"
-        if is_out_of_memory(error):
-            raise MachineError("", _memory_message(job, doing, error)) from error
         failure = user_code_failure(error, [job.activation], doing, _RETRIED)
+        # torch's allocators failing are the machine's, wherever they ran; a Python MemoryError
+        # that user code raised (or let through) is the user's
+        if is_out_of_memory(error) and not (failure and isinstance(error, MemoryError)):
+            raise MachineError("", _memory_message(job, doing, error)) from error
         if failure is not None:
             raise failure from error
         raise
+    finally:
+        phase.job = None
+        _write_state({"pid": os.getpid(), "doing": ""})
 
 
 def _memory_message(job: Any, doing: str, error: BaseException) -> str:
@@ -146,4 +265,76 @@ def _passes_through(error: BaseException, path: str) -> bool:
                 return True
             tb = tb.tb_next
         current = current.__cause__ or current.__context__
+    return False
+
+
+def _chained(error: BaseException, kind: type) -> Any:
+    """The first exception of type ``kind`` among ``error`` and those it was raised from or
+    during; None when there is none."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _frames(error: BaseException) -> Iterator[Any]:
+    """The frames of ``error``'s traceback and of those it was raised from or during."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        tb = current.__traceback__
+        while tb is not None:
+            yield tb.tb_frame
+            tb = tb.tb_next
+        current = current.__cause__ or current.__context__
+
+
+def _called_activation(error: BaseException) -> str | None:
+    """The text of the user activation whose module's call ``error`` was raised inside (a frame
+    of ``nn.Module``'s call whose ``self`` is marked by ``watch_output``); None if none."""
+    for frame in _frames(error):
+        owner = frame.f_locals.get("self") if frame.f_code.co_name.endswith("call_impl") else None
+        text = getattr(owner, "_gelus_activation", None) if owner is not None else None
+        if isinstance(text, str):
+            return text
+    return None
+
+
+def _installed_prefixes() -> tuple[str, ...]:
+    """Where the harness, torch, the standard library and installed packages live."""
+    import gelus
+
+    paths = {
+        str(Path(gelus.__file__).resolve().parent),
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        *(p for p in sysconfig.get_paths().values() if p),
+    }
+    with contextlib.suppress(Exception):
+        paths |= {*site.getsitepackages(), site.getusersitepackages()}
+    return tuple(os.path.realpath(p) + os.sep for p in paths)
+
+
+def _through_foreign_code(error: BaseException) -> bool:
+    """Whether ``error`` passed through code outside the harness and the Python installation
+    that torch called (a user's ``autograd.Function.backward``, wherever it lives), rather than
+    the harness (a test's stand-in for an engine is called by the harness, not by torch)."""
+    prefixes = _installed_prefixes()
+    torch_seen = False
+    for frame in _frames(error):
+        name = frame.f_code.co_filename
+        if name.startswith("<"):
+            continue
+        real = os.path.realpath(name)
+        if not real.startswith(prefixes):
+            if torch_seen:
+                return True
+            continue
+        torch_seen = f"{os.sep}torch{os.sep}" in real
     return False
