@@ -188,3 +188,21 @@ def test_registered_names_resolve_through_timms_factory_and_unregister(timm, reg
     timm_gelus.unregister()
     with pytest.raises(KeyError, match="gelus:silu"):
         get_act_layer("gelus:silu")
+
+
+# timm's names whose layer patch maps, with the gelus name of the same function: the same name
+# (gelus:<name> is registered for each), except "swish", which timm builds as torch's nn.SiLU:
+# gelus's "swish" is the β family (Swish)
+PAIRS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu", "silu": "silu"}
+PAIRS |= {"swish": "silu", "hard_mish": "hard_mish"}
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+@pytest.mark.parametrize("inplace", [False, True])
+def test_patch_builds_the_class_the_gelus_name_builds(timm, registered, name, inplace):
+    from timm.layers import create_act_layer
+
+    (entry,) = gelus.patch(nn.Sequential(create_act_layer(name, inplace=inplace))).replaced
+    by_name = create_act_layer(f"gelus:{PAIRS[name]}", inplace=inplace)
+    assert type(entry.new) is type(by_name)  # one class per function (quick_gelu: GELU)
+    assert getattr(entry.new, "approximate", None) == getattr(by_name, "approximate", None)
