@@ -195,8 +195,11 @@ def test_a_corrupt_checkpoint_is_set_aside_and_its_run_restarted(
 
 
 def _children(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (`gelus run`'s workers are its command process's children,
+    under the supervising parent: gelus.experiments.supervise)."""
     path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(c) for c in path.read_text().split()] if path.exists() else []
+    children = [int(c) for c in path.read_text().split()] if path.exists() else []
+    return children + [grandchild for child in children for grandchild in _children(child)]
 
 
 @pytest.mark.slow

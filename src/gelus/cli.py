@@ -154,8 +154,31 @@ def _asks_version(argv: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``gelus`` with ``argv``; returns the exit status (0 success, 2 a user's error, 1 other)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """Run ``gelus`` with ``argv``; returns the exit status (0 success, 2 a user's error, 1 other).
+
+    The command line's own (``argv`` None) ``gelus run`` and ``gelus reproduce`` run supervised
+    (:mod:`gelus.experiments.supervise`): user code that ends the process is still one line."""
+    if argv is None:
+        argv = sys.argv[1:]
+        command = next((token for token in argv if not token.startswith("-")), None)
+        if not _asks_version(argv) and _supervised(command):
+            from gelus.experiments.supervise import supervise
+
+            return supervise(command, lambda: _main(argv))
+    return _main(list(argv))
+
+
+def _supervised(command: str | None) -> bool:
+    if command not in ("run", "reproduce"):
+        return False  # nothing else runs user code: not even the import below
+    try:
+        from gelus.experiments.supervise import supervised
+    except Exception:  # a broken installation: the command says so itself, unsupervised
+        return False
+    return supervised(command)
+
+
+def _main(argv: list[str]) -> int:
     if _asks_version(argv):
         return _print_version()
     try:

@@ -43,6 +43,7 @@ __all__ = [
     "Phase",
     "guarded",
     "is_out_of_memory",
+    "note_end",
     "note_user_code",
     "read_state",
     "user_code_failure",
@@ -88,14 +89,21 @@ def watch_state(path: str | os.PathLike | None) -> None:
 
 
 def read_state(path: str | os.PathLike) -> dict[str, Any]:
-    """What the process watched through ``path`` last noted: ``doing`` (empty when idle),
-    ``activation`` (a user activation's text, or empty), and for a job ``job``, ``out_dir`` and
-    ``run_ids``; {} when there is no readable note."""
+    """What the process watched through ``path`` last noted: ``doing`` (empty when idle) and
+    ``when`` (the same with its preposition: "during training epoch 2 of …"), ``activation`` (a
+    user activation's text, or empty), for a job ``job``, ``out_dir`` and ``run_ids``, and
+    ``end``, the exit status of a command that finished; {} when there is no readable note."""
     try:
         state = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return state if isinstance(state, dict) else {}
+
+
+def note_end(status: int) -> None:
+    """Note that the command finished, with exit status ``status`` (whatever ends the process
+    after, its supervisor returns this status)."""
+    _write_state({"pid": os.getpid(), "doing": "", "end": int(status)})
 
 
 def _write_state(state: dict[str, Any]) -> None:
@@ -107,10 +115,12 @@ def _write_state(state: dict[str, Any]) -> None:
 
 def _note_job(job: Any, phase: str) -> None:
     activation = job.activation
+    doing = f"{phase} of {job.experiment} {job.label}"
     _write_state(
         {
             "pid": os.getpid(),
-            "doing": f"{phase} of {job.experiment} {job.label}",
+            "doing": doing,
+            "when": f"during {doing}",
             "activation": activation.text if getattr(activation, "is_custom", False) else "",
             "job": job.label,
             "out_dir": str(job.out_dir),
@@ -126,7 +136,7 @@ def note_user_code(text: str, doing: str) -> Iterator[None]:
         yield
         return
     previous = read_state(_STATE_FILE)
-    _write_state({"pid": os.getpid(), "doing": doing, "activation": text})
+    _write_state({"pid": os.getpid(), "doing": doing, "when": f"when {doing}", "activation": text})
     try:
         yield
     finally:

@@ -6,13 +6,17 @@
 each (on a shared CPU, 1-thread workers beat one multi-thread process, see docs/PERFORMANCE.md).
 """
 
+import contextlib
 import ctypes
 import os
 import queue
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Protocol
 
 from gelus.experiments.datasets import load_data
@@ -25,6 +29,7 @@ __all__ = [
     "Report",
     "WorkerReport",
     "claim_gpu",
+    "exit_text",
     "run_job",
 ]
 
@@ -88,9 +93,15 @@ def _die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watchdog, daemon=True).start()
 
 
-def _init_worker(threads: int, report_queue, parent_pid: int, gpu_turn=None) -> None:
+def _init_worker(
+    threads: int, report_queue, parent_pid: int, gpu_turn=None, states: str | None = None
+) -> None:
     global _report_queue
     _die_with_parent(parent_pid)
+    if states is not None:  # what this worker runs, for the executor to name should it end
+        from gelus.experiments.guard import watch_state
+
+        watch_state(Path(states) / f"{os.getpid()}.json")
     import torch
 
     torch.set_num_threads(threads)
@@ -158,21 +169,35 @@ class LocalExecutor:
         workers = min(self.workers, len(jobs))
         # on a machine with several GPUs, workers spread over them ("cuda" is each one's own)
         gpu_turn = context.Value("i", 0) if any(job.device == "cuda" for job in jobs) else None
+        states = tempfile.TemporaryDirectory(prefix="gelus-workers-")
         pool = ProcessPoolExecutor(
             workers,
             mp_context=context,
             initializer=_init_worker,
-            initargs=(self.threads, report_queue, os.getpid(), gpu_turn),
+            initargs=(self.threads, report_queue, os.getpid(), gpu_turn, states.name),
         )
+        processes: dict = {}
         try:
             futures = [pool.submit(_worker_run, job) for job in jobs]
+            processes = dict(getattr(pool, "_processes", None) or {})  # all started by now
             finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            for future in finished:
-                if future.exception() is not None:
-                    raise future.exception()
+            failed = next((f.exception() for f in finished if f.exception() is not None), None)
+            if failed is not None and not isinstance(failed, BrokenProcessPool):
+                # a job raised (its runs marked failed): the other workers finish the jobs they
+                # run, so that none is left `running`; the jobs not started are not
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise failed
+            if failed is not None:
+                raise failed
             pool.shutdown(wait=True)
+        except BrokenProcessPool as error:
+            # a worker ended (killed, or user code ended it): name it, and mark the runs of every
+            # job a worker held then failed (the pool stops them all); the next run retries them
+            processes |= dict(getattr(pool, "_processes", None) or {})
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise _worker_ended(processes, Path(states.name)) or error from error
         except BaseException:
-            # a failed job or Ctrl-C: stop every worker now rather than after its current job
+            # Ctrl-C: stop every worker now rather than after its current job (its runs resume)
             for process in list((getattr(pool, "_processes", None) or {}).values()):
                 process.kill()
             pool.shutdown(wait=False, cancel_futures=True)
@@ -180,6 +205,7 @@ class LocalExecutor:
         finally:
             stop.set()
             forwarder.join()
+            states.cleanup()
             # drain what is left so the bars end complete
             while True:
                 try:
@@ -187,3 +213,53 @@ class LocalExecutor:
                 except (queue.Empty, OSError, ValueError):
                     break
                 report(pid, label, done, total)
+
+
+def _worker_ended(processes: dict, states: Path) -> Exception | None:
+    """The error naming what ended a worker that died (a user activation that ended it: an
+    ActivationError, status 2; else the machine's, status 1), after the runs of every job a
+    worker held then are marked failed; None when no worker can be told to have ended."""
+    from gelus.experiments.activation_spec import ActivationError
+    from gelus.experiments.errors import MachineError
+    from gelus.experiments.guard import read_state
+    from gelus.experiments.records import RecordStore
+
+    held = [read_state(path) for path in sorted(states.glob("*.json"))]
+    for state in held:
+        if state.get("run_ids") and state.get("out_dir"):
+            with contextlib.suppress(Exception):  # the worker's end is the error to report
+                store = RecordStore(state["out_dir"])
+                try:
+                    store.fail_runs(state["run_ids"])
+                finally:
+                    store.close()
+    for pid, process in sorted(processes.items()):
+        code = process.exitcode
+        if code is None or code == -signal.SIGTERM:  # alive, or stopped by the pool
+            continue
+        state = read_state(states / f"{pid}.json")
+        how = exit_text(code)
+        doing = f" {state['when']}" if state.get("when") else ""
+        if state.get("activation") and code >= 0:
+            return ActivationError(
+                f"activation {state['activation'][:120]!r} ended its worker process ({how}){doing}; "
+                "an activation must return a tensor, never end the process; its runs are marked "
+                "failed, the epochs they finished kept: once its code is fixed, give it a new "
+                "label or another {out_dir}"
+            )
+        return MachineError(
+            "",
+            f"a worker process died abruptly ({how}){doing}: killed, or out of memory: try fewer "
+            "{workers}; finished runs are kept: run the same command again to resume",
+        )
+    return None
+
+
+def exit_text(code: int) -> str:
+    """A process's exit status in words: "exit status 3 (os._exit or exit)", "signal SIGKILL"."""
+    if code >= 0:
+        return f"exit status {code}: os._exit, exit or a library ending the process"
+    try:
+        return f"signal {signal.Signals(-code).name}"
+    except ValueError:
+        return f"signal {-code}"
