@@ -470,6 +470,7 @@ def test_functional_calls_are_routed_counted_by_site_and_form_and_removable():
     assert "routing removed" in str(report)
 
 
+@pytest.mark.slow
 def test_routing_under_compile_fullgraph_and_export_is_gelus():
     torch.manual_seed(0)
     model = FunctionalNet()
