@@ -157,3 +157,10 @@ def test_exported_graph_holds_gelus_operators_and_gives_the_same_logits(hf, buil
     assert not any(t.startswith(("aten.gelu", "aten.silu")) for t in targets)
     with torch.no_grad():
         torch.testing.assert_close(exported.module()(**inputs).logits, original(**inputs).logits)
+
+
+def test_a_routed_lfm2_generates_the_same_tokens(hf):
+    original, model, _ = patched_copy(hf, lfm2)
+    prompt = TOKENS[:, :4]
+    expected = original.generate(prompt, max_new_tokens=5, do_sample=False)
+    assert torch.equal(model.generate(prompt, max_new_tokens=5, do_sample=False), expected)
