@@ -19,6 +19,7 @@ from gelus.experiments.presets import PRESETS
 from gelus.experiments.selection import run_configs
 from gelus.report.analysis import analyse
 from gelus.report.axes import families, sizes
+from gelus.report.metrics import Verdict
 from gelus.report.stats import DESIGN
 from gelus.report.words import verdict_cell
 from test_synthetic import make_records, value_of, write_database
@@ -244,19 +245,19 @@ def test_the_init_claims_are_judged_from_the_effects_and_the_interactions():
     against_he = gelu["model.init=xavier vs model.init=he"]
     assert against_he.verdict == "▲ better"  # gelu does better under xavier than under he
     assert "against model.init=he: better" in xavier and "test loss" in xavier
-    against_unit = gelu["model.init=xavier vs model.init=unit_norm"].verdict.split()[-1]
+    against_unit = gelu["model.init=xavier vs model.init=unit_norm"].verdict.word
     expected = {"tie": "supported", "better": "supported", "worse": "refuted"}
     assert xavier.endswith(f": {expected.get(against_unit, 'not settled')}.")
     assert "relu: supported (better)" in he_claim and "elu: supported (better)" in he_claim
     assert "lr-selection rule" not in xavier + he_claim  # every comparison agrees across rules
     # the gap to gelu moves with the init where an interaction is significant
     loss = [c for c in axis.comparisons if c.metric == "loss"]
-    significant = [c for c in loss if c.verdict.split()[-1] in ("better", "worse")]
+    significant = [c for c in loss if c.verdict.significant]
     assert significant and moves.startswith("Whether a verdict about an activation")
     assert moves.endswith(
         "supported (" + "; ".join(f"{c.treatment}: {c.variant}" for c in significant) + ")."
     )
-    ties = tuple(c._replace(verdict="= tie") for c in axis.comparisons)
+    ties = tuple(c._replace(verdict=Verdict.TIE) for c in axis.comparisons)
     assert init_claims(axis._replace(comparisons=ties))[2].endswith(": refuted.")
     # a comparison a claim rests on that another rule changes is named in the claim's sentence
     depends = "val-loss-last better, val-loss-best unresolved"
@@ -330,7 +331,7 @@ def test_an_axis_verdict_another_selection_rule_changes_is_marked_with_each_rule
     for rule in ("val-loss-last", "val-loss-best", "val-error-last", "val-error-best"):
         (again,) = analyse(records, runs, PRESETS, rule=rule)
         by_rule[rule] = {
-            (c.treatment, c.variant, c.metric): c.verdict.split()[-1]
+            (c.treatment, c.variant, c.metric): c.verdict.word
             for c in (*again.axes[0].comparisons, *again.axes[0].effects)
         }
     marked = 0

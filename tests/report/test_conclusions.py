@@ -66,9 +66,11 @@ def test_a_claim_whose_verdict_changes_with_the_selection_rule_is_marked_with_ea
 ):
     from gelus.report import analysis
     from gelus.report.claims import ClaimCheck
+    from gelus.report.metrics import ClaimVerdict
 
     def by_rule(name, records, protocol, configs, *how):
-        verdict = "✓ holds" if protocol.select_metrics[0] == "loss" else "· unresolved"
+        loss = protocol.select_metrics[0] == "loss"
+        verdict = ClaimVerdict.HOLDS if loss else ClaimVerdict.UNRESOLVED
         return [ClaimCheck(name, "GELU is lowest", "train loss", (), verdict)]
 
     monkeypatch.setattr(analysis, "check_claims", by_rule)

@@ -18,6 +18,7 @@ from scipy import stats as scipy_stats
 from gelus.experiments.protocol import Protocol
 from gelus.experiments.selection import runner_up, select
 from gelus.report.analysis import analyse
+from gelus.report.metrics import Verdict
 from gelus.report.render import report_blocks, to_markdown
 from gelus.report.robust import (
     INSIDE_MARGIN,
@@ -64,9 +65,9 @@ def test_a_verdict_one_seed_carries_is_marked_fragile_with_that_seed_named():
     lost = [j for j in range(5) if scipy_stats.ttest_1samp(np.delete(d, j), 0).pvalue >= 0.05]
     assert len(lost) == 1  # the oracle: only dropping this seed loses significance
     (c,) = robust_marks(adjust([_comparison(d, seeds)]))
-    assert c.verdict.endswith("worse") and c.fragile == f"seed {seeds[lost[0]]} carries it"
+    assert c.verdict is Verdict.WORSE and c.fragile == f"seed {seeds[lost[0]]} carries it"
     steady = robust_marks(adjust([_comparison([1.0, 1.1, 0.9, 1.05, 0.95])]))[0]
-    assert steady.verdict.endswith("worse") and steady.fragile == ""
+    assert steady.verdict is Verdict.WORSE and steady.fragile == ""
     text = _verdict_cell(c)
     assert f"fragile: seed {seeds[lost[0]]} carries it" in text
 
@@ -78,7 +79,7 @@ def _verdict_cell(c: Comparison) -> str:
 def test_a_significant_difference_inside_its_margin_is_flagged_and_one_outside_is_not():
     inside = adjust([_comparison([-0.007, -0.006, -0.008, -0.0075, -0.0065])])[0]
     outside = adjust([_comparison([-0.07, -0.06, -0.08, -0.075, -0.065])])[0]
-    assert inside.verdict.endswith("better") and outside.verdict.endswith("better")
+    assert inside.verdict is Verdict.BETTER and outside.verdict is Verdict.BETTER
     assert f"{INSIDE_MARGIN} (±0.01)" in _verdict_cell(inside)
     assert INSIDE_MARGIN not in _verdict_cell(outside)
 
@@ -119,7 +120,7 @@ def test_unresolved_verdicts_give_the_pairs_of_a_holm_verdict_over_the_family():
     family = [_comparison(rng.normal(0.3, 1.0, 5), treatment=f"a{k}") for k in range(4)]
     checked = False
     for c in adjust(family):
-        if c.verdict.endswith("unresolved"):
+        if c.verdict is Verdict.UNRESOLVED:
             sd = float(np.std(c.differences, ddof=1))
             effect = abs(c.mean) / sd
             n = c.pairs_needed  # the fewest: Holm's power (over the family's 4) crosses 80 % there
@@ -190,7 +191,7 @@ def _gelu_vs_relu(gelu_second_val: float) -> Comparison:
 
 def test_a_verdict_that_changes_with_the_reference_at_its_runner_up_lr_is_marked():
     c = _gelu_vs_relu(0.1001)  # 1e-4 within 0.0001 of 1e-3 on validation: not told apart
-    assert (c.treatment, c.baseline) == ("gelu", "relu") and c.verdict.endswith("worse")
+    assert (c.treatment, c.baseline) == ("gelu", "relu") and c.verdict is Verdict.WORSE
     assert "gelu at its runner-up lr 0.0001, not 0.001" in c.reference_lr
     assert ": better, p Holm" in c.reference_lr
     assert "depends on the reference's lr" in _verdict_cell(c)
@@ -198,7 +199,7 @@ def test_a_verdict_that_changes_with_the_reference_at_its_runner_up_lr_is_marked
 
 def test_no_mark_when_the_references_lr_choice_is_resolved_beyond_the_margin():
     c = _gelu_vs_relu(0.2)  # 1e-4 is 10 pp worse on validation in every seed
-    assert c.verdict.endswith("worse") and c.reference_lr == ""
+    assert c.verdict is Verdict.WORSE and c.reference_lr == ""
     assert "reference's lr" not in _verdict_cell(c)
 
 
@@ -320,7 +321,7 @@ def test_the_seed_claim_names_an_activation_shown_in_several_configs_once():
     def shown(treatment, word):
         return SimpleNamespace(treatment=treatment, setting="", verdict=word)
 
-    comparisons = [shown("relu2", "▲ better"), shown("relu2", "▲ better"), shown("relu", "· unresolved")]  # fmt: skip
+    comparisons = [shown("relu2", Verdict.BETTER), shown("relu2", Verdict.BETTER), shown("relu", Verdict.UNRESOLVED)]  # fmt: skip
     groups = [SimpleNamespace(regrets={"gelu": {0: 0.001, 1: 0.002}})]
     sens = SimpleNamespace(comparisons=comparisons, reference="gelu", metric="loss", groups=groups)
     text = sensitivity_claim(sens)

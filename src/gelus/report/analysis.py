@@ -21,7 +21,7 @@ from gelus.experiments.config import (
 )
 from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.presets import Preset
-from gelus.experiments.protocol import SELECTION_RULES, FigureSpec, Protocol
+from gelus.experiments.protocol import FigureSpec, Protocol
 from gelus.experiments.selection import (
     RunnerUp,
     Selection,
@@ -30,9 +30,17 @@ from gelus.experiments.selection import (
     select,
     variant_order,
 )
-from gelus.report.axes import AxisResult, axis_results, families, mark_rule_dependence, sizes
+from gelus.report.axes import (
+    AxisResult,
+    axis_results,
+    axis_verdicts,
+    families,
+    mark_rule_dependence,
+    sizes,
+)
 from gelus.report.claims import check_claims
-from gelus.report.robust import robust_marks
+from gelus.report.judge import judge, judge_pairs, rule_dependence
+from gelus.report.metrics import Verdict
 from gelus.report.sensitivity import LrSensitivity, lr_sensitivity
 from gelus.report.stats import (
     DESIGN,
@@ -42,10 +50,7 @@ from gelus.report.stats import (
     Comparison,
     Design,
     Summary,
-    adjust,
-    compare_paired,
     paired_t_test,
-    rule_disagreement,
 )
 
 __all__ = [
@@ -208,22 +213,9 @@ class _Finished(NamedTuple):
     def compare(
         self, pairs: Sequence[tuple[Selection, Selection]], *, marks: bool = True
     ) -> list[Comparison]:
-        """The paired comparisons of ``pairs``, one family per config: Holm over each config's
-        comparisons (the runs of another init or size beside them change no verdict of this
-        one's); with ``marks``, the pairs an unresolved one needs, the sign-flip p and the
-        fragility marks too (a verdict recomputed only for its word goes without). The order of
-        ``pairs`` is kept."""
-        tests = [
-            compare_paired(t, b, lower_is_better=t.metric != "accuracy", aggregate=self.aggregate)
-            for t, b in pairs
-        ]
-        judged: dict[int, Comparison] = {}
-        for config in dict.fromkeys(t.config_hash for t, _ in pairs):
-            index = [i for i, (t, _) in enumerate(pairs) if t.config_hash == config]
-            family = adjust([tests[i] for i in index], self.design, pairs=marks)
-            family = robust_marks(family, self.design.alpha, self.aggregate) if marks else family
-            judged.update(zip(index, family, strict=True))
-        return [judged[i] for i in range(len(tests))]
+        """The paired comparisons of ``pairs`` judged (:func:`~gelus.report.judge.judge_pairs`),
+        one Holm family per config; the order of ``pairs`` is kept."""
+        return judge_pairs(pairs, self.design, self.aggregate, marks=marks)
 
     def claims(self, protocol: Protocol | None = None) -> list:
         """The paper's claims checked under ``protocol`` (default: the experiment's)."""
@@ -232,25 +224,14 @@ class _Finished(NamedTuple):
         return check_claims(self.name, records, chosen, self.configs, self.aggregate, self.design)
 
 
-def _verdicts_under(finished: _Finished, protocol: Protocol) -> dict[tuple, str]:
-    """{comparison key: verdict word} with the lr chosen by ``protocol``."""
+def _verdicts_under(finished: _Finished, protocol: Protocol) -> dict[tuple, Verdict]:
+    """{comparison key: verdict} with the lr chosen by ``protocol``."""
     pairs = _pairs(finished.selections(protocol), protocol.reference)
-    return {_comparison_key(c): c.verdict.split()[-1] for c in finished.compare(pairs, marks=False)}
+    return {_comparison_key(c): c.verdict for c in finished.compare(pairs, marks=False)}
 
 
 def _comparison_key(c: Comparison) -> tuple:
     return (c.variant, c.setting, c.treatment, c.baseline, c.lr)
-
-
-def _applicable_rules(records, protocol: Protocol) -> list[str]:
-    """The rules of ``SELECTION_RULES`` the records allow (a best-epoch rule needs epochs)."""
-    recorded = {(r.split, r.metric) for r in records}
-    epochs = {r.epoch for r in records}
-    return [
-        name
-        for name, (metric, epoch) in SELECTION_RULES.items()
-        if (protocol.select_split, metric) in recorded and not (epoch == "best" and len(epochs) < 2)
-    ]  # e.g. the noise experiment's kept models: only the last epoch was evaluated
 
 
 def _claims_under_every_rule(finished: _Finished) -> list:
@@ -259,34 +240,24 @@ def _claims_under_every_rule(finished: _Finished) -> list:
     checks = finished.claims()
     if not finished.records or not checks:
         return checks
-    by_rule = {}
-    for rule in _applicable_rules(finished.records, finished.protocol):
-        found = finished.claims(finished.protocol.with_rule(rule))
-        by_rule[rule] = {c.claim: c.verdict for c in found}
-    marked = []
-    for check in checks:
-        words = {rule: found.get(check.claim) for rule, found in by_rule.items()}
-        words = {rule: v.split()[-1] if v else None for rule, v in words.items()}
-        depends = rule_disagreement(words)
-        marked.append(check._replace(depends=depends) if depends else check)
-    return marked
+    depends = rule_dependence(
+        finished.records,
+        finished.protocol,
+        lambda protocol: {c.claim: c.verdict for c in finished.claims(protocol)},
+    )
+    return [c._replace(depends=depends(c.claim)) if depends(c.claim) else c for c in checks]
 
 
 def _mark_rule_dependence(tests, finished: _Finished) -> list[Comparison]:
     """Each verdict recomputed with the lr chosen by every rule of ``SELECTION_RULES`` (those the
     records allow); one that changes is marked "depends on the selection rule" with each rule's."""
-    if not finished.records:
-        return tests
-    protocol = finished.protocol
-    by_rule = {
-        name: _verdicts_under(finished, protocol.with_rule(name))
-        for name in _applicable_rules(finished.records, protocol)
-    }
+    depends = rule_dependence(
+        finished.records, finished.protocol, lambda protocol: _verdicts_under(finished, protocol)
+    )
     marked = []
     for c in tests:
-        words = {name: verdicts.get(_comparison_key(c)) for name, verdicts in by_rule.items()}
-        depends = rule_disagreement(words)
-        marked.append(c._replace(depends=depends) if depends else c)
+        said = depends(_comparison_key(c))
+        marked.append(c._replace(depends=said) if said else c)
     return marked
 
 
@@ -334,7 +305,7 @@ def _mark_reference_lr(tests, finished: _Finished, selections) -> list[Compariso
             if other is not None and other.verdict != c.verdict:
                 marks[_comparison_key(c)].append(
                     f"{reference}{where} at its runner-up lr {found.selection.lr:g}, not "
-                    f"{chosen.lr:g} ({gap}): {other.verdict.split()[-1]}, "
+                    f"{chosen.lr:g} ({gap}): {other.verdict.word}, "
                     f"p {finished.design.correction} {other.p_holm:.3f}"
                 )
     return [c._replace(reference_lr="; ".join(marks[_comparison_key(c)])) for c in tests]
@@ -635,8 +606,8 @@ def _sensitivity(finished: _Finished) -> LrSensitivity | None:
     )  # fmt: skip
     if not found.groups:
         return None
-    marked = robust_marks(found.comparisons, finished.design.alpha, finished.aggregate)
-    return found._replace(comparisons=tuple(marked))
+    judged = judge(found.comparisons, finished.design, finished.aggregate)
+    return found._replace(comparisons=tuple(judged))
 
 
 def _axes(preset: Preset | None, finished: _Finished, selections, comparisons) -> tuple:
@@ -649,16 +620,16 @@ def _axes(preset: Preset | None, finished: _Finished, selections, comparisons) -
     defaults = identity_keys(stored_defaults(flat_config(config_to_dict(base)))) if base else {}
     found = families(finished.configs, sizes(finished.configs, base), defaults)
     reference = finished.protocol.reference or REFERENCE
-    judge = {"design": finished.design, "aggregate": finished.aggregate}
-    results = axis_results(found, selections, [c for c, _ in comparisons], reference, **judge)
-    protocol = finished.protocol
-    by_rule = {
-        rule: axis_results(
-            found, finished.selections(protocol.with_rule(rule)), [], reference, **judge
-        )
-        for rule in _applicable_rules(finished.records, protocol)
-    }
-    return tuple(mark_rule_dependence(results, by_rule))
+    judged = {"design": finished.design, "aggregate": finished.aggregate}
+    results = axis_results(found, selections, [c for c, _ in comparisons], reference, **judged)
+    depends = rule_dependence(
+        finished.records,
+        finished.protocol,
+        lambda protocol: axis_verdicts(
+            axis_results(found, finished.selections(protocol), [], reference, **judged)
+        ),
+    )
+    return tuple(mark_rule_dependence(results, depends))
 
 
 def _result(

@@ -21,7 +21,7 @@ verdicts compare the same (activation, setting) across the family's configs.
 the first value, against each other value first) and each activation's own change between them,
 a scale or budget one by the trend (:func:`~gelus.report.trend.trend`);
 Holm over the family's comparisons of one metric (:func:`~gelus.report.stats.adjust`), the
-fragility marks of :func:`~gelus.report.robust.robust_marks`.
+fragility marks, all by :func:`~gelus.report.judge.judge`.
 """
 
 import json
@@ -32,7 +32,8 @@ from typing import Any, NamedTuple
 
 from gelus.experiments.config import ConfigError, config_from_stored, plugin_for
 from gelus.experiments.selection import Selection, variant_labels
-from gelus.report.robust import robust_marks
+from gelus.report.judge import judge
+from gelus.report.metrics import Verdict, lower_is_better
 from gelus.report.sensitivity import interaction
 from gelus.report.stats import (
     DESIGN,
@@ -40,10 +41,8 @@ from gelus.report.stats import (
     Aggregate,
     Comparison,
     Design,
-    adjust,
     compare_paired,
     paired_t_test,
-    rule_disagreement,
 )
 from gelus.report.trend import trend
 
@@ -235,7 +234,7 @@ def _interactions(family: Family, by_key: Mapping, cells, reference: str) -> lis
             if None in four:
                 continue  # a value that did not run this activation or setting
             c = interaction(
-                (four[0], four[1]), (four[2], four[3]), lower_is_better=metric != "accuracy"
+                (four[0], four[1]), (four[2], four[3]), lower_is_better=lower_is_better(metric)
             )
             found.append(c._replace(variant=f"{label} vs {base_label}"))
     return found
@@ -252,23 +251,22 @@ def _effects(family: Family, by_key: Mapping, cells) -> list[Comparison]:
             against = by_key.get((base, activation, setting, metric, lr))
             if value is None or against is None:
                 continue
-            c = compare_paired(value, against, lower_is_better=metric != "accuracy")
+            c = compare_paired(value, against, lower_is_better=lower_is_better(metric))
             found.append(c._replace(variant=f"{label} vs {base_label}"))
     return found
 
 
 def _holds(family: Family, verdicts: Mapping, cell: tuple, reference: str) -> dict[str, int]:
     """{word: points} of the per-point verdict activation vs reference in the experiment's
-    comparisons (``verdicts``: {(hash, treatment, baseline, setting, metric): word}), turned round
-    where they compare reference − activation; {} for a metric they do not judge."""
+    comparisons (``verdicts``: {(hash, treatment, baseline, setting, metric): Verdict}), turned
+    round where they compare reference − activation; {} for a metric they do not judge."""
     activation, setting, metric, _ = cell
-    flip = {"better": "worse", "worse": "better"}
     words: dict[str, int] = defaultdict(int)
     for member in family.members:
-        word = verdicts.get((member, activation, reference, setting, metric))
+        verdict = verdicts.get((member, activation, reference, setting, metric))
         turned = verdicts.get((member, reference, activation, setting, metric))
-        word = word or (flip.get(turned, turned) if turned else None)
-        words[word or "not compared"] += 1
+        verdict = verdict or (turned.flipped() if turned else None)
+        words[verdict.word if verdict else "not compared"] += 1
     return dict(words) if len(words) > 1 or "not compared" not in words else {}
 
 
@@ -283,7 +281,7 @@ def _trends(family: Family, by_key: Mapping, cells, reference: str, verdicts) ->
         points = [p for p in points if p[1] is not None and p[2] is not None]
         if len({x for x, _, _ in points}) < 2:
             continue
-        c = trend(points, axis=AXES[family.kind], lower_is_better=metric != "accuracy")
+        c = trend(points, axis=AXES[family.kind], lower_is_better=lower_is_better(metric))
         seeds = c.seeds
         gaps = {s: tuple(t.values[s] - b.values[s] for _, t, b in points) for s in seeds}
         holds = _holds(family, verdicts, (activation, setting, metric, lr), reference)
@@ -295,17 +293,12 @@ def _trends(family: Family, by_key: Mapping, cells, reference: str, verdicts) ->
 
 def _judged(comparisons: Sequence[Comparison], design: Design, aggregate: Aggregate) -> list:
     """Holm over the comparisons of each metric (one family per metric), the verdicts and the
-    fragility marks, the t interval at the aggregate's confidence; the order kept."""
+    fragility marks (:func:`~gelus.report.judge.judge`), the t interval at the aggregate's
+    confidence; the order kept."""
     comparisons = [
         c._replace(ci=paired_t_test(c.differences, aggregate.confidence).ci) for c in comparisons
     ]
-    judged: dict[int, Comparison] = {}
-    for metric in dict.fromkeys(c.metric for c in comparisons):
-        index = [i for i, c in enumerate(comparisons) if c.metric == metric]
-        adjusted = adjust([comparisons[i] for i in index], design)
-        marked = robust_marks(adjusted, design.alpha, aggregate)
-        judged.update(zip(index, marked, strict=True))
-    return [judged[i] for i in range(len(comparisons))]
+    return judge(comparisons, design, aggregate, families=[c.metric for c in comparisons])
 
 
 def axis_results(
@@ -326,7 +319,7 @@ def axis_results(
     cells = _cells(selections, reference)
     hashes = {s.variant: s.config_hash for s in selections}
     verdicts = {
-        (hashes.get(c.variant), c.treatment, c.baseline, c.setting, c.metric): c.verdict.split()[-1]
+        (hashes.get(c.variant), c.treatment, c.baseline, c.setting, c.metric): c.verdict
         for c in comparisons
     }
     results = []
@@ -355,24 +348,24 @@ def _verdict_key(family: Family, c: Comparison) -> tuple:
     return (family.kind, family.members, c.variant, c.treatment, c.baseline, c.setting, c.metric)
 
 
+def axis_verdicts(results: Sequence[AxisResult]) -> dict[tuple, Verdict]:
+    """{verdict key: verdict} of every family's interactions, effects and trends, the keys
+    :func:`mark_rule_dependence` asks for."""
+    return {_verdict_key(r.family, c): c.verdict for r in results for c in _verdicts(r)}
+
+
 def mark_rule_dependence(
-    results: Sequence[AxisResult], by_rule: Mapping[str, Sequence[AxisResult]]
+    results: Sequence[AxisResult], depends: Callable[[tuple], str]
 ) -> list[AxisResult]:
     """``results`` with each verdict whose word differs between the selection rules marked
     "depends on the selection rule" (``Comparison.depends``: each rule's word), as the
-    per-config tables are. ``by_rule``: {rule: the same families judged with the lrs (and epochs)
-    that rule chooses}; a verdict a rule cannot form (a cell it left out) takes no part."""
-    words = {
-        rule: {
-            _verdict_key(r.family, c): c.verdict.split()[-1] for r in found for c in _verdicts(r)
-        }
-        for rule, found in by_rule.items()
-    }
+    per-config tables are. ``depends``: :func:`gelus.report.judge.rule_dependence` over
+    :func:`axis_verdicts` of the same families judged with the lrs (and epochs) each rule
+    chooses; a verdict a rule cannot form (a cell it left out) takes no part."""
 
     def marked(family: Family, c: Comparison) -> Comparison:
-        said = {rule: found.get(_verdict_key(family, c)) for rule, found in words.items()}
-        depends = rule_disagreement(said)
-        return c._replace(depends=depends) if depends else c
+        said = depends(_verdict_key(family, c))
+        return c._replace(depends=said) if said else c
 
     return [
         r._replace(

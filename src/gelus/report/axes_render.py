@@ -26,7 +26,7 @@ _POINT = {"scale": "size", "budget": "budget"}
 
 
 def _word(c: Comparison) -> str:
-    return c.verdict.split()[-1]
+    return c.verdict.word
 
 
 def interaction_sentence(c: Comparison, design: Design) -> str:

@@ -16,16 +16,9 @@ import numpy as np
 
 from gelus.experiments.protocol import Protocol
 from gelus.experiments.selection import Selection, select
-from gelus.report.robust import robust_marks
-from gelus.report.stats import (
-    DESIGN,
-    HEADLINE,
-    Aggregate,
-    Comparison,
-    Design,
-    adjust,
-    compare_paired,
-)
+from gelus.report.judge import judge_pairs
+from gelus.report.metrics import ClaimVerdict, Verdict
+from gelus.report.stats import DESIGN, HEADLINE, Aggregate, Comparison, Design
 
 __all__ = ["NOISE_RANGE", "ClaimCheck", "check_claims", "noise_areas"]
 
@@ -37,7 +30,7 @@ class ClaimCheck(NamedTuple):
     claim: str  # the paper's words
     measure: str  # what was compared
     comparisons: tuple[Comparison, ...]
-    verdict: str  # "✓ holds", "✗ contradicted", "· unresolved", or "— not run"
+    verdict: ClaimVerdict
     depends: str = ""  # where another selection rule gives another verdict: each rule's
 
 
@@ -65,30 +58,27 @@ class _Claims(NamedTuple):
             and b.config_hash == t.config_hash
             and (t.lr_selected or b.lr == t.lr)
         ]
-        tests = [
-            compare_paired(t, b, lower_is_better=t.metric != "accuracy", aggregate=self.aggregate)
-            for t, b in pairs
-        ]
-        return robust_marks(adjust(tests, self.design), self.design.alpha, self.aggregate)
+        return judge_pairs(pairs, self.design, self.aggregate, by_config=False)
 
-    def check(self, claim: str, measure: str, comparisons, wanted: Sequence[str]) -> ClaimCheck:
+    def check(self, claim: str, measure: str, comparisons, wanted) -> ClaimCheck:
         return ClaimCheck(
             self.name, claim, measure, tuple(comparisons), _verdict(comparisons, wanted)
         )
 
 
-def _verdict(comparisons: Sequence[Comparison], wanted: Sequence[str]) -> str:
-    """holds when each comparison's word is among its wanted ones (``"better"`` or
-    ``"better|tie"``), contradicted when one went the other way."""
+def _verdict(
+    comparisons: Sequence[Comparison], wanted: Sequence[tuple[Verdict, ...]]
+) -> ClaimVerdict:
+    """holds when each comparison's verdict is among its wanted ones (better, or better or a
+    tie), contradicted when one went the other way of the first it wanted."""
     if not comparisons:
-        return "— not run"
-    words = [c.verdict.split()[-1] for c in comparisons]
-    if all(w in want.split("|") for w, want in zip(words, wanted, strict=True)):
-        return "✓ holds"
-    opposite = {"better": "worse", "worse": "better"}
-    if any(w == opposite.get(want.split("|")[0]) for w, want in zip(words, wanted, strict=True)):
-        return "✗ contradicted"
-    return "· unresolved"
+        return ClaimVerdict.NOT_RUN
+    pairs = list(zip((c.verdict for c in comparisons), wanted, strict=True))
+    if all(verdict in want for verdict, want in pairs):
+        return ClaimVerdict.HOLDS
+    if any(verdict.significant and verdict == want[0].flipped() for verdict, want in pairs):
+        return ClaimVerdict.CONTRADICTED
+    return ClaimVerdict.UNRESOLVED
 
 
 def _by(selections: Sequence[Selection], activation: str) -> list[Selection]:
@@ -98,7 +88,7 @@ def _by(selections: Sequence[Selection], activation: str) -> list[Selection]:
 def _lowest(claims: _Claims, claim: str, split: str, metric: str, measure: str) -> ClaimCheck:
     chosen = dataclasses.replace(claims.protocol, report_split=split, report_metrics=(metric,))
     comparisons = claims.compare(claims.select(chosen), "gelu", ("relu", "elu"))
-    return claims.check(claim, measure, comparisons, ["better"] * len(comparisons))
+    return claims.check(claim, measure, comparisons, [(Verdict.BETTER,)] * len(comparisons))
 
 
 def noise_areas(records: Sequence[Any]) -> dict[tuple, float]:
@@ -133,7 +123,8 @@ def _robustness(claims: _Claims, claim: str) -> ClaimCheck:
         areas.append(s._replace(values=kept, metric="error·a"))
     comparisons = claims.compare(areas, "gelu", ("relu", "elu"))
     measure = "area under test error vs noise a ∈ [0, 3]"
-    return claims.check(claim, measure, comparisons, ["better|tie"] * len(comparisons))
+    wanted = [(Verdict.BETTER, Verdict.TIE)] * len(comparisons)
+    return claims.check(claim, measure, comparisons, wanted)
 
 
 def _noise_curves(records) -> dict:
@@ -152,7 +143,9 @@ def _silu(claims: _Claims) -> ClaimCheck | None:
     if not _by(headline, "silu"):
         return None
     comparisons = claims.compare(headline, "silu", ("gelu", "relu", "elu"))
-    wanted = ["worse" if c.baseline.lower() == "gelu" else "better" for c in comparisons]
+    wanted = [
+        (Verdict.WORSE,) if c.baseline.lower() == "gelu" else (Verdict.BETTER,) for c in comparisons
+    ]
     claim = "SiLU performs worse than GELUs but usually better than ReLUs and ELUs (Discussion)"
     return claims.check(claim, f"test {headline[0].metric}", comparisons, wanted)
 

@@ -61,7 +61,7 @@ def tables(records: Sequence[Any], runs: Sequence[Any], results: Sequence[Any]) 
         {"experiment": c.experiment, "config": c.variant, "setting": c.setting, "lr": c.lr,
          "metric": c.metric, "treatment": c.treatment, "baseline": c.baseline,
          "pairs": len(c.seeds), "mean_difference": c.mean, "ci_low": c.ci[0], "ci_high": c.ci[1],
-         "p": c.p, "p_holm": c.p_holm, "verdict": c.verdict.split()[-1],
+         "p": c.p, "p_holm": c.p_holm, "verdict": c.verdict.word,
          power: c.pairs_needed, "depends_on_selection_rule": c.depends,
          "p_sign_flip": c.p_sign, "fragile": c.fragile, "depends_on_reference_lr": c.reference_lr}
         for result in results

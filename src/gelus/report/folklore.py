@@ -10,11 +10,8 @@ from gelus.report.stats import Comparison
 
 __all__ = ["init_claims", "scale_claim"]
 
-_FLIP = {"better": "worse", "worse": "better"}
-
-
 def _word(c: Comparison) -> str:
-    return c.verdict.split()[-1]
+    return c.verdict.word
 
 
 def _facing(c: Comparison, value: str) -> tuple[str, str]:
@@ -22,8 +19,8 @@ def _facing(c: Comparison, value: str) -> tuple[str, str]:
     so that it reads for ``value`` against the other ("model.init=xavier vs model.init=he")."""
     first, _, second = c.variant.partition(" vs ")
     if first == value:
-        return second, _word(c)
-    return first, _FLIP.get(_word(c), _word(c))
+        return second, c.verdict.word
+    return first, c.verdict.flipped().word
 
 
 def _rule_note(comparisons) -> str:
@@ -141,7 +138,7 @@ def scale_claim(result: AxisResult) -> str | None:
         return None
     named = {word: [] for word in ("worse", "better", "unresolved")}
     for t in trends:
-        named.get(_word(t.comparison), named["unresolved"]).append(t.comparison.treatment)
+        named.get(t.comparison.verdict.word, named["unresolved"]).append(t.comparison.treatment)
     sizes = result.family.sizes
     parts = [
         f"supported against {', '.join(named['worse'])} (the gap moves toward GELU as N grows)"

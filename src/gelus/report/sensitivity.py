@@ -16,6 +16,7 @@ import numpy as np
 
 from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.selection import Selection, curves_by_seed
+from gelus.report.metrics import lower_is_better as metric_lower_is_better
 from gelus.report.stats import Comparison, adjust, compare_paired
 
 __all__ = [
@@ -98,7 +99,7 @@ def lr_sensitivity(
     """
     if epoch not in EPOCH_RULES:
         raise ValueError(f"lr_sensitivity: epoch={epoch!r}; use one of {EPOCH_RULES}")
-    lower_is_better = metric != "accuracy"
+    lower_is_better = metric_lower_is_better(metric)
     mine = mark_diverged([r for r in records if r.experiment == experiment], configs)
     curves = curves_by_seed(mine, split, metric)
     if not curves:

@@ -27,6 +27,8 @@ from gelus.experiments.aggregate import (
     summarize,
 )
 from gelus.experiments.selection import Selection
+from gelus.report.metrics import METRICS, Mark, Verdict
+from gelus.report.metrics import lower_is_better as _lower_is_better
 
 __all__ = [
     "ALPHA",
@@ -57,20 +59,9 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- paired comparisons
-# A difference smaller than this is a tie, if an equivalence test (TOST) shows it: losses in nats,
-# error and accuracy as fractions (0.5 percentage points), reconstruction error in MSE units.
-# Bits per byte are the loss over ln 2, so the loss's 0.01 nats is 0.01/ln 2 ≈ 0.0144 bits (a tie
-# in one unit is a tie in the other). The robustness area ("error·a", claims.py: test error
-# integrated over the noise half-width a ∈ [0, 3]) gets the error's 0.5 pp held across the whole
-# range, 0.005 × 3 = 0.015 (the committed areas are 1.3–1.9 with seed SDs 0.008–0.043).
-EQUIVALENCE_MARGINS = {
-    "loss": 0.01,
-    "bpb": 0.01 / math.log(2),
-    "error": 0.005,
-    "accuracy": 0.005,
-    "recon_error": 0.0005,
-    "error·a": 0.005 * 3,
-}
+# A difference smaller than this is a tie, if an equivalence test (TOST) shows it: the margins of
+# the metrics table (:data:`gelus.report.metrics.METRICS`, where each is explained).
+EQUIVALENCE_MARGINS = {m.name: m.margin for m in METRICS.values() if m.margin is not None}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -346,7 +337,7 @@ class Comparison(NamedTuple):
     differences: tuple[float, ...]
     mean: float  # mean paired difference
     ci: tuple[float, float]  # unadjusted t interval of the mean difference (aggregate's confidence)
-    verdict: str  # symbol and one word: better, worse, tie or unresolved (after Holm)
+    verdict: Verdict  # better, worse, tie or unresolved (after Holm)
     lr: str = "chosen"  # "chosen" (each side's selected lr) or the one lr both ran at
     diverged: int = 0  # shared seeds left out because a run of the pair diverged
     variant: str = ""  # the config both sides come from (Selection.variant)
@@ -360,24 +351,39 @@ class Comparison(NamedTuple):
     fragile: str = ""  # "seed S carries it" / "seed S reverses the sign" (robust.fragility)
     reference_lr: str = ""  # the verdict with the reference at its runner-up lr, where it changes
 
+    def marks(self, alpha: float = ALPHA) -> tuple[Mark, ...]:
+        """The marks beside the verdict, as values: fragile to one seed, depends on the selection
+        rule, depends on the reference's lr, significant (at ``alpha``) but inside the margin."""
+        margin = METRICS[self.metric].margin if self.metric in METRICS else None
+        inside = margin is not None and self.p_holm < alpha and abs(self.mean) < margin
+        found = (
+            (Mark.INSIDE_MARGIN, inside),
+            (Mark.FRAGILE, bool(self.fragile)),
+            (Mark.SELECTION_RULE, bool(self.depends)),
+            (Mark.REFERENCE_LR, bool(self.reference_lr)),
+        )
+        return tuple(mark for mark, present in found if present)
 
-def rule_disagreement(words: Mapping[str, str | None]) -> str:
-    """``Comparison.depends`` from {selection rule: its verdict word, None where it formed none}:
+
+def rule_disagreement(verdicts: Mapping[str, Verdict | None]) -> str:
+    """``Comparison.depends`` from {selection rule: its verdict, None where it formed none}:
     "rule word, rule word, …" where the rules disagree, "" where they agree."""
-    said = {rule: word for rule, word in words.items() if word}
+    said = {rule: v for rule, v in verdicts.items() if v is not None}
     return (
-        ", ".join(f"{rule} {w}" for rule, w in said.items()) if len(set(said.values())) > 1 else ""
+        ", ".join(f"{rule} {v.word}" for rule, v in said.items())
+        if len(set(said.values())) > 1
+        else ""
     )
 
 
-VERDICTS = {"better": "▲ better", "worse": "▼ worse", "tie": "= tie", "unresolved": "· unresolved"}
+VERDICTS = {v.word: v for v in Verdict}  # {word: Verdict}
 
 
 def compare_paired(
     treatment: Selection,
     baseline: Selection,
     *,
-    lower_is_better: bool = True,
+    lower_is_better: bool | None = None,
     aggregate: Aggregate = HEADLINE,
 ) -> Comparison:
     """Paired difference treatment − baseline over the seeds present in both selections, with
@@ -385,8 +391,11 @@ def compare_paired(
     :func:`adjust` over the experiment's comparisons.
 
     Seeds present in only one of them are left out (a pair needs both halves), and so are pairs
-    where either run diverged (counted in ``diverged``).
+    where either run diverged (counted in ``diverged``). ``lower_is_better``: the metric's
+    direction (default: the metrics table's, :data:`gelus.report.metrics.METRICS`).
     """
+    if lower_is_better is None:
+        lower_is_better = _lower_is_better(treatment.metric)
     shared = sorted(set(treatment.values) & set(baseline.values))
     seeds = tuple(
         s
@@ -406,7 +415,7 @@ def compare_paired(
         differences=differences,
         mean=test.mean,
         ci=test.ci,
-        verdict=VERDICTS["unresolved"],
+        verdict=Verdict.UNRESOLVED,
         lr="chosen" if both_chosen else f"{treatment.lr:g}",
         diverged=len(shared) - len(seeds),
         variant=treatment.variant,
@@ -415,10 +424,10 @@ def compare_paired(
     )
 
 
-def _word(c: Comparison, p_holm: float, p_tie: float, design: Design) -> str:
+def _verdict(c: Comparison, p_holm: float, p_tie: float, design: Design) -> Verdict:
     if p_holm < design.alpha:
-        return "better" if (c.mean < 0) == c.lower_is_better else "worse"
-    return "tie" if p_tie < design.alpha else "unresolved"
+        return Verdict.BETTER if (c.mean < 0) == c.lower_is_better else Verdict.WORSE
+    return Verdict.TIE if p_tie < design.alpha else Verdict.UNRESOLVED
 
 
 def adjust(
@@ -436,12 +445,12 @@ def adjust(
     family = max(1, sum(not math.isnan(c.p) for c in comparisons))
     out = []
     for c, p_holm, p_tie in zip(comparisons, adjusted, ties, strict=True):
-        word = _word(c, p_holm, p_tie, design)
+        verdict = _verdict(c, p_holm, p_tie, design)
         needed = None
-        if word == "unresolved" and pairs:
+        if verdict is Verdict.UNRESOLVED and pairs:
             sd = float(np.std(c.differences, ddof=1)) if len(c.differences) > 1 else math.nan
             needed = pairs_for_holm_power(c.mean, sd, family, design.alpha, design.power)
         out.append(
-            c._replace(p_holm=p_holm, p_tie=p_tie, verdict=VERDICTS[word], pairs_needed=needed)
+            c._replace(p_holm=p_holm, p_tie=p_tie, verdict=verdict, pairs_needed=needed)
         )
     return out

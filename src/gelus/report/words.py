@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gelus.experiments.divergence import FACTOR
+from gelus.report.metrics import Verdict
 from gelus.report.robust import (
     INSIDE_MARGIN,
     NULL_RATES,
@@ -159,11 +160,11 @@ def verdict_cell(c, design: Design) -> str:
 
 
 def _verdict_detail(c, design: Design) -> str:
-    if c.verdict.endswith("unresolved"):
+    if c.verdict is Verdict.UNRESOLVED:
         power = percent(design.power)
         more = f"; ≈ {c.pairs_needed} pairs for {power} power" if c.pairs_needed else ""
         return f"{c.verdict} (n={len(c.seeds)}{more})"
-    if c.verdict.endswith("tie"):
+    if c.verdict is Verdict.TIE:
         margin = EQUIVALENCE_MARGINS.get(c.metric, 0.0)
         return f"{c.verdict} (within ±{format_difference(c.metric, margin).lstrip('+')})"
     return f"{c.verdict} (p {design.correction} {p_text(c.p_holm)})"
@@ -202,11 +203,11 @@ def sensitivity_claim(sens, aggregate: Aggregate = HEADLINE) -> str:
     worse) or less (▲ better) sensitive than the reference; "stable" by whether the reference's
     own regret (its aggregate over seeds) is within the metric's margin in every setting."""
     several = len({c.setting for c in sens.comparisons}) > 1
-    words = {"better": [], "worse": []}
+    words: dict[str, list[str]] = {"better": [], "worse": []}
     for c in sens.comparisons:
-        word = c.verdict.split()[-1]
-        if word in words:
-            words[word].append(c.treatment + (f" ({c.setting})" if several and c.setting else ""))
+        if c.verdict.significant:
+            where = f" ({c.setting})" if several and c.setting else ""
+            words[c.verdict.word].append(c.treatment + where)
     # an activation shown so in several configs (two inits) is named once, with their count
     more, less = (
         [
