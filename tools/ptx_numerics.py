@@ -437,17 +437,20 @@ def evaluate_ptx(
 
     inputs: {pointer parameter index: the values every element holds (an array of fp32, fp16
     values, or of bf16 bit patterns as uint16), or a function element index -> that array};
-    outputs: {pointer parameter index: element size in bytes}; scalars: {parameter index: value}
+    outputs: {pointer parameter index: element size in bytes} (the size of an input listed here
+    too); scalars: {parameter index: value}
     of the integer and float parameters. approx: −1, 0, +1, where the approximate instructions'
     results sit in their documented bounds; contract: fuse ``mul.f32`` + ``add/sub.f32`` (no
     rounding modifier) into one fma, as ptxas may. Returns what was stored where (:class:`Result`).
     """
     _, params, instructions = _parse(ptx)
     by_index = {index: (name, kind, pointer) for name, (index, kind, pointer) in params.items()}
-    itemsizes = {
-        p: (np.asarray(v(0) if callable(v) else v).dtype.itemsize) for p, v in inputs.items()
-    }
-    itemsizes |= outputs
+    # element sizes: the outputs' as given; an input's from its values (a function's: from its
+    # element 0, unless outputs gives the size)
+    itemsizes = dict(outputs)
+    for p, v in inputs.items():
+        if p not in itemsizes:
+            itemsizes[p] = np.asarray(v(0) if callable(v) else v).dtype.itemsize
     machine = _Machine(params, inputs, scalars or {}, itemsizes, approx, block, ctaid)
     # module-level arrays (Triton's shared memory, `global_smem`): addresses of their own, far from
     # the parameters' (a shared-memory address is an offset in the block's shared space)
@@ -626,6 +629,23 @@ def _convert(m: _Machine, ins, parts, guard):
         value = _as_float(m.read(ops[1], 32), "f32")
         bits = _to_bf16(value) if to == "bf16" else value.astype(np.float16).view(np.uint16)
         return m.write(ops[0], bits, 16, guard)
+    if to == "f32" and source == "f32":  # round to an integral value (cvt.rmi: floor, ...)
+        modes = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
+        mode = next((p for p in parts if p in modes), None)
+        if mode is None:
+            raise UnknownInstruction(ins.opcode)
+        value = _as_float(m.read(ops[1], 32), "f32")
+        value = _flush(value) if "ftz" in parts else value
+        return m.write(ops[0], modes[mode](value).astype(np.float32), 32, guard)
+    if source == "f32" and to in ("s32", "u32"):  # to an integer, saturating; nan gives 0
+        modes = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
+        mode = next((p for p in parts if p in modes), None)
+        if mode is None:
+            raise UnknownInstruction(ins.opcode)
+        value = modes[mode](_as_float(m.read(ops[1], 32), "f32").astype(np.float64))
+        low, high = (-(2**31), 2**31 - 1) if to == "s32" else (0, 2**32 - 1)
+        value = np.where(np.isnan(value), 0, np.clip(value, low, high)).astype(np.int64)
+        return m.write(ops[0], _bits(value, 64).astype(np.uint32), 32, guard)
     if to == "f32" and source in ("s32", "u32", "s64", "u64"):
         if "rn" not in parts:
             raise UnknownInstruction(ins.opcode)
@@ -1161,6 +1181,57 @@ def check_parametric(ptx: str, name: str, kernel: str, member: str, backward: bo
     return [_worst(name, "dx / its bound", runs, errors, x_order, 1.0)]
 
 
+def check_elementwise(ptx: str, name: str, x32: np.ndarray, reference: np.ndarray,
+                      quantity: str, bound: float = 2.0) -> Finding:  # fmt: skip
+    """An fp32 elementwise kernel of any origin (inductor's, for the compiled route): the pointer
+    parameters it loads are its inputs (x; a second one is the incoming gradient, given 1), the
+    one it stores is its output, elements matched by index; every integer parameter (the numel)
+    is 2^20. Errors in fp32 ulp of ``reference``."""
+    _, params, _ = _parse(ptx)
+    pointers = sorted(i for i, _, pointer in params.values() if pointer)
+    scalars = {i: 1 << 20 for i, _, pointer in params.values() if not pointer}
+    loaded: dict[int, list[int]] = {}
+
+    def recorder(param):
+        def source(element):
+            if element not in loaded.setdefault(param, []):
+                loaded[param].append(element)
+            return np.float32([1.0])
+
+        return source
+
+    inputs = {p: recorder(p) for p in pointers}
+    probe = evaluate_ptx(ptx, inputs, dict.fromkeys(pointers, 4), scalars)
+    stored = [p for p in probe.stores]
+    if len(stored) != 1 or not 1 <= len(loaded) <= 2:
+        raise ValueError(
+            f"{name}: loads {sorted(loaded)}, stores {stored}: not an elementwise kernel"
+        )
+    (out,) = stored
+    inputs_order = sorted(loaded)
+    elements = loaded[inputs_order[0]]
+    (x32, reference) = _padded(len(elements), x32, reference)
+    parts = _chunks(x32, elements)
+    ones = {e: np.ones_like(v) for e, v in parts.items()}
+    candidates = [inputs_order] if len(inputs_order) == 1 else [inputs_order, inputs_order[::-1]]
+    # which loaded parameter is x and which the gradient: the wiring for which gelu'(0) = 1/2
+    # and gelu'(10) = 1 (a probe of mathematical constants, not of the code's accuracy)
+    wiring = candidates[0]
+    if len(candidates) > 1:
+        probe_x = {e: np.float32([0.0, 10.0]) for e in elements}
+        for order in candidates:
+            inputs = {order[0]: probe_x.__getitem__, order[1]: lambda e: np.float32([1.0, 1.0])}
+            got = evaluate_ptx(ptx, inputs, {out: 4}, scalars).values(out, elements[0])
+            if np.allclose(got, [0.5, 1.0]):
+                wiring = order
+    inputs = {wiring[0]: parts.__getitem__}
+    if len(wiring) > 1:
+        inputs[wiring[1]] = ones.__getitem__
+    runs = run_all_ways(ptx, inputs, {out: 4}, scalars)
+    return _worst(name, quantity, runs,
+                  lambda r: ulp32(_gather(r, out, elements, np.float32), reference), x32, bound)  # fmt: skip
+
+
 # the issue's worst points (x = −0.327: 2.24 ulp with the product's error counted twice)
 ISSUE_POINTS = np.float32([-0.327, -0.32700002, -0.3269999, -0.7517915, -1.832145, -13.242505])
 
@@ -1290,6 +1361,54 @@ def gate(variants=None, arch80=SM80_VARIANTS, sample: int | None = None) -> list
     return findings
 
 
+def loaded_inputs(ptx: str) -> list[int]:
+    """The pointer parameters a kernel loads from (one-element inputs, integer parameters 2^20)."""
+    _, params, _ = _parse(ptx)
+    pointers = sorted(i for i, _, pointer in params.values() if pointer)
+    scalars = {i: 1 << 20 for i, _, pointer in params.values() if not pointer}
+    loaded: set[int] = set()
+
+    def recorder(param):
+        def source(element):
+            loaded.add(param)
+            return np.float32([1.0])
+
+        return source
+
+    evaluate_ptx(ptx, {p: recorder(p) for p in pointers}, dict.fromkeys(pointers, 4), scalars)
+    return sorted(loaded)
+
+
+def route_gate(sample: int | None = None, arch: int = 90) -> list[Finding]:
+    """The exact GELU's compiled CUDA route on fp32 (inductor's Triton kernels, through
+    tools/inductor_kernels.py): the value within 2 ulp; the slope within 2 ulp where the kernel
+    reads a gradient of its own (given 1). Where the generated backward reads one tensor for both
+    the gradient and x (the route traced with grad = x), it computes x·gelu'(x): held to 2.5 ulp
+    (gelu' to 2, and the product's rounding) where gelu'(x) is a normal number (below, the
+    slope's own subnormal rounding, times |x|, is what a product shows)."""
+    os.environ["TRITON_INTERPRET"] = "0"
+    sys.path.insert(0, str(ROOT / "tools"))
+    import inductor_kernels
+
+    x, value, slope = fp32_set(sample)
+    findings = []
+    for backward in (False, True):
+        for name, ptx in inductor_kernels.compiled_route_ptx("fp32", backward, arch):
+            label = f"route fp32 {'bwd' if backward else 'fwd'} sm_{arch}"
+            if not backward:
+                findings.append(check_elementwise(ptx, label, x, value, "exact value"))
+            elif len(loaded_inputs(ptx)) == 2:
+                findings.append(check_elementwise(ptx, label, x, slope, "exact slope"))
+            else:
+                normal = np.abs(slope) >= 2.0**-126
+                product = x[normal].astype(np.float64) * slope[normal]
+                findings.append(
+                    check_elementwise(ptx, label, x[normal], product, "x·gelu'(x), grad = x", 2.5)
+                )
+            findings[-1].variant = f"{label} {name[:40]}"
+    return findings
+
+
 def missing_compiler() -> str | None:
     """Why the gate cannot compile here (no Triton, no ptxas), or None."""
     try:
@@ -1307,6 +1426,11 @@ def main() -> int:
                         help="every N-th point of the fp32 sets (default: all)")  # fmt: skip
     parser.add_argument("--no-sm80", action="store_true", help="sm_90 only")
     parser.add_argument("--json", help="write the findings to this file")
+    parser.add_argument(
+        "--route",
+        action="store_true",
+        help="the compiled route's kernels (tools/inductor_kernels.py)",
+    )
     args = parser.parse_args()
     os.environ["TRITON_INTERPRET"] = "0"
     if reason := missing_compiler():
@@ -1315,7 +1439,7 @@ def main() -> int:
     names = [n for n in (*FP32_VARIANTS, *HALF_VARIANTS) if args.only in n]
     arch80 = () if args.no_sm80 else [n for n in SM80_VARIANTS if args.only in n]
     start = time.time()
-    findings = gate(names, arch80, args.sample)
+    findings = route_gate(args.sample) if args.route else gate(names, arch80, args.sample)
     for f in findings:
         print(f.line())
     print(f"{len(findings)} checks, {sum(not f.ok for f in findings)} over their bound, "

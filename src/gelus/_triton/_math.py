@@ -205,7 +205,10 @@ def _prepare_single(x):
 @triton.jit
 def _tail_single(near, t_near, t_far, SLOPE: tl.constexpr, m_hi, m_lo, w, scale):
     """m·P(t)·(1 + w)·scale (times 2^-64: the exact result), P the near or far polynomial of the
-    value's tail (of the slope's with ``SLOPE``).
+    value's tail (of the slope's with ``SLOPE``). m = m_hi + m_lo is scaled first (exactly: scale
+    is a power of two, 2^(k+64) ≥ 2^-99), so that every product below is a normal number even
+    where m is subnormal (GEGLU's a·gelu(b) at a subnormal b): the only rounding into the
+    subnormal range is the caller's last factor, 2^-64.
 
     Both polynomials are evaluated and one is kept: an fma with an immediate coefficient per
     step and region is cheaper than picking each coefficient (a select and a move per step)."""
@@ -239,11 +242,12 @@ def _tail_single(near, t_near, t_far, SLOPE: tl.constexpr, m_hi, m_lo, w, scale)
     # contracts a·b + c would fuse the rounded product a_hi = m_hi·p_hi back into that addition
     # while the tail already holds its error (counted twice: 2.24 ulp at x = −0.327). Every step
     # here is an fma or an addition of fma results, so there is nothing left to contract.
+    m_hi = m_hi * scale
+    m_lo = m_lo * scale
     a_hi = m_hi * p_hi
     error = tl.fma(m_hi, p_hi, -a_hi)
     low = tl.fma(m_hi, p_lo, m_lo * p_hi)
-    y = tl.fma(m_hi, p_hi, tl.fma(a_hi, w, tl.fma(error + low, w, low)))
-    return y * scale
+    return tl.fma(m_hi, p_hi, tl.fma(a_hi, w, tl.fma(error + low, w, low)))
 
 
 @triton.jit
