@@ -292,11 +292,17 @@ def summary(report: dict) -> str:
         failed = [c for c in checks if c.get("passed") is False]
         lines.append(f"  {part['name']:<20} {part['status']:<8} {part.get('wall_s', 0):6.1f} s  "
                      f"{len(checks)} checks, {len(failed)} failed"
-                     + (f"  ({part.get('reason') or part.get('error', '')})"[:300]
+                     + (f"  ({_why(part)})"[:300]
                         if part["status"] in ("skipped", "timeout", "error") else ""))  # fmt: skip
         for check in failed[:10]:
             lines.append(f"      ✗ {check['name']}: {check.get('detail', '')}")
     return "\n".join(lines)
+
+
+def _why(part: dict) -> str:
+    """Why a part did not pass or fail: its reason, its error, or its skipped check's detail."""
+    details = [c.get("detail", "") for c in part.get("checks", []) if c.get("skipped")]
+    return part.get("reason") or part.get("error") or "; ".join(details)
 
 
 def _limit(text: str) -> tuple[str, float]:

@@ -1,24 +1,22 @@
 #!/usr/bin/env bash
-# Everything this project measures on a GPU, for one call of the GPU machine (torch preinstalled,
-# no network: nothing is installed, the checkout runs from src/). Logs go to $OUT (default
-# ./gpu-session); each step's failure is recorded and the next step still runs.
+# The GPU machine's calls (torch preinstalled, no network: nothing is installed, the checkout runs
+# from src/). Logs go to $OUT (default ./gpu-session).
 #
-#   tools/gpu_session.sh tests      # the CUDA tests: kernels, wiring, the harness on CUDA
-#   tools/gpu_session.sh kernels    # gelus bench kernels --device cuda (the public calls at
-#                                   # 2^16..2^28, fp32 and bf16, device and host time, the host
-#                                   # time with the launches stubbed, issue 30's verdicts), the
-#                                   # GPT-2 step (eager and compiled interleaved), and the GPT-2
-#                                   # step with the 2026-11-26 compiled region (--compile-scope
-#                                   # model) for nn.GELU(), to test why compiled was slower
+#   tools/gpu_session.sh [check] [OPTIONS]  # the device check (default): tools/gpu_check.py, every
+#                                           # part in one call of at most 8 minutes (its budget is
+#                                           # 7.5), JSON and per-part logs under $OUT; OPTIONS go
+#                                           # to it (--parts, --budget, --part-limit ...).
+#                                           # docs/gpu/README.md says what it checks.
+#   tools/gpu_session.sh tests      # the CUDA tests: kernels, wiring, the harness on CUDA (one
+#                                   # call of its own: several minutes)
+#   tools/gpu_session.sh kernels    # gelus bench kernels --device cuda (every size 2^16..2^28,
+#                                   # the host-time tables docs/CUDA.md quotes) and the GPT-2 step
+#                                   # with the 2026-11-26 compiled region (--compile-scope model)
 #   tools/gpu_session.sh training   # gelus bench training --device cuda --plan, the transformer
 #                                   # bench with 15 runs stacked
-#   tools/gpu_session.sh all        # the three, one after another (4-5 min on the 2026-11-26
-#                                   # H200 before the kernel bench timed the public calls; the
-#                                   # kernels part is expected to take 3-5 min: where one call
-#                                   # of the GPU machine is limited to 10 min, run the parts in
-#                                   # separate calls)
 #
-# STEP_LIMIT=SECONDS caps each step (a hung step then costs that, not the whole lease).
+# tests, kernels and training each take a call of their own (3-5 min each on the 2026-11-26 H200).
+# STEP_LIMIT=SECONDS caps each of their steps (a hung step then costs that, not the whole lease).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=src PYTHONUNBUFFERED=1
@@ -38,9 +36,16 @@ step() {  # step NAME COMMAND...: run, tee to $OUT/NAME.log, remember a failure
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
 
-case "${1:-all}" in
-tests | all)
+command=${1:-check}
+[ $# -gt 0 ] && shift
+case "$command" in
+check | --*)
+    [ "$command" = check ] || set -- "$command" "$@"
+    python3 tools/gpu_check.py --out "$OUT" "$@"
+    exit $? ;;
+tests)
     step tests python3 -m pytest -q -p no:cacheprovider -n 8 tests/library/test_triton_cuda.py \
         tests/library/test_cuda_wiring.py tests/experiments/test_runs_on_cuda.py \
         tests/experiments/test_device_batches.py tests/experiments/test_budget.py tests/experiments/test_device.py \
@@ -55,19 +60,18 @@ tests | all)
     step tests-bench python3 -m pytest -q -p no:cacheprovider -rs -k on_the_gpu tests/bench/test_kernels_on_cuda.py
     # the kernels' accuracy tests (float64 and mpmath oracles), compiled for the GPU this time
     step tests-kernels python3 -m pytest -q -p no:cacheprovider -n 8 -rs \
-        tests/library/test_triton_kernels.py tests/library/test_triton_members.py ;;&
-kernels | all)
+        tests/library/test_triton_kernels.py tests/library/test_triton_members.py ;;
+kernels)
     step bench-kernels python3 -m gelus bench kernels --device cuda --json "$OUT/bench-kernels.json"
     step gpt2-step python3 -m gelus.bench.gpt2_step
     step gpt2-step-model-scope python3 -m gelus.bench.gpt2_step --compile-scope model \
-        --activations torch-exact,torch-tanh --steps 10 ;;&
-training | all)
+        --activations torch-exact,torch-tanh --steps 10 ;;
+training)
     step bench-training python3 -m gelus bench training --device cuda --plan
     # train.stack=auto's choice on a GPU: M runs stacked against one run per job, per run-step
     step bench-transformer python3 -m gelus bench transformer --device cuda --rounds 5 --stack 15 ;;
-tests | kernels) ;;
 *)
-    echo "usage: tools/gpu_session.sh [tests|kernels|training|all]" >&2
+    echo "usage: tools/gpu_session.sh [check [OPTIONS]|tests|kernels|training]" >&2
     exit 2 ;;
 esac
 exit $status

@@ -230,7 +230,7 @@ def test_part_limits_can_be_overridden():
 
 def test_the_device_budget_fits_one_eight_minute_call():
     assert gpu_check.BUDGET_S <= 8 * 60 - 30  # the machine's start and the JSON around it
-    assert gpu_check.MIN_PART_S < min(p.limit_s for p in gpu_check.PARTS)
+    assert min(p.limit_s for p in gpu_check.PARTS) > gpu_check.MIN_PART_S
 
 
 # ---------------------------------------------------------------- the members and the bounds
@@ -253,8 +253,8 @@ def test_the_bounds_are_the_ones_the_tests_assert():
     assert gpu_check.EXACT_ULP == EXACT_ULP
     source = (ROOT / "tests" / "library" / "test_triton_kernels.py").read_text()
     table = ast.literal_eval(re.search(r"^FORM_BOUNDS = (\{.*\})$", source, re.M)[1])
-    assert gpu_check.FORM_BOUNDS == table
+    assert table == gpu_check.FORM_BOUNDS
     cuda = ast.literal_eval(re.search(r'FORM_BOUNDS\["sigmoid"\] = (\(.*\))', source)[1])
-    assert gpu_check.FORM_BOUNDS_CUDA == table | {"sigmoid": cuda}
+    assert table | {"sigmoid": cuda} == gpu_check.FORM_BOUNDS_CUDA
     assert f"<= {gpu_check.GEGLU_ULP}" in source
     assert f"{gpu_check.SWISH_RTOL_EPS} * info.eps" in source
