@@ -217,7 +217,7 @@ def _sums(name: str, dtype: str, kernel: str) -> tuple[int, ...]:
 ARGUMENTS = {
     "pointwise": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "n": "i32", "beta": "fp32",
                   "seed": "i64", "offset": "i64"},
-    "geglu": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "half": "i32"},
+    "geglu": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "outer": "i32", "half": "i32"},
     "rows": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "p_ptr": "x", "q_ptr": "x",
              "partial_ptr": "acc", "rows": "i32", "row_length": "i32", "channels": "i32",
              "chunks": "i32", "p_stride": "i32", "q_stride": "i32"},

@@ -143,24 +143,44 @@ def pointwise_kernel(
 
 
 @triton.jit
+def _folded_program(axis: tl.constexpr, FOLDED: tl.constexpr):
+    """The program's index along ``axis`` (1); FOLDED: the grid's axes 1 and 2 together count
+    one axis longer than CUDA's 65,535 for y, pid(1) + pid(2)·programs(1) (a variant of its own,
+    so that the usual launch pays nothing for it)."""
+    if FOLDED:
+        index = tl.program_id(axis) + tl.program_id(2) * tl.num_programs(axis)
+    else:
+        index = tl.program_id(axis)
+    return index
+
+
+@triton.jit
 def geglu_kernel(
     x_ptr,
     grad_ptr,
     out_ptr,
+    outer,
     half,
     FORM: tl.constexpr,
     BACKWARD: tl.constexpr,
     PREC: tl.constexpr,
     WIDE: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
     BLOCK: tl.constexpr,
+    FOLDED: tl.constexpr,
 ):
-    # Program (o, block) covers output elements (o, j) for j in its block: a = x[o, 0, j] and the
-    # gate b = x[o, 1, j]. A 2-D grid, so that no element pays a (64-bit) division by `half`.
-    outer = tl.program_id(0).to(tl.int64)
-    column = tl.program_id(1).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    inside = column < half
-    index = outer * half + column
-    a_index = index + outer * half
+    # Program (o, j, k) covers output elements (r, c) for BLOCK_ROWS rows r from o·BLOCK_ROWS and
+    # BLOCK columns c from (j + k·programs(1))·BLOCK: a = x[r, 0, c] and the gate b = x[r, 1, c].
+    # A 2-D grid (3-D where the columns need more than 65,535 blocks), so that no element pays a
+    # (64-bit) division by `half`; short halves put several rows in one program (BLOCK_ROWS > 1),
+    # which also keeps the first axis below 2^31 for any tensor memory holds.
+    row = tl.program_id(0).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    column = _folded_program(1, FOLDED).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = (column < half)[None, :]
+    if BLOCK_ROWS > 1:  # one row per program: the grid has exactly `outer` of them
+        inside = (row < outer)[:, None] & inside
+    index = row[:, None] * half + column[None, :]
+    a_index = index + row[:, None] * half
     a_raw = tl.load(x_ptr + a_index, mask=inside, other=0.0)
     b = _widen(tl.load(x_ptr + a_index + half, mask=inside, other=0.0), WIDE)
     a = a_raw.to(b.dtype)
@@ -284,13 +304,17 @@ def rows_kernel(
     BLOCK_ROWS: tl.constexpr,
     BLOCK: tl.constexpr,
     STEPS: tl.constexpr,
+    INT64: tl.constexpr,
 ):
     # Program (row block, chunk) covers elements [chunk·BLOCK·STEPS, ...) of BLOCK_ROWS rows, row r
     # of channel r % channels (short rows, as NCHW with a small H·W, share a program instead of
     # each masking most of a block). Its SUMS partial sums (the parameter gradients' terms) go to
     # partial[SUMS, groups, channels], group (r // channels)·chunks + chunk: the layout of the
     # columns kernel, which finish_kernel reduces over groups.
-    row = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    # Row numbers and parameter offsets in int32 unless one can reach 2^31 (INT64: the host's
+    # choice, ops._rows_launch); element offsets always in int64.
+    row = tl.program_id(0).to(tl.int64 if INT64 else tl.int32) * BLOCK_ROWS
+    row += tl.arange(0, BLOCK_ROWS)
     chunk = tl.program_id(1)
     in_rows = row < rows
     channel = row % channels
@@ -320,7 +344,8 @@ def rows_kernel(
         slot = group * channels + channel
         tl.store(partial_ptr + slot, tl.sum(sum1, axis=1), mask=in_rows)
         if SUMS > 1:  # the second sum after rows·chunks slots of the first
-            tl.store(partial_ptr + rows * chunks + slot, tl.sum(sum2, axis=1), mask=in_rows)
+            second = rows.to(tl.int64) * chunks if INT64 else rows * chunks
+            tl.store(partial_ptr + second + slot, tl.sum(sum2, axis=1), mask=in_rows)
 
 
 @triton.jit
@@ -344,12 +369,17 @@ def columns_kernel(
     BLOCK_R: tl.constexpr,
     BLOCK_C: tl.constexpr,
     STEPS: tl.constexpr,
+    INT64: tl.constexpr,
+    FOLDED: tl.constexpr,
 ):
-    # Program (row block, column block) covers BLOCK_R·STEPS rows of BLOCK_C channels (row blocks
-    # on the grid's first axis, which allows 2^31 − 1 programs); its SUMS partial sums go to
-    # partial[SUMS, row blocks, channels].
+    # Program (row block, column block j + k·programs(1)) covers BLOCK_R·STEPS rows of BLOCK_C
+    # channels (row blocks on the grid's first axis, which allows 2^31 − 1 programs; the column
+    # blocks on y, and z where they are more than 65,535); its SUMS partial sums go to
+    # partial[SUMS, row blocks, channels]. Channel numbers and parameter offsets in int32 unless
+    # one can reach 2^31 (INT64: the host's choice, ops._columns_launch).
     row_block = tl.program_id(0)
-    column = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    column = _folded_program(1, FOLDED).to(tl.int64 if INT64 else tl.int32) * BLOCK_C
+    column += tl.arange(0, BLOCK_C)
     in_columns = column < channels
     dtype = tl.float64 if WIDE else tl.float32
     p, q = _parameters(
@@ -392,6 +422,7 @@ def finish_kernel(
     WIDE: tl.constexpr,
     BLOCK_G: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    INT64: tl.constexpr,
 ):
     """The parameter gradients from the partial sums partial[2, groups, channels] (the second
     starting at element ``second``): out_k[c] =
@@ -402,19 +433,23 @@ def finish_kernel(
     dtype = tl.float64 if WIDE else tl.float32
     all1 = tl.zeros([BLOCK_C], dtype)
     all2 = tl.zeros([BLOCK_C], dtype)
-    for first in range(tl.program_id(0) * BLOCK_C, channels, tl.num_programs(0) * BLOCK_C):
+    # int64 loop counters where channels or groups come within a block of 2^31 (INT64, the
+    # host's choice): an int32 counter would wrap around
+    index: tl.constexpr = tl.int64 if INT64 else tl.int32
+    start = tl.program_id(0).to(index) * BLOCK_C
+    for first in range(start, channels, tl.num_programs(0).to(index) * BLOCK_C):
         column = first + tl.arange(0, BLOCK_C)
         in_columns = column < channels
         sum1 = tl.zeros([BLOCK_G, BLOCK_C], dtype)
         sum2 = tl.zeros([BLOCK_G, BLOCK_C], dtype)
-        for first_group in range(0, groups, BLOCK_G):
+        for first_group in range(start * 0, groups, BLOCK_G):
             group = first_group + tl.arange(0, BLOCK_G)
             inside = (group < groups)[:, None] & in_columns[None, :]
             slot = partial_ptr + group.to(tl.int64)[:, None] * channels + column[None, :]
             if OUT1 > 0:
                 sum1 += tl.load(slot, mask=inside, other=0.0).to(dtype)
             if OUT2 > 0:
-                sum2 += tl.load(slot + second, mask=inside, other=0.0).to(dtype)
+                sum2 += tl.load(slot + second.to(index), mask=inside, other=0.0).to(dtype)
         if OUT1 == 1:
             tl.store(out1_ptr + column, _rounded(tl.sum(sum1, axis=0), out1_ptr), mask=in_columns)
         if OUT1 == 2:

@@ -85,6 +85,33 @@ def _block(dtype: torch.dtype, scale: int = _INTERPRETER_SCALE) -> int:
     return _WARPS * 32 * (16 // min(dtype.itemsize, 4)) * scale
 
 
+# CUDA's limits on a grid: 2^31 − 1 programs along x, 65,535 along y and z. Every launch keeps
+# within them for any tensor memory holds (tests/library/test_launch_limits.py; docs/CUDA.md,
+# "Launch limits"): x takes the long axis, and an axis that may need more than _GRID_YZ programs
+# on y is folded into y·z (the kernels read it as pid(1) + pid(2)·programs(1)).
+_GRID_X = 2**31 - 1
+_GRID_YZ = 65535
+_INT32 = 2**31 - 1  # the largest offset int32 arithmetic holds (the INT64 choice)
+
+
+def _fold(blocks: int) -> tuple[int] | tuple[int, int]:
+    """(blocks,) within _GRID_YZ, else (y, z) with y·z ≥ blocks, both within _GRID_YZ, fewer
+    than z programs idle (the kernels' FOLDED variant)."""
+    if blocks <= _GRID_YZ:
+        return (blocks,)
+    z = triton.cdiv(blocks, _GRID_YZ)
+    if z > _GRID_YZ:
+        raise ValueError(f"{blocks} blocks exceed what a grid's y and z axes hold together")
+    return triton.cdiv(blocks, z), z
+
+
+def _checked(grid: tuple[int, ...]) -> tuple[int, ...]:
+    """grid, after checking it is within CUDA's limits (a launch outside them fails on the GPU)."""
+    if grid[0] > _GRID_X or any(size > _GRID_YZ for size in grid[1:]):
+        raise ValueError(f"grid {grid} is outside CUDA's limits (x < 2^31, y and z ≤ 65,535)")
+    return grid
+
+
 # A tensor long enough for full blocks and _STEPS steps per program: what launch_config assumes
 # when it is not given a length (the configuration of the memory-bound sizes, which the SASS gate
 # compiles).
@@ -111,7 +138,8 @@ def launch_config(
     kernel: ``"pointwise"`` (member: a GELU form, ``SWISH`` or ``STOCHASTIC``), ``"geglu"``
     (form), ``"rows"``, ``"columns"`` or ``"finish"`` (member: ``GENERALIZED``, ``SWISH_BETA``
     or ``BIAS``, the last with its form; their backward writes ``sums`` partial sums per
-    program and channel, 0, 1 or 2). length: GEGLU's half (None: a long one). The parameter
+    program and channel, 0, 1 or 2). length: GEGLU's half (None: a long one; a short one puts
+    several rows in one block, BLOCK_ROWS > 1, rather than masking most of it). The parameter
     kernels are described for a long tensor (NCHW with 64 channels, or 64 channels fastest):
     their host functions plan every launch with ``_plan``, which this calls. interpreted: None
     for this process's mode; the interpreter takes 16x larger blocks, False what a GPU takes.
@@ -124,9 +152,11 @@ def launch_config(
         wide = member != int(kernels.STOCHASTIC) and _wide(dtype)
         config = dict(MEMBER=member, WIDE=wide, BLOCK=_block(dtype, scale))
     elif kernel == "geglu":
-        # a short half (GEGLU's rows) takes a smaller block, not a mostly masked one
-        fitted = max(_WARPS * 32, triton.next_power_of_2(_LONG if length is None else length))
-        config = dict(FORM=form, WIDE=_wide(dtype), BLOCK=min(_block(dtype, scale), fitted))
+        # a short half (GEGLU's rows) shares a block with the next rows, not a mostly masked one
+        block = _block(dtype, scale)
+        fitted = min(block, triton.next_power_of_2(_LONG if length is None else max(length, 1)))
+        config = dict(FORM=form, WIDE=_wide(dtype), BLOCK_ROWS=block // fitted, BLOCK=fitted)
+        config["FOLDED"] = False  # the column blocks on y alone (_geglu_launch: y·z past 65,535)
     else:
         raise ValueError(
             f"unknown kernel {kernel!r}; use pointwise, geglu, rows, columns or finish"
@@ -202,12 +232,19 @@ def _as_layout_of(grad: Tensor, x: Tensor) -> Tensor:
     return torch.empty_like(x, dtype=grad.dtype).copy_(grad)
 
 
+def _pointwise_launch(n: int, dtype: torch.dtype, member: int, backward: bool, interpreted=None):
+    """(grid, constants) of pointwise_kernel on n > 0 elements (offsets in int64: any n);
+    interpreted as in :func:`launch_config`."""
+    config = launch_config("pointwise", dtype, member, backward=backward, interpreted=interpreted)
+    return _checked((triton.cdiv(n, config["BLOCK"]),)), config
+
+
 def _launch_pointwise(x, grad, member, beta=1.0, seed=0, offset=0):
     out = torch.empty_like(x)
     n = x.numel()
     if n:
-        config = launch_config("pointwise", x.dtype, member, backward=grad is not None)
-        kernels.pointwise_kernel[(triton.cdiv(n, config["BLOCK"]),)](
+        grid, config = _pointwise_launch(n, x.dtype, member, grad is not None)
+        kernels.pointwise_kernel[grid](
             x, x if grad is None else grad, out, n, float(beta), int(seed), int(offset), **config
         )
     return out
@@ -343,17 +380,21 @@ def _plan(key, scale: int) -> _Plan:
         WIDE=wide,
         num_warps=_WARPS,
     )
+    param_strides, outputs = _parameter_layout(parameters, wants, dim, len(shape), channels)
+    reach = max(param_strides) * (channels - 1)  # the farthest parameter offset
     if channels > 1 and stride == 1:  # the channel is the fastest dimension in storage
-        kernel, grid, sizes, groups, blocks = _columns_launch(n, channels)
+        kernel, grid, sizes, groups, blocks = _columns_launch(n, channels, reach)
     else:  # one channel per row of `stride` elements (an empty x: nothing is launched)
         kernel, grid, sizes, groups, blocks = _rows_launch(
-            n, max(stride, 1), channels, dtype, scale
+            n, max(stride, 1), channels, dtype, scale, reach
         )
     options.update(blocks)
-    param_strides, outputs = _parameter_layout(parameters, wants, dim, len(shape), channels)
     block_c = min(128, triton.next_power_of_2(channels))
     block_g = min(_FINISH_TILE // block_c, triton.next_power_of_2(max(groups, 1)))
+    # int64 loop counters where the channels or the groups come within a block of 2^31
+    counters = max(channels + block_c, groups + block_g) > _INT32
     finish = dict(OUT1=outputs[0], OUT2=outputs[1], WIDE=wide, BLOCK_G=block_g, BLOCK_C=block_c)
+    finish["INT64"] = counters
     return _Plan(
         dense=_dense_layout(shape, strides),
         n=n,
@@ -390,9 +431,11 @@ def _parameter_layout(parameters, wants, dim: int | None, ndim: int, channels: i
     return strides, outputs
 
 
-def _columns_launch(n: int, channels: int):
+def _columns_launch(n: int, channels: int, reach: int = 0):
     """(kernel, grid, sizes, groups, block options) of columns_kernel for ``n`` elements whose
-    ``channels`` are the fastest dimension in storage."""
+    ``channels`` are the fastest dimension in storage, the parameters read up to offset
+    ``reach``: the column blocks on y (folded into y·z past 65,535 of them), int64 channel
+    numbers and parameter offsets where int32 does not hold them."""
     rows = n // channels
     block_c = min(64, triton.next_power_of_2(channels))
     block_r = _TILE // block_c
@@ -400,19 +443,24 @@ def _columns_launch(n: int, channels: int):
     while steps > 1 and triton.cdiv(rows, block_r * steps) * channels < _PROGRAMS * block_c:
         steps //= 2  # a small tensor: more programs, not more steps per program
     groups = triton.cdiv(rows, block_r * steps)
-    grid = (groups, triton.cdiv(channels, block_c))
+    column_blocks = triton.cdiv(channels, block_c)
+    grid = _checked((groups, *_fold(column_blocks)))
+    wide = max(column_blocks * block_c, reach) > _INT32
     return (
         "columns_kernel",
         grid,
         (rows, channels),
         groups,
-        dict(BLOCK_R=block_r, BLOCK_C=block_c, STEPS=steps),
+        dict(BLOCK_R=block_r, BLOCK_C=block_c, STEPS=steps, INT64=wide, FOLDED=len(grid) > 2),
     )
 
 
-def _rows_launch(n: int, stride: int, channels: int, dtype: torch.dtype, scale: int):
+def _rows_launch(
+    n: int, stride: int, channels: int, dtype: torch.dtype, scale: int, reach: int = 0
+):
     """(kernel, grid, sizes, groups, block options) of rows_kernel for ``n`` elements in rows of
-    ``stride`` elements, each row one of ``channels`` channels."""
+    ``stride`` elements, each row one of ``channels`` channels, the parameters read up to offset
+    ``reach``: int64 row numbers and parameter offsets where int32 does not hold them."""
     rows = n // stride
     # short rows (NCHW with a small H·W) share a block, several rows to a program, rather
     # than each masking most of one; 4 per thread even in float64 (two block-sized float64
@@ -422,12 +470,16 @@ def _rows_launch(n: int, stride: int, channels: int, dtype: torch.dtype, scale: 
     steps = _steps(stride, block)
     while steps > 1 and rows * triton.cdiv(stride, block * steps) < _PROGRAMS:
         steps //= 2  # a small tensor: more programs, not more steps per program
-    while triton.cdiv(stride, block * steps) > 65535:  # the grid's second axis limit
+    while triton.cdiv(stride, block * steps) > _GRID_YZ:  # the grid's second axis limit
         steps *= 2
     chunks = triton.cdiv(stride, block * steps)
-    grid = (triton.cdiv(rows, block_rows), chunks)
+    row_blocks = triton.cdiv(rows, block_rows)
+    grid = _checked((row_blocks, chunks))
     sizes = (rows, stride, channels, chunks)
-    blocks = dict(BLOCK_ROWS=block_rows, BLOCK=block, STEPS=steps)
+    # row numbers up to row_blocks·block_rows, parameter offsets up to reach, and the second
+    # partial sum's offset rows·chunks, in int32 where it holds them all
+    wide = max(row_blocks * block_rows, reach, rows * chunks) > _INT32
+    blocks = dict(BLOCK_ROWS=block_rows, BLOCK=block, STEPS=steps, INT64=wide)
     return "rows_kernel", grid, sizes, rows // channels * chunks, blocks
 
 
@@ -566,13 +618,28 @@ def _geglu_shape(x: Tensor, dim: int) -> tuple[int, int]:
     return dim, x.shape[dim] // 2 * math.prod(x.shape[dim + 1 :])
 
 
+def _geglu_launch(
+    outer: int, half: int, dtype: torch.dtype, form: int, backward: bool, interpreted=None
+):
+    """(grid, constants) of geglu_kernel on x viewed as [outer, 2, half] (outer, half > 0):
+    blocks of rows on x (the axis that allows 2^31 − 1: BLOCK_ROWS rows of a short half to a
+    block keep it below n / BLOCK), column blocks on y, folded into y·z past 65,535 (a 1-D
+    input of 2^26 fp32 elements has 65,536); offsets in int64 (any size)."""
+    config = launch_config(
+        "geglu", dtype, form=form, backward=backward, length=half, interpreted=interpreted
+    )
+    grid = _checked(
+        (triton.cdiv(outer, config["BLOCK_ROWS"]), *_fold(triton.cdiv(half, config["BLOCK"])))
+    )
+    return grid, config | dict(FOLDED=len(grid) > 2)
+
+
 def _launch_geglu(x, grad, out, half, approximate):
     form = _form(approximate)
     outer = x.numel() // (2 * half) if half else 0
     if outer:
-        config = launch_config("geglu", x.dtype, form=form, backward=grad is not None, length=half)
-        grid = (outer, triton.cdiv(half, config["BLOCK"]))  # outer on the axis that allows 2^31 − 1
-        kernels.geglu_kernel[grid](x, x if grad is None else grad, out, half, **config)
+        grid, config = _geglu_launch(outer, half, x.dtype, form, grad is not None)
+        kernels.geglu_kernel[grid](x, x if grad is None else grad, out, outer, half, **config)
     return out
 
 
