@@ -235,67 +235,32 @@ def _decide(module: nn.Module) -> nn.Module | str | None:
 def patch(model: nn.Module, *, functional: bool = False) -> PatchReport:
     r"""Replace, in place, every activation of ``model`` that a gelus member computes exactly.
 
-    Mapped (each to the member with the same function; docs/INTEGRATIONS.md lists every class):
+    Mapped, each to the member with the same function (the one ``gelus.get_activation`` builds
+    for the library's name of it; docs/INTEGRATIONS.md lists every class): ``nn.GELU``, HF's
+    and timm's GELU classes to ``GELU("none")`` or ``GELU("tanh")`` (the form kept), HF
+    ``QuickGELUActivation`` and timm ``QuickGELU`` to ``GELU("sigmoid")``, ``nn.SiLU``, HF
+    ``SiLUActivation``, timm ``Swish``/``SwishMe`` to ``SiLU()``, HF ``ClippedGELUActivation``
+    (``gelu_10``) to ``ClippedGELU(min, max)``, HF ``Laplace``, ``ReLUSquared``,
+    ``SqrtSoftplus``, ``XIELU`` and timm ``HardMish`` to theirs.
 
-    ========================================================  =================================
-    class                                                     gelus member
-    ========================================================  =================================
-    ``nn.GELU()``, HF ``GELUActivation``, timm ``GELU``        ``GELU("none")``: x·Φ(x)
-    ``nn.GELU(approximate="tanh")``, HF ``GELUTanh``,          ``GELU("tanh")``:
-    ``NewGELUActivation``, ``FastGELUActivation``,             ½x·(1 + tanh(√(2/π)(x + 0.044715x³)))
-    ``AccurateGELUActivation``, timm ``GELUTanh``
-    HF ``QuickGELUActivation``, timm ``QuickGELU``             ``GELU("sigmoid")``: x·σ(1.702x)
-    ``nn.SiLU``, HF ``SiLUActivation``, timm ``Swish``,        ``SiLU()``: x·σ(x)
-    ``SwishMe``
-    HF ``ClippedGELUActivation(min, max)`` (``gelu_10``)       ``ClippedGELU(min, max)``
-    HF ``LaplaceActivation``, ``ReLUSquaredActivation``,       ``Laplace``, ``ReLU2``,
-    ``SqrtSoftplusActivation``, ``XIELUActivation``;           ``SqrtSoftplus``, ``XIELU``;
-    timm ``HardMish``, ``HardMishMe``                          ``HardMish``
-    ========================================================  =================================
+    Kept: the ``inplace`` flag (where the old module honoured it), the training mode, and every
+    Parameter and buffer *object* (XIELU's move into the new module as the same tensors), so an
+    optimizer built before the patch, DDP, ``requires_grad``, ``state_dict`` keys and the
+    parameter count are unchanged. A shared module is replaced by one new module at every
+    place. No depth limit. All or nothing: every replacement is planned, then made; a failure
+    puts back those made and raises.
 
-    Each new module is the one ``gelus.get_activation`` builds for that library's name of the
-    class (``gelus:quick_gelu`` and a patched ``QuickGELUActivation`` are both
-    ``GELU("sigmoid")``).
+    Left alone and listed, with the reason: a mapped module with hooks, parametrizations, a
+    ``forward`` set on the instance, or settings its class does not support (``nn.GELU`` with
+    ``approximate='sigmoid'`` set by hand); an HF or timm activation gelus has no member for; a
+    subclass of a mapped class; another class whose name says GELU, SiLU or Swish.
 
-    What is kept: the old module's ``inplace`` flag (where the old honoured it), its training
-    mode, and every Parameter and buffer *object*: XIELU's ``alpha_p``, ``alpha_n``, ``beta``,
-    ``eps`` move into the new module as the same tensors (not copies), so an optimizer built
-    before the patch, DDP, ``requires_grad`` (frozen stays frozen), ``state_dict`` keys and the
-    parameter count are unchanged. A module shared by several places is replaced by one new
-    module at all of them. Modules in ``nn.ModuleList``/``nn.ModuleDict`` are found like any
-    other. No depth limit (the walk is iterative).
-
-    All or nothing: every replacement is planned first, then made; if making one fails, those
-    made are put back and the error is raised: the model holds the same module objects as before.
-
-    Left alone and listed, with the reason: a mapped module with hooks (forward, backward or
-    state-dict hooks: a new module would not carry them), with parametrizations, with its
-    ``forward`` set on the instance, or with settings its class does not support (an
-    ``nn.GELU`` whose ``approximate`` was set to ``'sigmoid'`` by hand: its forward raises); an
-    activation of Hugging Face's or timm's that gelus has no member for (HF ``MishActivation``,
-    ``LinearActivation``; timm ``Mish``, ``Sigmoid``, ``Tanh``, ``HardSwish``, ``HardSigmoid``,
-    ``PReLU``, …); a subclass of a mapped class (its forward may differ); any other class whose
-    name says GELU, SiLU or Swish (its formula is not known here: a model's own ``GELU`` with
-    another constant). A left-alone module is not looked inside. Not listed: torch's other
-    activations (``nn.ReLU``, ``nn.Hardswish``, ``nn.Mish``, …), which are not of the family,
-    and gelus's own modules.
-
-    ``functional=True`` also routes the functional calls made inside ``model``'s forward:
-    ``F.gelu`` (both forms) and ``F.silu`` (``inplace`` too) go to ``gelus.functional.gelu``
-    and ``silu``, eagerly, under ``torch.compile`` and under ``torch.export`` (torch 2.13 has no
-    ``torch.gelu``, ``torch.silu`` or Tensor methods for them; its private
-    ``torch._C._nn.gelu_``/``silu``/``silu_`` stay torch's, as dynamo does not show them to a
-    function mode). See :class:`FunctionalRouting` for how, what
-    is counted, and how to remove it. Calls with inputs or settings torch itself refuses
-    (integer tensors, ``approximate='sigmoid'``) stay torch's, which raises as before.
-
-    Nothing from transformers or timm is imported: classes are recognised by module and name.
+    ``functional=True`` also routes ``F.gelu`` (both forms) and ``F.silu`` called inside
+    ``model``'s forward to gelus, eagerly, compiled and exported: see
+    :class:`FunctionalRouting`. Nothing from transformers or timm is imported.
 
     Returns:
-        A :class:`PatchReport`: ``replaced``, a list of :class:`Replaced` ``(name, old, new)``
-        (one per place), ``left_alone``, a list of :class:`LeftAlone` ``(name, module,
-        reason)``, and ``functional`` (the :class:`FunctionalRouting`, or None);
-        ``print(report)`` shows them.
+        A :class:`PatchReport` ``(replaced, left_alone, functional)``; ``print(report)`` shows it.
 
     Example::
 
@@ -312,7 +277,12 @@ def patch(model: nn.Module, *, functional: bool = False) -> PatchReport:
             f"({type(model).__name__}); build its gelus member with gelus.get_activation, or "
             f"patch a container that holds it (nn.Sequential(act))"
         )
-    plan = _plan(model)  # decides everything, builds every new module; touches nothing
+    return _apply(model, _plan(model), functional)  # the plan decides all and touches nothing
+
+
+def _apply(model: nn.Module, plan: "_Plan", functional: bool) -> PatchReport:
+    """Make the planned replacements (and install the routing); on any failure put back those
+    made, straight into the parents' module dicts, and raise: the model is as it was."""
     made: list[tuple[nn.Module, str, nn.Module]] = []
     try:
         for parent, slot, old, new in plan.assignments:
@@ -321,7 +291,7 @@ def patch(model: nn.Module, *, functional: bool = False) -> PatchReport:
         routing = _install_routing(model) if functional else FunctionalRouting.of(model)
     except BaseException:
         for parent, slot, old in reversed(made):
-            parent._modules[slot] = old  # straight into the dict: putting back cannot fail
+            parent._modules[slot] = old  # putting back this way cannot fail
         raise
     return PatchReport(plan.replaced, plan.left_alone, routing)
 
