@@ -125,7 +125,7 @@ def test_module_traces_into_one_gelus_call_with_eager_values_and_gradients(name)
 @pytest.mark.parametrize("name", [n for n, m in MEMBERS.items()])
 def test_function_traces_with_tensor_parameters_as_graph_inputs(name):
     """The functions themselves (conftest's table), their tensor parameters held as buffers
-    (FX get_attr proxies): one gelus call per graph, eager's values."""
+    (FX get_attr proxies): one gelus call per graph, eager's values and input gradient."""
     member = MEMBERS[name]
     x, *params = member.inputs()
 
@@ -142,7 +142,12 @@ def test_function_traces_with_tensor_parameters_as_graph_inputs(name):
     traced = symbolic_trace(module)
     leaves = [n.target for n in _calls(traced.graph) if getattr(n.target, "__module__", "")]
     assert any(t.__module__.startswith("gelus") for t in leaves), traced.code
-    torch.testing.assert_close(traced(x), module(x), rtol=0, atol=0)
+    x_ours, x_theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    y, y_eager = traced(x_ours), module(x_theirs)
+    torch.testing.assert_close(y, y_eager, rtol=0, atol=0)
+    (grad,) = torch.autograd.grad(y.sum(), x_ours)
+    (grad_eager,) = torch.autograd.grad(y_eager.sum(), x_theirs)
+    torch.testing.assert_close(grad, grad_eager, rtol=0, atol=0)
     # traced again, as prepare_fx traces what create_feature_extractor returns
     torch.testing.assert_close(symbolic_trace(traced)(x), module(x), rtol=0, atol=0)
 
@@ -226,10 +231,13 @@ def test_fx_quantization_of_a_patched_model_matches_the_original(kind):
     targets = [n.target for n in ours.graph.nodes if n.op == "call_function"]
     assert G.gelu in targets and G.silu in targets
     y, y_theirs, y_float = ours(x), theirs(x), original(x)
-    # the quantized graphs agree with each other well inside their distance to float
-    error = (y_theirs - y_float).abs().max().item()
-    assert 0 < error < 0.05
-    assert (y - y_theirs).abs().max().item() <= 0.1 * error
+    # the quantized graphs agree with each other well inside their distance to float (a value
+    # that rounds to the other side of a quantization step may differ by one step)
+    error = (y_theirs - y_float).abs()
+    assert 0 < error.max().item() < 0.05
+    difference = (y - y_theirs).abs()
+    assert difference.mean().item() <= 0.1 * error.mean().item()
+    assert difference.max().item() <= error.max().item()
 
 
 # ------------------------------------------------------------------------------ timm
