@@ -31,6 +31,9 @@ a fake (meta) kernel, a vmap rule and the autograd formula. A call then takes on
     ``Gelu`` op plus the edge fix). The TorchScript-based exporter raises an error naming the
     dynamo exporter.
 
+``torch.fx.symbolic_trace`` sees no route: the public functions are :func:`fx_leaf`, one
+``call_function`` node each, which takes its route when the traced graph runs.
+
 docs/ARCHITECTURE.md describes where a device kernel plugs in.
 """
 
