@@ -161,6 +161,9 @@ def _parameter_cases():
         ("columns, 4,194,241 channels", dict(shape=(2, c + 1), pshape=(c + 1,))),
         ("columns, 4,194,304 channels", dict(shape=(2, c + 64), pshape=(c + 64,))),
         ("columns, 2^31 + 64 channels (1-D, per element)", dict(shape=(big + 64,), pshape=(big + 64,))),
+        # 2^31 − 6400 channels: 33,554,332 blocks of 64 in 65,409 × 513 programs, the idle ones'
+        # channel numbers past 2^31 − 1
+        ("columns, 2^31 − 6400 channels (1-D)", dict(shape=(big - 6400,), pshape=(big - 6400,))),
         ("columns, 2^33 elements", dict(shape=(2**27, 64), pshape=(64,))),
         ("channels_last, 2^32 elements", dict(shape=(2**12, 64, 128, 128), pshape=(64, 1, 1),
                                               channels_last=True)),
@@ -175,12 +178,15 @@ def _parameter_cases():
         ("rows, one row of 2^33 (scalar parameters)", dict(shape=(2**33,), pshape=())),
         ("rows, NCHW 2^33 elements", dict(shape=(2**13, 64, 128, 128), pshape=(64, 1, 1))),
         ("rows, 2^31 channels of 2", dict(shape=(big, 2), pshape=(big, 1))),
+        # 2^30 + 1 channels: finish_kernel's channel loop steps past 2^31 − 1 (its int64 variant)
+        ("columns, 2^30 + 1 channels (1-D)", dict(shape=(2**30 + 1,), pshape=(2**30 + 1,))),
     ]  # fmt: skip
 
 
 # the plans that must take the int64 variant (some offset reaches 2^31), and those that need not
 INT64 = {
     "columns, 2^31 + 64 channels (1-D, per element)",
+    "columns, 2^31 − 6400 channels (1-D)",
     "columns, parameter stride 2^30",
     "rows, parameter stride 2^30",
     "rows, 2^32 rows of 2",
@@ -189,6 +195,8 @@ INT64 = {
 }
 FOLDED = {
     "bias-GELU (4, 2^24), columns",
+    "columns, 2^30 + 1 channels (1-D)",
+    "columns, 2^31 − 6400 channels (1-D)",
     "columns, 4,194,241 channels",
     "columns, 4,194,304 channels",
     "columns, 2^31 + 64 channels (1-D, per element)",
@@ -220,8 +228,12 @@ def test_parameter_kernel_grids(name, case, member, dtype):
             assert_within_limits(plan.finish_grid)
             groups, channels, second = plan.finish_sizes
             assert plan.partial == plan.sums * groups * channels and second == groups * channels
-            wide = channels + 128 > 2**31 - 1 or groups + 2048 > 2**31 - 1
-            assert plan.finish_options["INT64"] == wide
+            # the channel loop's counter steps by the grid's width of blocks past the channels
+            options = plan.finish_options
+            last = channels + plan.finish_grid[0] * options["BLOCK_C"]
+            wide = max(last, groups + options["BLOCK_G"]) > 2**31 - 1
+            assert options["INT64"] == wide
+            assert wide or not name.startswith("columns, 2^30 + 1")
 
 
 def test_parameter_kernel_grids_sweep():
@@ -243,7 +255,8 @@ def test_parameter_kernel_grids_sweep():
                     options = plan.options
                     if plan.kernel == "columns_kernel":  # the channels fastest
                         blocks = math.ceil(c / options["BLOCK_C"])
-                        assert options["INT64"] == (blocks * options["BLOCK_C"] > 2**31 - 1)
+                        widest = _folded_blocks(plan.grid) * options["BLOCK_C"]  # idle too
+                        assert options["INT64"] == (widest > 2**31 - 1)
                         assert options["FOLDED"] == (blocks > YZ_LIMIT)
                         folded += options["FOLDED"]
                     else:  # one channel a row (a scalar parameter: one row)

@@ -391,8 +391,10 @@ def _plan(key, scale: int) -> _Plan:
     options.update(blocks)
     block_c = min(128, triton.next_power_of_2(channels))
     block_g = min(_FINISH_TILE // block_c, triton.next_power_of_2(max(groups, 1)))
-    # int64 loop counters where the channels or the groups come within a block of 2^31
-    counters = max(channels + block_c, groups + block_g) > _INT32
+    finish_grid = (1 if 2 in outputs else triton.cdiv(channels, block_c),)
+    # int64 loop counters where a counter's last step (past the channels by a grid's width of
+    # blocks, past the groups by a block) can pass 2^31 − 1
+    counters = max(channels + finish_grid[0] * block_c, groups + block_g) > _INT32
     finish = dict(OUT1=outputs[0], OUT2=outputs[1], WIDE=wide, BLOCK_G=block_g, BLOCK_C=block_c)
     finish["INT64"] = counters
     return _Plan(
@@ -406,7 +408,7 @@ def _plan(key, scale: int) -> _Plan:
         sums=sums,
         partial=sums * groups * channels,
         shapes=tuple(() if p is None else p[0] for p in parameters),
-        finish_grid=(1 if 2 in outputs else triton.cdiv(channels, block_c),),
+        finish_grid=_checked(finish_grid),
         finish_sizes=(groups, channels, groups * channels),
         finish_options=dict(finish, num_warps=_WARPS),
     )
@@ -445,7 +447,9 @@ def _columns_launch(n: int, channels: int, reach: int = 0):
     groups = triton.cdiv(rows, block_r * steps)
     column_blocks = triton.cdiv(channels, block_c)
     grid = _checked((groups, *_fold(column_blocks)))
-    wide = max(column_blocks * block_c, reach) > _INT32
+    # channel numbers up to (y·z)·block_c, idle programs' included, and parameter offsets up
+    # to reach, in int32 where it holds them all
+    wide = max(math.prod(grid[1:]) * block_c, reach) > _INT32
     return (
         "columns_kernel",
         grid,
