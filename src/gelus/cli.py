@@ -136,7 +136,7 @@ def _reason(error: OSError) -> str:
 def _silence_stdout() -> None:
     """Point stdout at /dev/null, so that the interpreter's own flush at exit, failing again on
     what is still buffered, adds no "Exception ignored" lines."""
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # a stream without an fd
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)

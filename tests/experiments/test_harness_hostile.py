@@ -200,36 +200,36 @@ def test_an_activation_ending_the_process_in_its_probe_is_named(data_dir, user_c
     assert not (tmp_path / "out" / "records.sqlite").exists()
 
 
-def test_an_activation_ending_its_worker_is_named_and_the_other_run_finishes(
-    data_dir, user_code, tmp_path
+def _two_workers(data_dir, out, activation, epochs=2):
+    argv = _argv(data_dir, out, workers=2, epochs=epochs)
+    at = argv.index("gelu")
+    argv[at : at + 1] = ["gelu", activation]
+    return argv
+
+
+def test_an_activation_ending_its_worker_is_named_and_the_other_run_not_left_running(
+    data_dir, user_code, tmp_path, monkeypatch, capsys
 ):
-    """Two workers: one job's activation ends its process, the other's (GELU) must not be left
-    `running`: it finishes. Before: a worker "died abruptly", the other run left `running`."""
+    """Two workers, in this process: one job's activation ends its worker; the other's (GELU)
+    must not be left `running`. Before: a worker "died abruptly", the other run left `running`."""
     out = tmp_path / "out"
-    argv = _argv(data_dir, out, "--activations", "gelu", "acts:exits", workers=2)
-    at = argv.index("--activations")
-    del argv[at : at + 2]  # the one from _argv
-    done = _gelus(argv, cwd=user_code, env={"EXIT_CODE": "3"})
-    assert done.returncode == 2, done.stderr[-2000:]
-    err = _one_line(done.stderr)
+    monkeypatch.setenv("EXIT_CODE", "3")
+    assert main(_two_workers(data_dir, out, "acts:exits")) == 2
+    err = _one_line(_error(capsys))
     assert "'acts:exits'" in err and "ended its worker process (exit status 3" in err
+    assert "training epoch 1" in err
     statuses = {run.activation: run.status for run in read_runs(out)}
     assert statuses["exits"] == "failed" and statuses["gelu"] in ("done", "failed")
-    assert "running" not in statuses.values()
 
 
-def test_a_worker_failing_lets_the_other_workers_run_finish(data_dir, user_code, tmp_path):
+def test_a_worker_failing_lets_the_other_workers_run_finish(data_dir, user_code, tmp_path, capsys):
     out = tmp_path / "out"
-    argv = _argv(data_dir, out, "--activations", "gelu", "acts:elsewhere", workers=2, epochs=3)
-    at = argv.index("--activations")
-    del argv[at : at + 2]
-    done = _gelus(argv, cwd=user_code)
-    assert done.returncode == 2, done.stderr[-2000:]
-    err = _one_line(done.stderr)
+    assert main(_two_workers(data_dir, out, "acts:elsewhere")) == 2
+    err = _one_line(_error(capsys))
     assert "'acts:elsewhere'" in err and "LookupError" in err
     statuses = {run.activation: run.status for run in read_runs(out)}
     assert statuses == {"gelu": "done", "elsewhere": "failed"}
-    assert {r.epoch for r in read_records(out) if r.activation == "gelu"} == {0, 1, 2, 3}
+    assert {r.epoch for r in read_records(out) if r.activation == "gelu"} == {0, 1, 2}
 
 
 # ------------------------------------------------------------------------ the command line
@@ -273,21 +273,29 @@ def test_version_with_a_broken_torch(tmp_path):
     assert done.stderr.count("\n") == 1 and "libtorch_cpu.so" in done.stderr
 
 
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
-@pytest.mark.parametrize("command", [["--version"], ["list"]])
-def test_output_to_a_full_device_is_one_line_and_not_success(command):
-    with open("/dev/full", "w") as full:
-        done = subprocess.run(
-            [sys.executable, "-m", "gelus", *command],
-            env={**os.environ, "PYTHONPATH": str(SRC)},
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-        )
-    assert done.returncode == 1, done.stderr
-    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
-    assert "cannot write" in done.stderr and "stdout" in done.stderr
+class _FullStdout:
+    """A stdout on a full disk."""
+
+    def write(self, text):
+        raise OSError(28, "No space left on device")
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--version"], "gelus: error: cannot write the version to stdout"),  # before: status 0
+        (["list"], "gelus list: error: cannot write to stdout"),
+    ],
+)
+def test_output_that_stdout_refuses_is_one_line_and_not_success(argv, said, monkeypatch, capsys):
+    """What `> /dev/full` gives (the same OSError, errno ENOSPC)."""
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdout", _FullStdout())
+    assert main(argv) == 1
+    assert capsys.readouterr().err == f"{said} (No space left on device)\n"
 
 
 INSTALL = Path(__file__).resolve().parents[2] / "scripts" / "install.sh"

@@ -233,10 +233,19 @@ def _worker_ended(processes: dict, states: Path) -> Exception | None:
                     store.fail_runs(state["run_ids"])
                 finally:
                     store.close()
+    ended = []  # (pid, exit code) of the workers that ended of themselves (not the pool's stop)
     for pid, process in sorted(processes.items()):
+        process.join(timeout=5)  # the one that ended is reaped; the pool stops the others
         code = process.exitcode
-        if code is None or code == -signal.SIGTERM:  # alive, or stopped by the pool
-            continue
+        if code is not None and code != -signal.SIGTERM:
+            ended.append((pid, code))
+    # an activation that ended its worker first: its error is the user's to fix
+    ended.sort(
+        key=lambda item: (
+            not (item[1] >= 0 and read_state(states / f"{item[0]}.json").get("activation"))
+        )
+    )
+    for pid, code in ended:
         state = read_state(states / f"{pid}.json")
         how = exit_text(code)
         doing = f" {state['when']}" if state.get("when") else ""
