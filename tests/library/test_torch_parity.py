@@ -425,6 +425,24 @@ def _check_jvp(info, ours):
     _against_torch(info, lambda f, s: torch.func.jvp(f, (s.input,), (torch.ones_like(s.input),))[1])
 
 
+def _check_normalize_operator_exhaustive(info, ours):
+    """test_fx_experimental.py's test_normalize_operator_exhaustive, its FX half: each sample's
+    call, symbolically traced, is one node that gives the call's values."""
+
+    class Call(torch.nn.Module):
+        def __init__(self, sample):
+            super().__init__()
+            self.args, self.kwargs = sample.args, sample.kwargs  # constants of the graph
+
+        def forward(self, x):
+            return ours(x, *self.args, **self.kwargs)
+
+    for sample in info.sample_inputs("cpu", _dtypes(info)[1]):
+        traced = torch.fx.symbolic_trace(Call(sample))
+        assert [n.target for n in traced.graph.nodes if n.op == "call_function"] == [ours]
+        torch.testing.assert_close(traced(sample.input), _call(ours, sample), rtol=0, atol=0)
+
+
 OPDB_CHECKS = {
     name.removeprefix("_check_"): check
     for name, check in list(globals().items())
