@@ -134,17 +134,36 @@ def _bound(approximate: str) -> float:
     return TANH_CLAMP if approximate == "tanh" else GELU_CLAMP
 
 
-def _composed(x: Tensor, approximate: str, accurate: bool) -> Tensor:
-    """Exact or tanh form of a compute-dtype x in plain torch ops (the compiled route).
+def _composed(
+    x: Tensor, approximate: str, accurate: bool, dtype: torch.dtype | None = None
+) -> Tensor:
+    """Exact or tanh form of a compute-dtype x in plain torch ops (the compiled route); ``dtype``
+    is the type the result is rounded to (the exact form picks its algorithm by it).
 
     Beyond the bound each form equals its limit and its slope is exactly 1 or 0: the formula sees
     x clamped there (finite, also at ±inf) and a ``where`` returns x itself above it; ``clamp``
     keeps nan.
     """
+    if approximate == "none" and exact.half_algorithm(x, dtype):
+        return exact.compiled_half_value(x)  # takes ±inf and nan itself
     bound = _bound(approximate)
     t = compiled_clamp(x, bound)
     y = tanh_form.compiled_value(t) if approximate == "tanh" else exact.compiled_value(t, accurate)
     return torch.where(x > bound, x, y)
+
+
+def composed_backward(
+    grad: Tensor, x: Tensor, approximate: str, accurate: bool, dtype: torch.dtype | None = None
+) -> Tensor:
+    """``grad`` times the slope at x (both of the compute dtype), the compiled route's backward;
+    ``dtype`` as for :func:`_composed`."""
+    if approximate == "none" and exact.half_algorithm(x, dtype):
+        return exact.compiled_half_slope(grad, x)
+    bound = _bound(approximate)
+    t = x.clamp(-bound, bound)
+    if approximate == "tanh":
+        return tanh_form.compiled_slope(grad, t)
+    return exact.compiled_slope(grad, t, accurate)
 
 
 class _Compiled(torch.autograd.Function):
@@ -155,20 +174,15 @@ class _Compiled(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, approximate: str, accurate: bool) -> Tensor:
+    def forward(ctx, x: Tensor, approximate: str, accurate: bool, dtype: torch.dtype) -> Tensor:
         ctx.save_for_backward(x)
-        ctx.options = (approximate, accurate)
-        return _composed(x, approximate, accurate)
+        ctx.options = (approximate, accurate, dtype)
+        return _composed(x, approximate, accurate, dtype)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         (x,) = ctx.saved_tensors
-        approximate, accurate = ctx.options
-        bound = _bound(approximate)
-        t = x.clamp(-bound, bound)
-        if approximate == "tanh":
-            return tanh_form.compiled_slope(grad, t), None, None
-        return exact.compiled_slope(grad, t, accurate), None, None
+        return composed_backward(grad, x, *ctx.options), None, None, None
 
 
 def compiled(x: Tensor, approximate: str = "none", accurate: bool = False) -> Tensor:
@@ -176,7 +190,9 @@ def compiled(x: Tensor, approximate: str = "none", accurate: bool = False) -> Te
     if approximate == "sigmoid":
         return swish_form.compiled(x, SIGMOID_SCALE)
     dtype = x.dtype
-    y = apply_compiled(_Compiled, _composed, x.to(compute_dtype(dtype)), approximate, accurate)
+    y = apply_compiled(
+        _Compiled, _composed, x.to(compute_dtype(dtype)), approximate, accurate, dtype
+    )
     return y.to(dtype)
 
 

@@ -5,6 +5,7 @@ each route's accuracy: its "Accuracy" table, the one place it is written).
     eager, accurate       Φ in float64, rounded once to fp32
     compiled, default     torch's formula on the clamped input, fused by inductor (CPU)
     compiled, accurate    fp32 operations alone (gelus._gelu_float32); CUDA's default too
+    compiled, CUDA half   bf16/fp16 on CUDA: fp32 sized for the half type (gelus._gelu_half)
     ONNX                  the ONNX ``Gelu`` op on the clamped input; accurate: Φ without erfc
     slope                 Φ(x) + x·φ(x) as a composition (double backward, jvp, compiled backward)
 
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gelus import _gelu_float32 as float32_gelu
+from gelus import _gelu_half as half_gelu
 from gelus._common import (
     GELU_CLAMP,
     GELU_TAME,
@@ -33,11 +35,14 @@ from gelus._torch_compat import gelu_into
 
 __all__ = [
     "backward",
+    "compiled_half_slope",
+    "compiled_half_value",
     "compiled_slope",
     "compiled_value",
     "forward",
     "gelu_accurate",
     "gelu_accurate_slope",
+    "half_algorithm",
     "onnx_value",
     "slope",
 ]
@@ -182,6 +187,28 @@ def onnx_value(t: Tensor, accurate: bool) -> Tensor:
 
 def _float32_algorithm(t: Tensor, accurate: bool) -> bool:
     return accurate or t.device.type == "cuda"
+
+
+# bf16 and fp16 on CUDA: fp32 arithmetic sized for the half type (gelus._gelu_half), within
+# 1 ulp of it once rounded, at a third of the fp32 algorithm's instructions. The CPU keeps its
+# routes (inductor's C++ code, compiled with unsafe-math flags, is not what this was checked on).
+_HALF_TYPES = (torch.bfloat16, torch.float16)
+
+
+def half_algorithm(x: Tensor, dtype: torch.dtype | None) -> bool:
+    """Whether the compiled route computes x (float32), to be rounded to ``dtype``, by
+    gelus._gelu_half: a half type on CUDA. Its value and slope take x itself (±inf, nan)."""
+    return dtype in _HALF_TYPES and x.dtype == torch.float32 and x.device.type == "cuda"
+
+
+def compiled_half_value(x: Tensor) -> Tensor:
+    """x·Φ(x) of a float32 x of half-type values, unclamped (gelus._gelu_half)."""
+    return half_gelu.value(x)
+
+
+def compiled_half_slope(grad: Tensor, x: Tensor) -> Tensor:
+    """``grad`` times the slope at a float32 x of half-type values, unclamped."""
+    return grad * half_gelu.slope(x)
 
 
 def gelu_accurate(x: Tensor) -> Tensor:
