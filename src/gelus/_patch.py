@@ -352,10 +352,11 @@ def _module_names(model: nn.Module) -> dict[int, tuple[nn.Module, str]]:
 
 # ------------------------------------------------------------------ functional calls (functional=True)
 
-# the functional spellings of GELU and SiLU in torch 2.13: F.gelu (which is torch._C._nn.gelu) and
-# F.silu (a Python function over torch._C._nn.silu). There is no torch.gelu, torch.silu, Tensor.gelu
-# or Tensor.silu. The private torch._C._nn.gelu_, silu and silu_ are not routed: dynamo does not
-# pass them to a TorchFunctionMode, so they would be gelus's eagerly and torch's compiled.
+# the functional spellings of GELU and SiLU in torch 2.13: F.gelu (torch's C binding itself) and
+# F.silu (a Python function over the C binding of silu). There is no torch.gelu, torch.silu,
+# Tensor.gelu or Tensor.silu. The private C bindings (gelu_, silu, silu_) called directly are not
+# routed: dynamo does not pass them to a TorchFunctionMode, so they would be gelus's eagerly and
+# torch's compiled.
 _F_GELU = torch.nn.functional.gelu
 _F_SILU = torch.nn.functional.silu
 # frames between a model's call and the mode: torch's dispatch to __torch_function__, and this file
