@@ -162,7 +162,8 @@ def run_in_subprocess(part: Part, limit_s: float, args: argparse.Namespace, out:
                "--result", str(result), "--soft-deadline-s", f"{soft:.1f}",
                *_child_options(args)]  # fmt: skip
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    if args.device != "cuda" and part.name in INTERPRETED_PARTS:
+    interpreted_here = INTERPRETED_PARTS + (("accuracy", "launch_limits") if args.interpret else ())
+    if args.device != "cuda" and part.name in interpreted_here:
         env["TRITON_INTERPRET"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
     with log.open("w") as stream:
@@ -201,6 +202,8 @@ def _child_options(args: argparse.Namespace) -> list[str]:
     options = ["--device", args.device, "--compile-backend", args.compile_backend]
     if args.quick:
         options.append("--quick")
+    if args.interpret:
+        options.append("--interpret")
     for name in args.inject_wrong:
         options += ["--inject-wrong", name]
     if args.only:
@@ -259,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {"device": args.device, "quick": args.quick, "budget_s": budget,
                      "parts": [p.name for p in parts], "part_limits": limits,
                      "compile_backend": args.compile_backend,
-                     "only": args.only, "inject_wrong": args.inject_wrong,
+                     "only": args.only, "interpret": args.interpret,
+                     "inject_wrong": args.inject_wrong,
                      "inject_hang": args.inject_hang},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }  # fmt: skip
@@ -324,6 +328,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="override one part's time limit")  # fmt: skip
     parser.add_argument("--compile-backend", default=None,
                         help="torch.compile backend (default inductor on CUDA, aot_eager on CPU)")
+    parser.add_argument("--interpret", action="store_true",
+                        help="on CPU: the accuracy and launch-limit parts through the CUDA "
+                             "kernels in Triton's interpreter, held to the kernels' bounds")
     parser.add_argument("--only", default="", metavar="VARIANTS",
                         help="comma-separated member variants (gelu-none, bias-gelu-tanh, ...)")
     parser.add_argument("--inject-wrong", action="append", default=[], metavar="VARIANT",
@@ -429,7 +436,8 @@ def child_main(args: argparse.Namespace) -> int:
         if not torch.cuda.is_available():
             raise SystemExit("--device cuda: no CUDA device")
     only = tuple(n.strip() for n in (args.only or "").split(",") if n.strip())
-    config = Config(args.device, args.quick, args.compile_backend, tuple(args.inject_wrong), only)
+    config = Config(args.device, args.quick, args.compile_backend, tuple(args.inject_wrong), only,
+                    args.interpret)
     function = PART_FUNCTIONS[args.run_part]
     try:
         function(config, recorder)
@@ -450,6 +458,7 @@ class Config:
     compile_backend: str = "inductor"
     inject_wrong: tuple[str, ...] = ()
     only: tuple[str, ...] = ()  # the member variants to check (empty: all)
+    interpret: bool = False  # on CPU: the accuracy parts through the kernels, interpreted
 
     @property
     def cuda(self) -> bool:
@@ -680,7 +689,7 @@ def fp32_allowed(bound: str, what: str, c: Context, route: str):
     inf where the bound states nothing (the tanh form below −10)."""
     import torch
 
-    if route != "cuda" and cpu_table() is not None:
+    if route in ("cpu", "cpu-compiled") and cpu_table() is not None:
         rows = CPU_ROWS if route == "cpu" else CPU_ROWS_COMPILED
         if bound in rows:
             return cpu_allowed(cpu_table()[rows[bound]], bound, what, c)
@@ -893,8 +902,9 @@ def compare(variant: Variant, x, params: dict, device: str, compiled: bool = Fal
     """The variant's value and input gradient (upstream gradient 1) against the float64 oracle:
     ``{what: {"max_ulp", "worst", "bad", "at"}}`` for "value" and "grad" ("grad_a", "grad_b"
     for a gated member's halves); ``worst`` is the largest error ÷ allowed (≤ 1 passes; None
-    without a stated bound), ``at`` the member's argument where it is worst. ``compiled``: the
-    outputs came from torch.compile (a composition of torch ops, as everything on the CPU)."""
+    without a stated bound), ``at`` the member's argument where it is worst. ``device``: "cuda",
+    "cpu", or "kernels" (CPU tensors through the kernels in Triton's interpreter: the kernels'
+    bounds); ``compiled``: the outputs came from torch.compile (a composition of torch ops)."""
     import torch
 
     dtype = x.dtype
@@ -903,9 +913,10 @@ def compare(variant: Variant, x, params: dict, device: str, compiled: bool = Fal
     x64 = x.detach().double().requires_grad_()
     p64 = {k: (v.detach().double() if isinstance(v, torch.Tensor) else v)
            for k, v in params.items()}  # fmt: skip
-    if device != "cuda" or compiled:  # a composition: x + b in x's dtype
+    # the kernels' bounds where kernels ran (on CUDA, or interpreted), else the CPU table's
+    route = device if device in ("cuda", "kernels") else ("cpu-compiled" if compiled else "cpu")
+    if compiled or route == "cpu":  # a composition: x + b in x's dtype
         p64["_sum_dtype"] = dtype
-    route = "cuda" if device == "cuda" else ("cpu-compiled" if compiled else "cpu")
     y64 = variant.oracle(x64, p64, dtype)
     (dx64,) = torch.autograd.grad(y64, x64, torch.ones_like(y64))
     x64, y64 = x64.detach(), y64.detach()
@@ -971,6 +982,11 @@ def part_accuracy(config: Config, recorder: Recorder) -> None:
     """Every variant × dtype × layout against its float64 oracle, fp32 first, then the half
     types, then 2^27 fp32 elements for the members with a kernel (the soft deadline cuts from
     the end)."""
+    with interpreted(config):
+        _accuracy(config, recorder)
+
+
+def _accuracy(config: Config, recorder: Recorder) -> None:
     import torch
 
     chosen = selected_variants(config)
@@ -999,15 +1015,15 @@ def part_accuracy(config: Config, recorder: Recorder) -> None:
                 if variant.stochastic:
                     _check_stochastic(variant, layout, dtype, config, recorder, name)
                 else:
-                    _record_accuracy(recorder, name, variant,
-                                     _accuracy_case(variant, layout, dtype, config.device))
+                    results = _accuracy_case(variant, layout, dtype, config.device, judge(config))
+                    _record_accuracy(recorder, name, variant, results)
             except torch.cuda.OutOfMemoryError as error:
                 recorder.skip(name, f"out of memory: {str(error)[:120]}")
             if config.cuda and layout.numel > 2**24:
                 torch.cuda.empty_cache()
 
 
-def _accuracy_case(variant: Variant, layout: Layout, dtype, device: str) -> dict:
+def _accuracy_case(variant: Variant, layout: Layout, dtype, device: str, judge: str) -> dict:
     if variant.gated and layout.shape[layout.channel_dim] % 2:  # halves need an even split dim
         shape = list(layout.shape)
         shape[layout.channel_dim] += 1
@@ -1016,7 +1032,7 @@ def _accuracy_case(variant: Variant, layout: Layout, dtype, device: str) -> dict
     params = make_params(variant.params, layout, dtype, device)
     if variant.gated:
         params["dim"] = layout.channel_dim
-    return compare(variant, x, params, device)
+    return compare(variant, x, params, judge)
 
 
 def _record_accuracy(recorder: Recorder, name: str, variant: Variant, results: dict) -> None:
@@ -1085,6 +1101,16 @@ def part_parameter_gradients(config: Config, recorder: Recorder) -> None:
 # Off CUDA these parts run the kernels in Triton's interpreter (the parent sets TRITON_INTERPRET=1
 # for them): the one-pass reductions exist only in the kernels, the CPU route sums in torch.
 INTERPRETED_PARTS = ("parameter_gradients",)
+
+
+def interpreted(config: Config):
+    """:func:`kernel_route` where ``--interpret`` asks for it, else nothing."""
+    return kernel_route(config) if config.interpret and not config.cuda else contextlib.nullcontext()
+
+
+def judge(config: Config) -> str:
+    """Whose bounds compare() applies: the kernels' when they run (CUDA, or interpreted)."""
+    return "kernels" if config.interpret and not config.cuda else config.device
 
 
 @contextlib.contextmanager
@@ -1248,7 +1274,8 @@ def part_launch_limits(config: Config, recorder: Recorder) -> None:
                 recorder.skip(name, f"needs ~{need / 2**30:.0f} GiB, {free / 2**30:.0f} GiB free")
                 continue
         try:
-            _limit_case(variant, shape, dtype, options, device, recorder, name)
+            with interpreted(config):
+                _limit_case(variant, shape, dtype, options, device, judge(config), recorder, name)
         except torch.cuda.OutOfMemoryError as error:
             recorder.skip(name, f"out of memory: {str(error)[:120]}")
         except Exception as error:
@@ -1266,7 +1293,7 @@ def _bytes_needed(shape, dtype, options) -> int:
     return 5 * n * size + stride_bytes  # x, y, dy, dx and the float32 input noise
 
 
-def _limit_case(variant, shape, dtype, options, device, recorder, name) -> None:
+def _limit_case(variant, shape, dtype, options, device, bounds, recorder, name) -> None:
     """Forward + backward at ``shape`` (every parameter a per-channel vector along the last dim,
     a view of every stride-th element of a long buffer with ``options["stride"]``); value and
     input gradient against the oracle on the first and last 4096 outputs and 4096 random ones."""
@@ -1304,7 +1331,7 @@ def _limit_case(variant, shape, dtype, options, device, recorder, name) -> None:
         p64 = {k: v.detach().double()[channel] for k, v in params.items()}
         got_y, got_dx = y.detach().reshape(-1)[picks], flat_dx[picks]
     sampled = _with_call(variant, lambda x_, p_: _precomputed(got_y, got_dx)(x_))
-    results = compare(sampled, sample.detach().to(dtype).requires_grad_(), p64, device)
+    results = compare(sampled, sample.detach().to(dtype).requires_grad_(), p64, bounds)
     finite = all(bool(g.isfinite().all()) for g in got[1:])
     worst = max(r["worst"] for r in results.values())
     detail = ", ".join(f"{what} {r['max_ulp']:.3g} ulp ({r['worst']:.2f}× bound)"

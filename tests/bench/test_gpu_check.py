@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from gelus._triton import interpreting
+
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "gpu_check.py"
 WRONG = "bias-gelu-none"
@@ -170,6 +172,23 @@ def test_a_wrong_member_fails_in_process_and_the_right_one_passes():
         assert geglu and all(p is expected for p in geglu)
         exact = [c["passed"] for c in recorder.checks if c["name"].startswith("gelu-accurate")]
         assert exact and all(exact)
+
+
+@pytest.mark.skipif(not interpreting(), reason="the kernels on CPU tensors need TRITON_INTERPRET=1 "
+                    "(tests/conftest.py sets it without CUDA)")
+def test_the_kernels_interpreted_are_held_to_the_kernels_bounds():
+    # --interpret: CPU tensors through the CUDA route; exact GELU fp32 within 2 ulp, a half type
+    # within one ulp of its own; 16 ulp off fails
+    for inject, expected in (((), True), (("gelu-none",), False)):
+        recorder = gpu_check.Recorder(None, None, log=lambda message: None)
+        config = gpu_check.Config("cpu", True, only=("gelu-none",), inject_wrong=inject,
+                                  interpret=True)  # fmt: skip
+        gpu_check.part_accuracy(config, recorder)
+        assert len(recorder.checks) == 10  # 5 layouts fp32, 2 each half type, 2^14 fp32
+        assert all(c["passed"] is expected for c in recorder.checks), recorder.checks
+        if expected:
+            fp32 = recorder.checks[0]["errors"]
+            assert 0 < fp32["value"]["max_ulp"] <= gpu_check.EXACT_ULP
 
 
 # ---------------------------------------------------------------- the budget
