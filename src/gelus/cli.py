@@ -19,6 +19,7 @@ import contextlib
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 __all__ = [
     "COMMANDS",
@@ -114,9 +115,10 @@ def _version() -> str:
     return f"gelus {__version__} ({torch_text}, Python {platform.python_version()})"
 
 
-def _print_version() -> int:
-    """Print the version to stdout; 1 with one line on stderr when stdout cannot take it (a full
-    disk, ``> /dev/full``, a closed pipe)."""
+def _print_version() -> NoReturn:
+    """Print the version to stdout and end with SystemExit (as argparse's ``version`` action
+    did): status 0, or 1 with one line on stderr when stdout cannot take it (a full disk,
+    ``> /dev/full``, a closed pipe)."""
     try:
         print(_version())
         sys.stdout.flush()
@@ -125,8 +127,8 @@ def _print_version() -> int:
         print(
             f"gelus: error: cannot write the version to stdout ({_reason(error)})", file=sys.stderr
         )
-        return 1
-    return 0
+        raise SystemExit(1) from None
+    raise SystemExit(0)
 
 
 def _reason(error: OSError) -> str:
@@ -180,7 +182,7 @@ def _supervised(command: str | None) -> bool:
 
 def _main(argv: list[str]) -> int:
     if _asks_version(argv):
-        return _print_version()
+        _print_version()
     try:
         parser = build_parser()
     except Exception as error:  # a module the commands need (numpy, torch) is missing or broken
@@ -194,7 +196,7 @@ def _main(argv: list[str]) -> int:
         return 2
     args = parser.parse_args(argv)
     if args.version:
-        return _print_version()
+        _print_version()
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     missing = [name for name in HARNESS_NEEDS.get(args.command, ()) if not _importable(name)]
     if missing:

@@ -376,9 +376,9 @@ def _import_module(module_name: str):
 def _user_code(text: str, doing: str, call: Callable):
     """``call()``, with any failure of user code (SystemExit included: a user's module must not end
     the run silently) turned into one ActivationError; a Ctrl-C (KeyboardInterrupt) stays the
-    user's interruption. What it runs is noted for a supervisor (``gelus.experiments.guard``), so
+    user's interruption. What it runs is noted for a supervisor (:mod:`gelus.experiments.notes`), so
     that a process ended from inside it (``os._exit``) is named too."""
-    from gelus.experiments.guard import note_user_code
+    from gelus.experiments.notes import note_user_code
 
     try:
         with note_user_code(text, doing):

@@ -17,17 +17,14 @@ harness error, the job's runs marked ``failed`` (a later ``gelus run`` tries the
   the settings that drive the job's memory (its engine's ``memory_bytes``), exit status 1.
 
 What no exception can tell, a process that user code ends (``os._exit``, a crash) is told by a
-supervisor that outlives it: each process notes what it runs, the job and its phase or the user
-code called, in a small state file (:func:`watch_state`, :func:`read_state`), which the
-supervisor reads when the process ends before it finished (a worker: the local executor; the
-``gelus run`` process itself: :mod:`gelus.experiments.supervise`).
+supervisor that outlives it, from what the process noted it was running
+(:mod:`gelus.experiments.notes`: the job and its phase, set here as it goes).
 
 A user's Ctrl-C (``KeyboardInterrupt``) passes as it is: an interruption, the runs left to resume.
 Anything else is the harness's own bug and passes on too (its runs marked ``failed``).
 """
 
 import contextlib
-import json
 import os
 import site
 import sys
@@ -38,17 +35,9 @@ from typing import Any
 
 from gelus.experiments.activation_spec import ActivationError, ActivationFault
 from gelus.experiments.errors import HarnessError, MachineError, size_text
+from gelus.experiments.notes import note_idle, note_job
 
-__all__ = [
-    "Phase",
-    "guarded",
-    "is_out_of_memory",
-    "note_end",
-    "note_user_code",
-    "read_state",
-    "user_code_failure",
-    "watch_state",
-]
+__all__ = ["Phase", "guarded", "is_out_of_memory", "user_code_failure"]
 
 # what torch's CPU allocator and CUDA caching allocator say when an allocation fails
 _RETRIED = (
@@ -59,7 +48,7 @@ _NO_MEMORY = ("can't allocate memory", "defaultcpuallocator", "out of memory")
 
 class Phase:
     """What a guarded job is doing now, in words (``training epoch 3``); set as it goes, and
-    noted in this process's state file where a supervisor watches it (:func:`watch_state`)."""
+    noted where a supervisor watches this process (:mod:`gelus.experiments.notes`)."""
 
     def __init__(self, now: str) -> None:
         self.job: Any = None
@@ -73,74 +62,7 @@ class Phase:
     def now(self, value: str) -> None:
         self._now = value
         if self.job is not None:
-            _note_job(self.job, value)
-
-
-# ------------------------------------------------------------------ the state a supervisor reads
-
-_STATE_FILE: Path | None = None  # where this process notes what it runs; None: not watched
-
-
-def watch_state(path: str | os.PathLike | None) -> None:
-    """Note what this process runs in ``path`` from now on (None: stop), for a supervisor."""
-    global _STATE_FILE
-    _STATE_FILE = None if path is None else Path(path)
-    _write_state({"pid": os.getpid(), "doing": ""})
-
-
-def read_state(path: str | os.PathLike) -> dict[str, Any]:
-    """What the process watched through ``path`` last noted: ``doing`` (empty when idle) and
-    ``when`` (the same with its preposition: "during training epoch 2 of …"), ``activation`` (a
-    user activation's text, or empty), for a job ``job``, ``out_dir`` and ``run_ids``, and
-    ``end``, the exit status of a command that finished; {} when there is no readable note."""
-    try:
-        state = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return state if isinstance(state, dict) else {}
-
-
-def note_end(status: int) -> None:
-    """Note that the command finished, with exit status ``status`` (whatever ends the process
-    after, its supervisor returns this status)."""
-    _write_state({"pid": os.getpid(), "doing": "", "end": int(status)})
-
-
-def _write_state(state: dict[str, Any]) -> None:
-    if _STATE_FILE is None:
-        return
-    with contextlib.suppress(OSError):  # a note that cannot be written must not stop the job
-        _STATE_FILE.write_text(json.dumps(state), encoding="utf-8")
-
-
-def _note_job(job: Any, phase: str) -> None:
-    activation = job.activation
-    doing = f"{phase} of {job.experiment} {job.label}"
-    _write_state(
-        {
-            "pid": os.getpid(),
-            "doing": doing,
-            "when": f"during {doing}",
-            "activation": activation.text if getattr(activation, "is_custom", False) else "",
-            "job": job.label,
-            "out_dir": str(job.out_dir),
-            "run_ids": list(job.run_ids),
-        }
-    )
-
-
-@contextlib.contextmanager
-def note_user_code(text: str, doing: str) -> Iterator[None]:
-    """Note, for the body, that user activation ``text`` runs (``doing``: "importing it")."""
-    if _STATE_FILE is None:
-        yield
-        return
-    previous = read_state(_STATE_FILE)
-    _write_state({"pid": os.getpid(), "doing": doing, "when": f"when {doing}", "activation": text})
-    try:
-        yield
-    finally:
-        _write_state(previous or {"pid": os.getpid(), "doing": ""})
+            note_job(self.job, value)
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -202,7 +124,7 @@ def guarded(job: Any, store: Any, phase: Phase) -> Iterator[Phase]:
     """Run the body as ``job``'s work: what escapes it becomes the error the module's docstring
     describes, the job's runs marked ``failed`` in ``store`` first (not on Ctrl-C)."""
     phase.job = job
-    _note_job(job, phase.now)
+    note_job(job, phase.now)
     try:
         yield phase
     except KeyboardInterrupt:
@@ -222,7 +144,7 @@ def guarded(job: Any, store: Any, phase: Phase) -> Iterator[Phase]:
         raise
     finally:
         phase.job = None
-        _write_state({"pid": os.getpid(), "doing": ""})
+        note_idle()
 
 
 def _memory_message(job: Any, doing: str, error: BaseException) -> str:

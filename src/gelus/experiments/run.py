@@ -190,16 +190,11 @@ def _runs(
     out_dir, here = Path(options.out_dir), not hasattr(executor, "resolve_device")
     workers = getattr(executor, "workers", None) if options.workers is None else options.workers
     for (overrides, config, plugin), (specs, settings, sources) in zip(configs, asked, strict=True):
-        # the memory before the data, then again with them (they cap the evaluation batch)
         engine = check_jobs(preset.name, config, plugin, settings, device, options.workers, here)
-        found = resolve_dataset(preset, config, plugin, data_dir, options.dataset)
-        loaded = resolve_data(
-            preset, config, plugin, found, data_dir, options.dataset, options.verify, say
-        )
+        loaded = _load(preset, config, plugin, data_dir, options, say)
         config = loaded.config
-        if here:
-            memory = plugin.memory_config(config, loaded.data)
-            runs = run_count(config, settings)
+        if here:  # again with the data: they cap the evaluation batch
+            memory, runs = plugin.memory_config(config, loaded.data), run_count(config, settings)
             check_memory(preset.name, memory, plugin, engine, device, options.workers, runs)
         if (problem := plugin.device_problem(config, device)) is not None:  # fp16 on a CPU
             raise SettingError(*problem)
@@ -232,6 +227,14 @@ def _runs(
             step_times=options.step_times,
         )
         yield overrides, run
+
+
+def _load(preset: Preset, config, plugin, data_dir, options: RunOptions, say) -> Any:
+    """The config's dataset found (data_source.py), then loaded and checked (datasets.py)."""
+    found = resolve_dataset(preset, config, plugin, data_dir, options.dataset)
+    return resolve_data(
+        preset, config, plugin, found, data_dir, options.dataset, options.verify, say
+    )
 
 
 _AXIS_REFUSED = (

@@ -8,7 +8,7 @@ run in the command's own process) ``gelus run`` used to end with exit status 0, 
 run left ``running``. So the command line's ``gelus run`` and ``gelus reproduce`` fork at their
 start, before anything runs (no thread exists yet): the child runs the command as before, noting
 what it runs (the job and its phase, or the user code it calls) in a small state file
-(:func:`gelus.experiments.guard.watch_state`) and, when it returns, its exit status; the parent
+(:mod:`gelus.experiments.notes`) and, when it returns, its exit status; the parent
 only waits. When the child ends without having noted its exit status, the parent reads what it
 was doing and says so in one line: an activation that ended it (exit status 2, its runs marked
 ``failed``, retried by the next run), or the machine's failure (exit status 1; a crash marks the
@@ -54,7 +54,7 @@ def supervised(command: str | None) -> bool:
 def supervise(command: str, run: Callable[[], int]) -> int:
     """``run()`` in a forked child process, supervised (the module's docstring); returns its exit
     status in both processes: the child's own where it finished, else the parent's verdict."""
-    from gelus.experiments import guard
+    from gelus.experiments import notes
 
     handle, state_path = tempfile.mkstemp(prefix="gelus-command-", suffix=".json")
     os.close(handle)
@@ -70,15 +70,15 @@ def supervise(command: str, run: Callable[[], int]) -> int:
         from gelus.experiments.sweep import _die_with_parent
 
         _die_with_parent(parent)
-        guard.watch_state(state_path)
+        notes.watch_state(state_path)
         status = run()
-        guard.note_end(status)
+        notes.note_end(status)
         return status
     try:
         ended = _wait(pid, watched)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-    state = guard.read_state(state_path)
+    state = notes.read_state(state_path)
     with contextlib.suppress(OSError):
         os.unlink(state_path)
     if isinstance(state.get("end"), int):
@@ -105,7 +105,7 @@ def _wait(pid: int, watched: tuple) -> int:
 
 def verdict(code: int, state: dict) -> tuple[str, int]:
     """(message, exit status) for a command process that ended with exit code ``code`` (negative:
-    a signal) without finishing, given what it last noted (``guard.read_state``); marks the runs
+    a signal) without finishing, given what it last noted (``notes.read_state``); marks the runs
     of the job it held ``failed`` unless it was stopped (a signal to stop it: they resume)."""
     from gelus.experiments.sweep import exit_text
 

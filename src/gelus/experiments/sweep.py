@@ -99,7 +99,7 @@ def _init_worker(
     global _report_queue
     _die_with_parent(parent_pid)
     if states is not None:  # what this worker runs, for the executor to name should it end
-        from gelus.experiments.guard import watch_state
+        from gelus.experiments.notes import watch_state
 
         watch_state(Path(states) / f"{os.getpid()}.json")
     import torch
@@ -176,32 +176,8 @@ class LocalExecutor:
             initializer=_init_worker,
             initargs=(self.threads, report_queue, os.getpid(), gpu_turn, states.name),
         )
-        processes: dict = {}
         try:
-            futures = [pool.submit(_worker_run, job) for job in jobs]
-            processes = dict(getattr(pool, "_processes", None) or {})  # all started by now
-            finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = next((f.exception() for f in finished if f.exception() is not None), None)
-            if failed is not None and not isinstance(failed, BrokenProcessPool):
-                # a job raised (its runs marked failed): the other workers finish the jobs they
-                # run, so that none is left `running`; the jobs not started are not
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise failed
-            if failed is not None:
-                raise failed
-            pool.shutdown(wait=True)
-        except BrokenProcessPool as error:
-            # a worker ended (killed, or user code ended it): name it, and mark the runs of every
-            # job a worker held then failed (the pool stops them all); the next run retries them
-            processes |= dict(getattr(pool, "_processes", None) or {})
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise _worker_ended(processes, Path(states.name)) or error from error
-        except BaseException:
-            # Ctrl-C: stop every worker now rather than after its current job (its runs resume)
-            for process in list((getattr(pool, "_processes", None) or {}).values()):
-                process.kill()
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+            _run_pool(pool, jobs, Path(states.name))
         finally:
             stop.set()
             forwarder.join()
@@ -215,13 +191,42 @@ class LocalExecutor:
                 report(pid, label, done, total)
 
 
+def _run_pool(pool: ProcessPoolExecutor, jobs: Sequence[Job], states: Path) -> None:
+    """Run ``jobs`` on ``pool``, whose workers note what they run in ``states``. A job that
+    raised: the other workers finish the jobs they run (none is left ``running``; the jobs not
+    started are not), then its error; a worker that ended: the error naming what ended it
+    (:func:`_worker_ended`); Ctrl-C: every worker stopped at once (its runs resume)."""
+    processes: dict = {}
+    try:
+        futures = [pool.submit(_worker_run, job) for job in jobs]
+        processes = dict(getattr(pool, "_processes", None) or {})  # all started by now
+        finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = next((f.exception() for f in finished if f.exception() is not None), None)
+        if failed is not None and not isinstance(failed, BrokenProcessPool):
+            pool.shutdown(wait=True, cancel_futures=True)  # the others finish their jobs
+            raise failed
+        if failed is not None:
+            raise failed
+        pool.shutdown(wait=True)
+    except BrokenProcessPool as error:
+        # the pool stops every worker: the runs of each job a worker held are marked failed
+        processes |= dict(getattr(pool, "_processes", None) or {})
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise _worker_ended(processes, states) or error from error
+    except BaseException:
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+
+
 def _worker_ended(processes: dict, states: Path) -> Exception | None:
     """The error naming what ended a worker that died (a user activation that ended it: an
     ActivationError, status 2; else the machine's, status 1), after the runs of every job a
     worker held then are marked failed; None when no worker can be told to have ended."""
     from gelus.experiments.activation_spec import ActivationError
     from gelus.experiments.errors import MachineError
-    from gelus.experiments.guard import read_state
+    from gelus.experiments.notes import read_state
     from gelus.experiments.records import RecordStore
 
     held = [read_state(path) for path in sorted(states.glob("*.json"))]
