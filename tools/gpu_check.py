@@ -31,9 +31,11 @@ with at least ``MIN_PART_S`` left and gets at most what is left. Within its limi
 stops starting new items near its own deadline (``soft deadline``), so a slow machine loses the
 last items of a part, not the whole part.
 
-``--device cpu --quick`` runs every part at small sizes on the CPU (the library's CPU routes,
+``--device cpu --quick`` runs every part at small sizes on the CPU (the library's CPU routes held
+to docs/NUMERICS.md's table, the parameter gradients on the kernels in Triton's interpreter,
 ``torch.compile`` with the ``aot_eager`` backend, a tiny GPT-2; the CUDA-graph part is skipped,
-"needs CUDA"): tests/bench/test_gpu_check.py runs it. ``--inject-wrong MEMBER`` and
+"needs CUDA"): tests/bench/test_gpu_check.py runs it. ``--interpret`` sends the accuracy and
+launch-limit parts through the kernels in the interpreter too, held to the kernels' bounds. ``--inject-wrong MEMBER`` and
 ``--inject-hang PART`` are that test's hooks: a member made wrong by 16 ulp, a part that hangs.
 """
 
