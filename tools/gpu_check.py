@@ -101,11 +101,14 @@ def schedule(
     limits: dict[str, float] | None = None,
     quick: bool = False,
     log: Callable[[str], None] = print,
+    after: Callable[[list[dict]], None] | None = None,
 ) -> list[dict]:
     """Run ``parts`` in order, each with ``run(part, limit_s)``: limit = the part's own limit (or
     ``limits[name]``), cut to what is left of ``budget_s``; a part with less than ``MIN_PART_S``
     left is skipped. Returns one record per part (``run``'s dict with the name, limit and wall
-    time added); a ``run`` that raises is recorded as an error and the next part runs."""
+    time added); a ``run`` that raises is recorded as an error and the next part runs. ``after``
+    sees the records so far after each part (the caller writes them: a run cut short from
+    outside still leaves them)."""
     start = clock()
     records = []
     for part in parts:
@@ -129,6 +132,8 @@ def schedule(
         record["wall_s"] = round(clock() - began, 2)
         records.append(record)
         log(f"== {part.name}: {record['status']} in {record['wall_s']:.1f} s")
+        if after is not None:
+            after(records)
     return records
 
 
@@ -278,9 +283,14 @@ def main(argv: list[str] | None = None) -> int:
             stream.write(message + "\n")
             stream.flush()
 
+        def write(records: list[dict]) -> None:  # after each part: the JSON so far
+            partial = report | {"parts": records, "status": "running",
+                                "wall_s": round(time.monotonic() - began, 1)}  # fmt: skip
+            (out / RESULT_FILE).write_text(json.dumps(partial, indent=1, default=str) + "\n")
+
         report["parts"] = schedule(
             parts, budget, lambda part, limit: run_in_subprocess(part, limit, args, out),
-            limits=limits, quick=args.quick, log=log,
+            limits=limits, quick=args.quick, log=log, after=write,
         )  # fmt: skip
     report["wall_s"] = round(time.monotonic() - began, 1)
     statuses = [p["status"] for p in report["parts"]]

@@ -242,6 +242,13 @@ def test_a_failing_runner_is_recorded_and_the_next_part_runs():
     assert records[1]["status"] == "passed"
 
 
+def test_the_records_so_far_are_handed_over_after_each_part():
+    seen = []
+    _schedule(_parts(10, 10, 10), 22, {"p0": 10, "p1": 10},
+              after=lambda records: seen.append([r["status"] for r in records]))  # fmt: skip
+    assert seen == [["passed"], ["passed", "passed"]]  # the skipped part runs nothing
+
+
 def test_part_limits_can_be_overridden():
     _, given = _schedule(_parts(10, 10), 100, {}, limits={"p1": 3.0})
     assert given == {"p0": 10, "p1": 3.0}
