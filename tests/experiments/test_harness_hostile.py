@@ -190,6 +190,13 @@ def test_an_activation_ending_the_process_with_workers_0_is_named(data_dir, user
     assert {run.status for run in read_runs(out)} == {"failed"}
 
 
+def test_a_supervised_command_ends_as_before_when_it_finishes(tmp_path):
+    """argparse's own ends (--help, a usage error) are the command's, not a process that ended."""
+    done = _gelus(["run", "--no-such-flag"], cwd=tmp_path)
+    assert done.returncode == 2 and "ended" not in done.stderr
+    assert done.stderr.count("error:") == 1 and "usage: gelus run" in done.stderr
+
+
 def test_an_activation_ending_the_process_in_its_probe_is_named(data_dir, user_code, tmp_path):
     argv = _argv(data_dir, tmp_path / "out", workers=0)
     argv[argv.index("gelu")] = "acts:exits_in_probe"

@@ -102,7 +102,6 @@ def check_arguments(args: argparse.Namespace) -> None:
             option = _flag(_FLAGS[key])
             value = getattr(args, _FLAGS[key])
             raise CommandError(f"{option} {value}: invalid value; expected {named(expected)}")
-    _check_memory(args, config)
     if args.stack != 0:  # M stacked runs: the presets' range of train.seeds
         stacked = dataclasses.replace(
             config, train=dataclasses.replace(config.train, seeds=args.stack)
@@ -112,6 +111,7 @@ def check_arguments(args: argparse.Namespace) -> None:
                 raise CommandError(
                     f"--stack {args.stack}: invalid value; expected 0 (none) or {expected}"
                 )
+    _check_memory(args, config)  # once every size is in its range
 
 
 def _check_memory(args: argparse.Namespace, config) -> None:
@@ -128,6 +128,7 @@ def _check_memory(args: argparse.Namespace, config) -> None:
     if total is None or estimate <= total:
         return
     flags = dict.fromkeys(_flag(_FLAGS[key]) for key in keys if key in _FLAGS)
+    flags |= {"--stack": None} if args.stack > 1 else {}
     options = ", ".join(f"{flag} {getattr(args, flag[2:].replace('-', '_'))}" for flag in flags)
     where = "this machine's memory" if args.device == "cpu" else "the GPU's memory"
     raise CommandError(

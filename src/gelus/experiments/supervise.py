@@ -71,7 +71,17 @@ def supervise(command: str, run: Callable[[], int]) -> int:
 
         _die_with_parent(parent)
         notes.watch_state(state_path)
-        status = run()
+        try:
+            status = run()
+        except SystemExit as stop:  # argparse's --help and usage errors: an end, as before
+            notes.note_end(_status_of(stop.code))
+            raise
+        except KeyboardInterrupt:  # with --debug: the interruption's traceback
+            notes.note_end(130)
+            raise
+        except BaseException:  # a bug's traceback: Python's exit status 1
+            notes.note_end(1)
+            raise
         notes.note_end(status)
         return status
     try:
@@ -86,6 +96,13 @@ def supervise(command: str, run: Callable[[], int]) -> int:
     message, status = verdict(ended, state)
     print(f"gelus {command}: error: {message}", file=sys.stderr)
     return status
+
+
+def _status_of(code: object) -> int:
+    """The exit status ``SystemExit(code)`` ends a process with."""
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1
 
 
 def _wait(pid: int, watched: tuple) -> int:
