@@ -93,7 +93,10 @@ def test_the_fp32_set_holds_the_issues_worst_points():
 def route_findings(all_findings):
     if not INDUCTOR_TOOL.exists():
         pytest.skip("tools/inductor_kernels.py (the compiled route's generated kernels) is absent")
-    return [f for f in all_findings if f["variant"].startswith("route ")]
+    route = [f for f in all_findings if f["variant"].startswith("route ")]
+    failed = [f["quantity"] for f in route if "not generated" in f["variant"]]
+    assert not failed, f"tools/inductor_kernels.py generated no route: {failed[0]}"
+    return route
 
 
 def test_compiled_route_forward_within_two_ulp(route_findings):
