@@ -42,6 +42,7 @@ COMMANDS = {
     "report": "gelus.report.cli",
     "export": "gelus.report.cli",
     "reproduce": "gelus.report.cli",
+    "check": "gelus.conformance",
 }
 DEBUG_ENV = "GELUS_DEBUG"
 # The extra that brings the harness's third-party modules (pyproject.toml), and which of them each
