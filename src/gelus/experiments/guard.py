@@ -39,10 +39,10 @@ from gelus.experiments.notes import note_idle, note_job
 
 __all__ = ["Phase", "guarded", "is_out_of_memory", "user_code_failure"]
 
-# what torch's CPU allocator and CUDA caching allocator say when an allocation fails
 _RETRIED = (
     "; its runs are marked failed, the epochs they finished kept: the same command tries them again"
 )
+# what torch's CPU allocator and CUDA caching allocator say when an allocation fails
 _NO_MEMORY = ("can't allocate memory", "defaultcpuallocator", "out of memory")
 
 
@@ -77,10 +77,14 @@ def is_out_of_memory(error: BaseException) -> bool:
 def user_code_failure(
     error: BaseException, specs: Iterable[Any], doing: str, after: str = ""
 ) -> ActivationError | None:
-    """The ActivationError of ``error`` when it is a user activation's among ``specs`` (its
-    traceback passes through the activation's source file; a ``SystemExit`` while exactly one user
-    activation runs), naming it, ``doing`` and the exception, then ``after`` (what becomes of the
-    runs); None when it is not."""
+    """The ActivationError of ``error`` when it is a user activation's among ``specs``, naming
+    it, ``doing`` and what it did, then ``after`` (what becomes of the runs); None when it is not.
+
+    It is, in this order: its output check's :class:`ActivationFault` (what it returned); an
+    exception raised inside its module's call, wherever the code that raised lives; one whose
+    traceback passes through its source file; with one user activation, one that passed through
+    code outside the harness and the Python installation that torch called (its own backward);
+    a ``SystemExit`` while exactly one user activation runs."""
     users = [spec for spec in specs if getattr(spec, "is_custom", False)]
     fault = _chained(error, ActivationFault)
     if fault is not None:  # its output check: what it returned
