@@ -8,6 +8,7 @@ registers its operators (``torch.ops.gelus.*``).
     gelus.get_activation  name (or alias such as Hugging Face's "gelu_new") -> fresh module
     gelus.init            calculate_gain and init_layer_ for every registered activation
     gelus.patch           put gelus's members into a built model (torch, Hugging Face, timm)
+    gelus.audit           which GELU form each activation site computes, and what a swap changes
     gelus.integrations    Hugging Face's hidden_act and timm's act_layer names ("gelus:…")
 """
 
@@ -64,12 +65,22 @@ else:
 
     _cuda.register()  # the Triton kernels as the operators' CUDA implementation (no Triton import)
 
+    def __getattr__(name: str):
+        """``gelus.audit`` and ``gelus.AuditReport``, imported on first use: ``import gelus``
+        loads no audit code."""
+        if name in ("audit", "AuditReport"):
+            from gelus import _audit
+
+            return getattr(_audit, name)
+        raise AttributeError(f"module 'gelus' has no attribute {name!r}")
+
 
 __all__ = [
     "ALIASES",
     "GEGLU",
     "GELU",
     "XIELU",
+    "AuditReport",
     "BiasGELU",
     "ClippedGELU",
     "GeneralizedGELU",
@@ -87,6 +98,7 @@ __all__ = [
     "TorchScriptUnsupportedError",
     "UnknownActivationError",
     "__version__",
+    "audit",
     "functional",
     "get_activation",
     "init",

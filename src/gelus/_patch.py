@@ -470,12 +470,13 @@ class FunctionalRouting:
         self.calls, self.counted = self._seen, True
         return result
 
-    def _record(self, function: str, frame: Any) -> None:
+    def _record(self, function: str, frame: Any) -> FunctionalCall:
         code = (
             f"{frame.f_globals.get('__name__', '?')}:{frame.f_lineno} ({frame.f_code.co_qualname})"
         )
         site = FunctionalCall(self._place(frame), function, code)
         self._seen[site] = self._seen.get(site, 0) + 1
+        return site  # gelus.audit matches the site it swaps
 
     def _place(self, frame: Any) -> str:
         """The qualified name of the nearest module of the model up the call stack."""

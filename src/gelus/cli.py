@@ -42,6 +42,7 @@ COMMANDS = {
     "report": "gelus.report.cli",
     "export": "gelus.report.cli",
     "reproduce": "gelus.report.cli",
+    "audit": "gelus._audit_cli",
     "check": "gelus.conformance",
 }
 DEBUG_ENV = "GELUS_DEBUG"
