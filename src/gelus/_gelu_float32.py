@@ -29,8 +29,20 @@ M(u) = K(u) − u/√(2π):
 This module computes the exact products that the kernels get from fma with the halves of
 :func:`_high` (the significand's low 12 bits masked off: an integer operation, so that a compiler
 contracting a·b + c into an fma cannot change the split; the products of halves are exact, so
-contracting them changes nothing either). Measured against float64 on 1.2 million points
-(tests/library/test_accuracy.py): value ≤ 1.71 ulp, slope ≤ 1.67 ulp.
+contracting them changes nothing either).
+
+**Whatever the compiler contracts.** inductor's Triton code is built with fp fusion on, so any
+a·b + c of this composition may become one fma. Every sum whose error the analysis tracks adds
+an exact product (a product of halves) or no product; where an inexact product meets an addition
+(Horner steps, the tail), an fma rounds once instead of twice. So the leading product m·P_hi is
+taken as the exact product of its halves (with its three other half products in the tail): a
+rounded leading product contracted into fma(m, P_hi, tail) whose tail already holds that
+product's error counted it twice (value 2.19 ulp in inductor's sm_90 code). 1/v (the far
+region's variable) takes one Newton step on an exact residual (:func:`_reciprocal`), since
+inductor divides with ``div.full.f32`` (2 ulp: slope 2.34 ulp). Measured against
+float64 on 1.2 million points (tests/library/test_accuracy.py), eagerly on the CPU (no fma):
+value ≤ 1.88 ulp, slope ≤ 1.62 ulp; inductor's sm_90 PTX evaluated as the GPU defines it (fma,
+``div.full`` anywhere in its bound; tools/ptx_numerics.py --route): 1.89 / 1.49 ulp.
 """
 
 import torch
@@ -133,6 +145,18 @@ def _product_error(a: Tensor, b: Tensor, product: Tensor) -> Tensor:
     return (((a_hi * b_hi - product) + a_hi * b_lo) + a_lo * b_hi) + a_lo * b_lo
 
 
+def _reciprocal(v: Tensor) -> Tensor:
+    """1/v within 0.5 ulp + 2^-44 relative, whatever the division's accuracy: inductor lowers 1/v
+    on CUDA to div.full.f32 (2 ulp, which moved the far polynomial's argument: slope 2.34 ulp;
+    its correctly rounded div_rn costs a slow-path call, ~20 instructions per element). One
+    Newton step r + r·(1 − v·r) on the exact residual: v·r = p + (p's error) by Dekker's
+    products of halves (exact, so contraction changes none of them), 1 − p exact for p near 1."""
+    r = 1.0 / v
+    p = v * r
+    residual = (1.0 - p) - _product_error(v, r, p)
+    return r + r * residual
+
+
 def _gauss(u: Tensor) -> tuple[Tensor, Tensor]:
     """exp(−u²/2) = (1 + w)·scale·2^-64 for 0 ≤ u ≤ U_MAX: (w, scale)."""
     square = u * u
@@ -168,8 +192,13 @@ def _tail(t: Tensor, near: Tensor, polynomials, m_hi: Tensor, m_lo: Tensor | Non
     c0 = _pick(near, near_p[0], far_p[0])
     p_hi = c0 + rest  # |c0| ≥ |rest| on both regions: Fast2Sum
     p_lo = (rest - (p_hi - c0)) + (rest_error + _pick(near, near_low, far_low))
-    a_hi = m_hi * p_hi
-    a_lo = _product_error(m_hi, p_hi, a_hi) + m_hi * p_lo
+    # m_hi·p_hi = a_hi + (its three other half products), a_hi exact: a compiler that contracts
+    # the final a_hi + tail into fma(m_h, p_h, tail) computes the same sum, rounded once (a
+    # rounded leading product whose error sits in the tail would be counted twice)
+    m_h, p_h = _high(m_hi), _high(p_hi)
+    m_l, p_l = m_hi - m_h, p_hi - p_h
+    a_hi = m_h * p_h
+    a_lo = ((m_h * p_l + m_l * p_h) + m_l * p_l) + m_hi * p_lo
     if m_lo is not None:
         a_lo = a_lo + m_lo * p_hi
     w, scale = _gauss(u)
@@ -185,7 +214,7 @@ def _prepare(x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     near = u < SPLIT
     # 1/u of the far region only: autograd through the discarded branch (torch.func under compile
     # differentiates this composition) would otherwise meet 1/0 and give 0·inf = nan at x = ±0
-    inverse = 1.0 / torch.where(near, SPLIT, u)
+    inverse = _reciprocal(torch.where(near, SPLIT, u))
     t = torch.where(near, u - 1.0, inverse * FAR_SCALE + FAR_OFFSET)
     return u, beyond, near, t
 

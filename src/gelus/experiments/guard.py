@@ -257,6 +257,10 @@ def _installed_prefixes() -> tuple[str, ...]:
     return tuple(os.path.realpath(p) + os.sep for p in paths)
 
 
+# where torch.compile writes the code it generates (inductor's and Triton's caches)
+_GENERATED = (f"{os.sep}torchinductor_", f"{os.sep}.triton{os.sep}", f"{os.sep}triton{os.sep}")
+
+
 def _through_foreign_code(error: BaseException) -> bool:
     """Whether ``error`` passed through code outside the harness and the Python installation
     that torch called (a user's ``autograd.Function.backward``, wherever it lives), rather than
@@ -265,8 +269,8 @@ def _through_foreign_code(error: BaseException) -> bool:
     torch_seen = False
     for frame in _frames(error):
         name = frame.f_code.co_filename
-        if name.startswith("<"):
-            continue
+        if name.startswith("<") or any(part in name for part in _GENERATED):
+            continue  # code torch generated (fx, inductor, Triton): torch's own
         real = os.path.realpath(name)
         if not real.startswith(prefixes):
             if torch_seen:
