@@ -110,7 +110,7 @@ TABLE_ROWS = {
     "silu": "SiLU (β = 1)",
 }
 # bf16 / fp16: computed in fp32 and rounded once, so ≤ 1 ulp of the type; the gradient within one
-# ulp of 1 in the type. fp64 (docs/NUMERICS.md, "float64"): value ≤ 2x² + 1 ulp, gradient
+# ulp of 1 in the type. fp64 (docs/NUMERICS.md, "float64"): value ≤ 2x² + 2 ulp, gradient
 # ≤ x² + 1 ulp or 1e-16 absolute (near the slope's zero).
 HALF_ULP = 1.0
 TANH_ULP_FROM = -10.0  # the tanh form's ulp are counted for x ≥ −10 (fp32 σ(z) underflows below)
@@ -433,9 +433,9 @@ def _bounds(function: str, dtype: torch.dtype, x: np.ndarray, region: int):
     """(value bound in ulp per point, gradient bound check, the bounds' text) for one region."""
     if dtype == torch.float64:
         return (
-            2 * x * x + 1,
+            2 * x * x + 2,
             lambda err, ulp: (err <= (x * x + 1) * ulp) | (err <= 1e-16),
-            ("≤ 2x²+1 ulp; f' ≤ x²+1 ulp"),
+            ("≤ 2x²+2 ulp; f' ≤ x²+1 ulp"),
         )
     if dtype == torch.float32:
         value, gradient = BOUNDS[function][region]

@@ -187,7 +187,7 @@ def test_flushes_to_minus_zero_only_where_documented(form):
 
 
 def test_float64_accurate_path_within_its_bound_in_the_far_tail():
-    """docs/NUMERICS.md, "float64": value within 2x² + 1 ulp, gradient within x² + 1 ulp (1e-16
+    """docs/NUMERICS.md, "float64": value within 2x² + 2 ulp, gradient within x² + 1 ulp (1e-16
     absolute near the slope's zero), against 40-digit mpmath."""
     rng = np.random.default_rng(34)
     x = np.concatenate([np.linspace(-38.5, 20.0, 601), rng.uniform(-38.5, -3.0, 600)])
@@ -197,7 +197,7 @@ def test_float64_accurate_path_within_its_bound_in_the_far_tail():
     g = _gelu.kernel_backward(torch.ones_like(xt), xt, accurate=True)
     assert y.dtype == g.dtype == torch.float64
     value_ulp, slope_ulp = ulp_error(y, value), ulp_error(g, slope)
-    assert (value_ulp <= 2 * x**2 + 1).all(), x[np.argmax(value_ulp - 2 * x**2)]
+    assert (value_ulp <= 2 * x**2 + 2).all(), x[np.argmax(value_ulp - 2 * x**2)]
     near_zero = np.abs(g.numpy() - slope) <= 1e-16
     assert ((slope_ulp <= x**2 + 1) | near_zero).all()
     assert value_ulp[x >= -3].max() <= 9 and value_ulp.max() > 100  # the tail is where it is lost

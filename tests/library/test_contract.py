@@ -14,6 +14,7 @@ import torch
 import gelus.functional as G
 from conftest import CONTRACT, MEMBERS
 from gelus import _gelu, _swish
+from gelus.conformance import EDGES
 
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
 INF = math.inf
@@ -35,8 +36,11 @@ def layouts(values: torch.Tensor):
 
 
 def specials(dtype):
+    """The contract table's inputs (gelus.conformance.EDGES: +inf, −inf, nan, −0, MAX, −MAX), then
+    1 and −1; ``check_specials`` states what each must give."""
     big = torch.finfo(dtype).max
-    return torch.tensor([INF, -INF, math.nan, -0.0, big, -big, 1.0, -1.0], dtype=dtype)
+    edges = [big if e.x == "max" else -big if e.x == "-max" else e.x for e in EDGES]
+    return torch.tensor([*edges, 1.0, -1.0], dtype=dtype)
 
 
 def value_and_grad(fn, x):
