@@ -7,6 +7,7 @@
     bias_gelu(x, bias, approximate, *, accurate)                          gelu(x + bias)
     geglu(x, dim, approximate, *, accurate)                               a·gelu(b), x = [a, b]
     swiglu(x, dim), reglu(x, dim)                                         a·silu(b), a·relu(b)
+    clamped_swiglu(x, *, alpha, limit, interleaved, dim)                  GPT-OSS's gate
     laplace, relu2, sqrtsoftplus, xielu, hard_mish                        names from HF and timm
 
 Every member is an operator (``torch.ops.gelus.*``; docs/ARCHITECTURE.md): it works in eager,
@@ -26,7 +27,7 @@ raises one that is also the ``RuntimeError`` torch's ``F.gelu`` raises there.
 import torch
 from torch import Tensor
 
-from gelus import _bias_gelu, _geglu, _gelu, _generalized, _glu, _swish
+from gelus import _bias_gelu, _clamped_swiglu, _geglu, _gelu, _generalized, _glu, _swish
 from gelus._common import (
     APPROXIMATIONS,
     apply_inplace,
@@ -41,6 +42,7 @@ from gelus._stochastic import stochastic_gelu_training
 __all__ = [
     "APPROXIMATIONS",
     "bias_gelu",
+    "clamped_swiglu",
     "geglu",
     "gelu",
     "generalized_gelu",
@@ -263,3 +265,33 @@ def reglu(x: Tensor, dim: int = -1) -> Tensor:
     check_floating("reglu", x)
     _geglu.check(x, dim, "reglu")
     return _glu.reglu(x, dim)
+
+
+@fx_leaf
+def clamped_swiglu(
+    x: Tensor,
+    *,
+    alpha: float = _clamped_swiglu.ALPHA,
+    limit: float = _clamped_swiglu.LIMIT,
+    interleaved: bool = True,
+    dim: int = -1,
+) -> Tensor:
+    """GPT-OSS's expert gate (clamped SwiGLU) from the two halves of x on ``dim``:
+
+        g = min(gate, limit),  u = clamp(up, −limit, limit),  y = (u + 1) · g · σ(alpha · g)
+
+    ``interleaved=True`` (GPT-OSS's checkpoints): gate = x[..., 0::2], up = x[..., 1::2] along
+    ``dim``; ``interleaved=False``: [gate, up] = x.chunk(2, dim), the gate *first* (unlike
+    :func:`swiglu`, whose gate is the second half). Defaults: GPT-OSS's alpha = 1.702 and
+    limit = 7.0 (limit = inf clamps nothing). The output has half of x's size on ``dim``.
+
+    Gradients: dy/dgate = (u + 1)·(σ(z) + z·σ(z)(1 − σ(z))), z = alpha·g, and dy/dup = g·σ(z);
+    each is 0 where its clamp is active (gate > limit, |up| > limit) and passes at the bounds
+    themselves, as torch's clamp. Edge cases: gate = −inf gives ±0 (the original code's
+    −inf·0 = nan), nan gives nan in the value and in the gradient (torch's clamp gives a 0
+    gradient there). One fused pass each way (a Triton kernel on CUDA); only x is saved; half
+    types are computed in float32 and rounded once.
+    """
+    check_floating("clamped_swiglu", x)
+    _clamped_swiglu.check(x, alpha, limit, dim)
+    return _clamped_swiglu.clamped_swiglu(x, float(alpha), float(limit), bool(interleaved), dim)

@@ -31,6 +31,7 @@ __all__ = [
     "GELU",
     "XIELU",
     "BiasGELU",
+    "ClampedSwiGLU",
     "ClippedGELU",
     "GatedMember",
     "GeneralizedGELU",
@@ -447,6 +448,58 @@ class ReGLU(GatedMember):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+class ClampedSwiGLU(GatedMember):
+    r"""GPT-OSS's expert gate: from the two halves of x on ``dim``,
+    g = min(gate, limit), u = clamp(up, −limit, limit), y = (u + 1)·g·σ(alpha·g).
+
+    ``interleaved=True`` (GPT-OSS's checkpoints): gate = x[..., 0::2], up = x[..., 1::2];
+    ``interleaved=False``: [gate, up] = x.chunk(2, dim), the gate first. Defaults alpha = 1.702,
+    limit = 7.0 (transformers' ``GptOssConfig``). See
+    :func:`gelus.functional.clamped_swiglu`; ``inplace`` is accepted and ignored.
+
+    Example::
+
+        >>> ClampedSwiGLU()(torch.randn(4, 32)).shape
+        torch.Size([4, 16])
+    """
+
+    def __init__(
+        self,
+        alpha: float = 1.702,
+        limit: float = 7.0,
+        interleaved: bool = True,
+        dim: int = -1,
+        inplace: bool = False,
+    ) -> None:
+        super().__init__(dim)
+        self.alpha, self.limit, self.interleaved = float(alpha), float(limit), bool(interleaved)
+        F.clamped_swiglu(torch.zeros(2), alpha=self.alpha, limit=self.limit)  # ValueError now
+
+    def activation(self, x: Tensor) -> Tensor:
+        return F.clamped_swiglu(
+            x, alpha=self.alpha, limit=self.limit, interleaved=self.interleaved, dim=self.dim
+        )
+
+    def gate(self, b: Tensor) -> Tensor:
+        # init's gain takes E[y²] = E[gate(b)²] for unit a; here the linear half is u + 1, so
+        # the gate carries √E[(u + 1)²] = √(E[clamp(a, ±L)²] + 1), a ~ N(0, 1)
+        limit = self.limit
+        clamped = 1.0  # E[clamp(a, ±L)²] = E[a²; |a| ≤ L] + L²·P(|a| > L); 1 for L = inf
+        if math.isfinite(limit):
+            density = math.exp(-limit * limit / 2.0) / math.sqrt(2.0 * math.pi)
+            clamped = math.erf(limit / math.sqrt(2.0)) - 2.0 * limit * density
+            clamped += limit * limit * math.erfc(limit / math.sqrt(2.0))
+        scale = math.sqrt(clamped + 1.0)
+        g = b.clamp(max=limit)
+        return scale * g * torch.sigmoid(self.alpha * g)
+
+    def extra_repr(self) -> str:
+        return (
+            f"alpha={self.alpha}, limit={self.limit}, interleaved={self.interleaved}, "
+            f"dim={self.dim}"
+        )
 
 
 # --------------------------------------------------------------- names from other libraries

@@ -33,6 +33,7 @@ from gelus.modules import (
     GELU,
     XIELU,
     BiasGELU,
+    ClampedSwiGLU,
     ClippedGELU,
     GeneralizedGELU,
     HardMish,
@@ -75,6 +76,7 @@ ACTIVATIONS: Mapping[str, Callable[..., nn.Module]] = MappingProxyType(
         "geglu": GEGLU,
         "swiglu": SwiGLU,
         "reglu": ReGLU,
+        "clamped_swiglu": ClampedSwiGLU,  # GPT-OSS's expert gate
         "silu": SiLU,
         "swish": Swish,
         # names from Hugging Face and timm, each its own math (see gelus._extra)
