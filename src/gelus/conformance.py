@@ -392,7 +392,7 @@ def _subnormal_clause(fn: Callable, dtype: torch.dtype, label: str, device: str)
     step = info.tiny * info.eps
     s = _subnormals(dtype)
     y, g, problem = _evaluate(fn, s, device)
-    bound = f"≤ 1 step, sign kept; |f'-0.5| ≤ {info.eps:.2g}"
+    bound = f"≤ 1 step, sign kept; ≤ {info.eps:.2g}"
     if y is None or g is None:
         return Clause("subnormal", label, False, problem, bound)
     error = (y - s.double() / 2).abs() / step
@@ -404,7 +404,7 @@ def _subnormal_clause(fn: Callable, dtype: torch.dtype, label: str, device: str)
     if not signs.all():
         k = int((~signs).nonzero()[0])
         measured += f", f({s[k].item():.3g})={_fmt(y[k].item())}"
-    measured += f"; |f'-0.5| {slope.max().item():.2g}"
+    measured += f"; |f'-½| {slope.max().item():.2g}"
     return Clause("subnormal", label, held, measured, bound)
 
 
@@ -435,7 +435,7 @@ def _bounds(function: str, dtype: torch.dtype, x: np.ndarray, region: int):
         return (
             2 * x * x + 2,
             lambda err, ulp: (err <= (x * x + 1) * ulp) | (err <= 1e-16),
-            ("≤ 2x²+2 ulp; f' ≤ x²+1 ulp"),
+            ("≤ 2x²+2; f' ≤ x²+1 ulp"),
         )
     if dtype == torch.float32:
         value, gradient = BOUNDS[function][region]
@@ -476,7 +476,7 @@ def _accuracy_clauses(x, y, g, dtype, label, function, oracle) -> list[Clause]:
         if not value_ok.all():  # where the bound is exceeded most, if not at the largest error
             over = int(np.argmax(np.where(value_ok, -np.inf, ulp / value_bound)))
             if over != worst:
-                measured += f", {ulp[over]:.3g} at {xs[over]:.4g}"
+                measured += f", {ulp[over]:.2g} at {xs[over]:.4g}"
         measured += f"; f' {np.nanmax(slope_error):.2g}"
         if not slope_ok.all():
             bad = int(np.argmax(~slope_ok))
