@@ -119,12 +119,13 @@ NEEDS = {"bias_gelu": {"num_features": 512}}
 # through 8 layers of width 1024 (GEGLU: 2), the others through 30 layers of width 512.
 UNSTABLE = {
     "gelu", "bias_gelu", "clipped_gelu", "geglu", "generalized_gelu", "silu", "swish", "mish",
-    "hardswish", "relu2", "xielu", "swiglu", "reglu",
+    "hardswish", "relu2", "xielu", "swiglu", "reglu", "clamped_swiglu",
 }  # fmt: skip
 # slope ≥ 1.7 per layer (GEGLU 2.14, relu² 2 — homogeneous of degree 2 —, xIELU 1.73, quadratic
 # for x > 0): checked through 2 layers only
-STEEP = {"geglu", "relu2", "xielu", "swiglu", "reglu"}  # SwiGLU 2.17, ReGLU 2 (as GEGLU)
-GATED = {"geglu", "swiglu", "reglu"}  # a·g(b): the input is twice the output
+# SwiGLU 2.17, ReGLU 2 (as GEGLU), GPT-OSS's clamped SwiGLU 2.14
+STEEP = {"geglu", "relu2", "xielu", "swiglu", "reglu", "clamped_swiglu"}
+GATED = {"geglu", "swiglu", "reglu", "clamped_swiglu"}  # a·g(b): the input is twice the output
 
 
 def variance_map_slope(name: str) -> float:
