@@ -178,14 +178,17 @@ def _from_config(path: Path, file: Path, seed: int) -> tuple[Any, tuple, dict, l
     try:
         if weights:
             model = cls.from_pretrained(str(path), local_files_only=True)
-            source = f"loaded from {path} (its weights)"
+            source = [f"gelus audit: {type(model).__name__} from {path}", "weights: the folder's"]
         else:
             torch.manual_seed(seed)
             model = cls.from_config(config) if cls is transformers.AutoModel else cls(config)
             beside = file.parent != path and any((file.parent / n).is_file() for n in _WEIGHTS)
             hint = "give the folder to load the weights beside it" if beside else (
                 "give a checkpoint folder with weights to load them")  # fmt: skip
-            source = f"built from {file} with RANDOM weights (seed {seed}; {hint})"
+            source = [
+                f"gelus audit: {type(model).__name__} from {file}",
+                f"weights: RANDOM (seed {seed}): {hint}",
+            ]
     except Exception as error:
         raise _TargetError(
             f"cannot build the model of {file} ({type(error).__name__}: {_first(error)}); "
@@ -193,11 +196,7 @@ def _from_config(path: Path, file: Path, seed: int) -> tuple[Any, tuple, dict, l
         ) from error
     kwargs = _inputs(model, config, seed)
     shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in kwargs.items())
-    header = [
-        f"gelus audit: {type(model).__name__} {source}",
-        f"inputs: {shapes} (random, seed {seed})",
-    ]
-    return model, (), kwargs, header
+    return model, (), kwargs, [*source, f"inputs: {shapes} (random, seed {seed})"]
 
 
 def _inputs(model: Any, config: Any, seed: int) -> dict[str, Any]:
