@@ -306,13 +306,9 @@ def rows_kernel(
     STEPS: tl.constexpr,
     INT64: tl.constexpr,
 ):
-    # Program (row block, chunk) covers elements [chunk·BLOCK·STEPS, ...) of BLOCK_ROWS rows, row r
-    # of channel r % channels (short rows, as NCHW with a small H·W, share a program instead of
-    # each masking most of a block). Its SUMS partial sums (the parameter gradients' terms) go to
-    # partial[SUMS, groups, channels], group (r // channels)·chunks + chunk: the layout of the
-    # columns kernel, which finish_kernel reduces over groups.
-    # Row numbers and parameter offsets in int32 unless one can reach 2^31 (INT64: the host's
-    # choice, ops._rows_launch); element offsets always in int64.
+    # Program (row block, chunk): [chunk·BLOCK·STEPS, ...) of BLOCK_ROWS rows, row r of channel
+    # r % channels. Partial sums: partial[SUMS, groups, channels], group (r // channels)·chunks +
+    # chunk (finish_kernel sums groups). Row numbers int32 unless INT64 (ops._rows_launch).
     row = tl.program_id(0).to(tl.int64 if INT64 else tl.int32) * BLOCK_ROWS
     row += tl.arange(0, BLOCK_ROWS)
     chunk = tl.program_id(1)
