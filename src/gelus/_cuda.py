@@ -19,12 +19,22 @@ on a device that registers a kernel for them (docs/CUDA.md).
 The kernels' accuracy is docs/CUDA.md's table, the CPU routes' docs/NUMERICS.md's ("Accuracy").
 """
 
+import importlib
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from gelus import _bias_gelu, _geglu, _gelu, _generalized, _stochastic, _swish, _triton
+from gelus import (
+    _bias_gelu,
+    _clamped_swiglu,
+    _geglu,
+    _gelu,
+    _generalized,
+    _stochastic,
+    _swish,
+    _triton,
+)
 from gelus._operator import keep_operator_under_compile
 from gelus._torch_compat import dispatch_mode_active, is_plain
 
@@ -122,6 +132,29 @@ def geglu_backward(grad, x, dim=-1, approximate="none", accurate=False):
     return grad_x if x.is_contiguous() else torch.empty_like(x).copy_(grad_x)
 
 
+def _clamped_swiglu_kernel(x, alpha, limit):
+    """GPT-OSS's gate kernel (gelus._triton._clamped_swiglu, its own file), or None."""
+    if _kernels(x) is None:
+        return None
+    kernel = importlib.import_module("gelus._triton._clamped_swiglu")
+    return kernel if kernel.supports(x, alpha, limit) else None
+
+
+def clamped_swiglu(x, alpha=1.702, limit=7.0, interleaved=True, dim=-1):
+    kernel = _clamped_swiglu_kernel(x, alpha, limit)
+    if kernel is None:
+        return _clamped_swiglu.kernel_forward(x, alpha, limit, interleaved, dim)
+    return kernel.forward(x, alpha, limit, interleaved, dim)
+
+
+def clamped_swiglu_backward(grad, x, alpha=1.702, limit=7.0, interleaved=True, dim=-1):
+    kernel = _clamped_swiglu_kernel(x, alpha, limit)
+    if kernel is None or grad.dtype != x.dtype:
+        return _clamped_swiglu.kernel_backward(grad, x, alpha, limit, interleaved, dim)
+    grad_x = kernel.backward(grad, x, alpha, limit, interleaved, dim)  # contiguous
+    return grad_x if x.is_contiguous() else torch.empty_like(x).copy_(grad_x)
+
+
 # ---------------------------------------------------------------- parameter gradients
 # One kernel pass gives dx and per-program partial sums of dμ, dσ (dβ, dbias), which a second,
 # tiny kernel adds up: no torch op reduces anything after the kernels.
@@ -188,6 +221,8 @@ CUDA_KERNELS: dict[object, Callable] = {
     _bias_gelu.bias_gelu_grads_op: bias_gelu_grads,
     _geglu.geglu_op: geglu,
     _geglu.geglu_backward_op: geglu_backward,
+    _clamped_swiglu.clamped_swiglu_op: clamped_swiglu,
+    _clamped_swiglu.clamped_swiglu_backward_op: clamped_swiglu_backward,
 }
 
 
