@@ -233,3 +233,24 @@ def test_import_gelus_does_not_load_the_conformance_module():
     code = "import sys, gelus; print('gelus.conformance' in sys.modules, 'scipy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_without_scipy_and_mpmath_the_float64_fallback_is_used_and_named(monkeypatch):
+    # a None entry makes the import fail as if the package were absent; torch's autograd imports
+    # sympy (which needs mpmath) on first use, so that is loaded before
+    __import__("torch.fx.experimental.symbolic_shapes")
+    monkeypatch.setitem(__import__("sys").modules, "scipy", None)
+    monkeypatch.setitem(__import__("sys").modules, "mpmath", None)
+    accurate = conformance.check(lambda x: G.gelu(x, accurate=True), dtypes=("fp64", "fp16"))
+    assert accurate.oracles == {"fp64": "float64 (math.erfc)", "fp16": "float64 (math.erfc)"}
+    assert accurate.failed() == []
+    x = np.linspace(-30.0, 10.0, 201)
+    monkeypatch.undo()
+    fallback = conformance.float64_oracle  # the fallback's values are scipy's to ~1e-15
+    monkeypatch.setitem(__import__("sys").modules, "scipy", None)
+    value, slope, name = fallback(x, "gelu")
+    monkeypatch.undo()
+    reference, reference_slope = gelu_oracle(x)
+    assert name == "float64 (math.erfc)"
+    np.testing.assert_allclose(value, reference, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(slope, reference_slope, rtol=1e-13, atol=1e-300)
