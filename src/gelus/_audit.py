@@ -53,13 +53,23 @@ GELU_FORMS = ("exact", "tanh", "sigmoid")
 
 # names a user may give for a form (the paper's, torch's, transformers' config names)
 _FORM_NAMES = {
-    "exact": "exact", "none": "exact", "erf": "exact", "gelu": "exact", "gelu_python": "exact",
-    "tanh": "tanh", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_tanh": "tanh",
-    "gelu_fast": "tanh", "gelu_accurate": "tanh", "gelu_python_tanh": "tanh",
-    "sigmoid": "sigmoid", "quick_gelu": "sigmoid", "gelu_sigmoid": "sigmoid",
-}  # fmt: skip
+    name: form
+    for form, names in {
+        "exact": ("exact", "none", "erf", "gelu", "gelu_python"),
+        "tanh": (
+            "tanh",
+            "gelu_new",
+            "gelu_pytorch_tanh",
+            "gelu_tanh",
+            "gelu_fast",
+            "gelu_accurate",
+            "gelu_python_tanh",
+        ),
+        "sigmoid": ("sigmoid", "quick_gelu", "gelu_sigmoid"),
+    }.items()
+    for name in names
+}
 _APPROXIMATE = {"none": "exact", "tanh": "tanh", "sigmoid": "sigmoid"}  # gelus/torch -> form
-_SEED = 0  # stochastic layers draw the same numbers in every forward
 
 
 def parse_form(name: str) -> str:
@@ -125,8 +135,9 @@ class Site:
         return self.form + (f" clip[{self.clip[0]:g},{self.clip[1]:g}]" if self.clip else "")
 
     def label(self) -> str:
-        if self.kind == "module":
-            return self.name or "<model>"
+        if self.kind == "module":  # a shared module: one site at several places
+            more = f" (+{len(self.also)} place{'s' * (len(self.also) > 1)})" if self.also else ""
+            return (self.name or "<model>") + more
         line = (self.code or "").partition(":")[2].partition(" ")[0]
         return f"{self.name or '<model>'} {self.what.partition('(')[0]}:{line}"
 
@@ -173,12 +184,18 @@ class AuditReport:
 
         sites = [
             {
-                "kind": s.kind, "name": s.name, "also": s.also, "what": s.what, "form": s.form,
-                "clip": list(s.clip) if s.clip else None, "code": s.code, "calls": s.calls,
+                "kind": s.kind,
+                "name": s.name,
+                "also": s.also,
+                "what": s.what,
+                "form": s.form,
+                "clip": list(s.clip) if s.clip else None,
+                "code": s.code,
+                "calls": s.calls,
                 "changes": {form: change(c) for form, c in s.changes.items()},
             }
             for s in self.sites
-        ]  # fmt: skip
+        ]
         return {
             "sites": sites,
             "counts": self.counts(),

@@ -88,8 +88,11 @@ def _main(args: argparse.Namespace) -> int:
             Path(args.json).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
         except OSError as error:
             reason = error.strerror or type(error).__name__
-            print(f"gelus audit: error: cannot write {args.json} ({reason}); give --json a "
-                  "file in a folder you can write to", file=sys.stderr)  # fmt: skip
+            print(
+                f"gelus audit: error: cannot write {args.json} ({reason}); give --json a "
+                "file in a folder you can write to",
+                file=sys.stderr,
+            )
             return 2
     return 0
 
@@ -124,7 +127,7 @@ def _from_factory(target: str) -> tuple[Any, tuple, dict, list[str]]:
     from torch import nn
 
     module_name, _, attribute = target.partition(":")
-    sys.path.insert(0, os.getcwd())  # `gelus audit mymodels:build` run where mymodels.py is
+    sys.path.insert(0, os.getcwd())  # a factory in the folder the command runs in, as `python -m`
     try:
         module = importlib.import_module(module_name)
     except Exception as error:
@@ -183,8 +186,11 @@ def _from_config(path: Path, file: Path, seed: int) -> tuple[Any, tuple, dict, l
             torch.manual_seed(seed)
             model = cls.from_config(config) if cls is transformers.AutoModel else cls(config)
             beside = file.parent != path and any((file.parent / n).is_file() for n in _WEIGHTS)
-            hint = "give the folder to load the weights beside it" if beside else (
-                "give a checkpoint folder with weights to load them")  # fmt: skip
+            hint = (
+                "give the folder to load the weights beside it"
+                if beside
+                else ("give a checkpoint folder with weights to load them")
+            )
             source = [
                 f"gelus audit: {type(model).__name__} from {file}",
                 f"weights: RANDOM (seed {seed}): {hint}",
