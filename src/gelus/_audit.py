@@ -24,6 +24,7 @@ back after the forwards run in eval mode, and nothing else is touched.
 
 import contextlib
 import math
+import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,6 +166,7 @@ class AuditReport:
     trained_with: str | None = None
     differing: list[Site] = field(default_factory=list)
     mismatch: Change | None = None
+    notes: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         """Sites per form (a clipped GELU counted under its form), e.g. ``{"exact": 12}``."""
@@ -206,6 +208,7 @@ class AuditReport:
             "differing": [s.name for s in self.differing],
             "mismatch": change(self.mismatch),
             "change_is": "|served - as built| / RMS(as built output), worst output; max and RMS",
+            "notes": self.notes,
         }
 
 
@@ -471,6 +474,11 @@ def audit(
         noise, whole = _measure(runner, base, sites)
     outputs = [(name, tuple(t.shape)) for name, t in base]
     report = AuditReport(sites, whole, noise, outputs, trained)
+    if FunctionalRouting.of(model) is not None:  # its mode, inside ours, takes the calls first
+        report.notes.append(
+            "gelus.patch(functional=True) routes this model's F.gelu/F.silu calls to gelus, so "
+            "none is seen here: audit before patching, or report.functional.remove() first"
+        )
     if trained is not None:
         report.differing = [s for s in sites if s.is_gelu and s.calls and s.form != trained]
         report.mismatch = whole.get(trained) if report.differing else None
@@ -523,6 +531,7 @@ def _render(report: AuditReport) -> list[str]:
         cells = [report.whole[f].text() if f in report.whole else "(as built)" for f in GELU_FORMS]
         lines.append(_row("every GELU site at once", "", "", cells))
     lines.append(f"for scale, rounding of one value: {_SCALE}")
+    lines += [textwrap.fill(note, _WIDTH, initial_indent="note: ") for note in report.notes]
     if report.trained_with is not None:
         lines += ["", *_trained_lines(report)]
     return lines

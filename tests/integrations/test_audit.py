@@ -338,3 +338,24 @@ def test_a_forward_that_fails_on_the_inputs_is_one_line(tmp_path, monkeypatch, c
     assert main(["audit", "bad_models:build"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the model's forward fails on the example inputs (" in err
+
+
+class MyGELU(nn.Module):
+    """A model's own GELU: a class whose formula the audit does not know."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(1.6 * x)
+
+
+def test_an_unknown_class_is_listed_and_a_routed_model_says_why_no_call_is_seen():
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(4, 8), MyGELU(), nn.Linear(8, 2))
+    report = gelus.audit(model, torch.randn(8, 4))
+    assert [(s.name, s.form, s.changes) for s in report.sites] == [("1", "unknown", {})]
+    assert report.whole == {} and "not a GELU form: not swapped" in str(report)
+
+    net = Net()
+    gelus.patch(net, functional=True)  # net.act becomes gelus's; the calls go to gelus first
+    report = gelus.audit(net, torch.randn(8, 4))
+    assert [(s.kind, s.what) for s in report.sites] == [("module", "gelus:GELU")]
+    assert "audit before patching" in report.notes[0] and "note: gelus.patch" in str(report)
