@@ -243,8 +243,11 @@ def _tensor_partials(x: Tensor, beta: Tensor) -> tuple[Tensor, Tensor]:
     # Beyond |βx| = 1e4 the slope is exactly 1 or 0 and x²·σ'(βx) is 0 (not inf·0).
     outside = z.abs() > SILU_CLAMP
     inside = torch.where(outside, 0.0, x)
-    s = torch.sigmoid(beta * inside)
-    ds = s * (1.0 - s)  # σ'(βx)
+    z_in = beta * inside
+    s = torch.sigmoid(z_in)
+    # σ'(βx) = σ(z)·σ(−z): s·(1 − s) would cancel where s rounds to 1 (βx ≳ 17 in fp32: dβ
+    # lost entirely), each factor here is correctly computed
+    ds = s * torch.sigmoid(-z_in)
     partial_x = torch.where(outside, (z > 0).to(x.dtype), s + beta * inside * ds)
     return partial_x, inside * inside * ds
 
