@@ -31,6 +31,7 @@ from gelus import functional as G
 from gelus.modules import (
     GELU,
     XIELU,
+    ClampedSwiGLU,
     ClippedGELU,
     HardMish,
     Laplace,
@@ -119,6 +120,39 @@ _MEMBERS: dict[tuple[str, str], Callable[[nn.Module], nn.Module]] = {
     (_TIMM_ME, "SwishMe"): lambda m: SiLU(),  # custom autograd, same function; no in-place
     (_TIMM_ME, "HardMishMe"): lambda m: HardMish(),
 }
+
+
+# Gates that are a method, not a module, of a class that is not an activation: (class module,
+# class name) -> (the method, the gelus member computing it, built from the module). The member
+# goes onto the instance (its __dict__, not a submodule: parameters, state_dict keys and
+# named_modules unchanged), where it shadows the class's method; the class and every Parameter
+# object stay. transformers' experts implementations (eager, grouped_mm, batched_mm) all call it.
+_GPT_OSS = "transformers.models.gpt_oss.modeling_gpt_oss"
+_GATES: dict[tuple[str, str], tuple[str, Callable[[nn.Module], nn.Module]]] = {
+    # gate, up = h[..., ::2], h[..., 1::2]; (clamp(up, ±limit) + 1)·g·σ(alpha·g), g = min(gate, limit)
+    (_GPT_OSS, "GptOssExperts"): ("_apply_gate", lambda m: ClampedSwiGLU(m.alpha, m.limit)),
+}
+
+
+def _plan_gate(plan: "_Plan", module: nn.Module, name: str) -> None:
+    """Plan the gelus member for ``module``'s gate method (:data:`_GATES`), or list why not."""
+    entry = _GATES.get(_key(type(module)))
+    if entry is None:
+        return
+    method, convert = entry
+    if isinstance(module.__dict__.get(method), ClampedSwiGLU):
+        return  # patched before
+    if method in module.__dict__:
+        reason = f"its {method} is replaced on the instance; the class's may not be what runs"
+        plan.left_alone.append(LeftAlone(name, module, reason))
+        return
+    try:
+        gate = convert(module)
+    except (ValueError, TypeError, AttributeError) as error:
+        plan.left_alone.append(LeftAlone(name, module, f"its gate's settings: {error}"))
+        return
+    plan.assignments.append((module, method, None, gate))  # None: a method, not a child
+    plan.replaced.append(Replaced(f"{name}.{method}", module, gate))
 
 
 # modules whose activation classes patch knows: an unmapped class of theirs is listed
@@ -241,7 +275,8 @@ def patch(model: nn.Module, *, functional: bool = False) -> PatchReport:
     ``QuickGELUActivation`` and timm ``QuickGELU`` to ``GELU("sigmoid")``, ``nn.SiLU``, HF
     ``SiLUActivation``, timm ``Swish``/``SwishMe`` to ``SiLU()``, HF ``ClippedGELUActivation``
     (``gelu_10``) to ``ClippedGELU(min, max)``, HF ``Laplace``, ``ReLUSquared``,
-    ``SqrtSoftplus``, ``XIELU`` and timm ``HardMish`` to theirs.
+    ``SqrtSoftplus``, ``XIELU`` and timm ``HardMish`` to theirs; GPT-OSS's expert gate (the
+    method ``GptOssExperts._apply_gate``) to ``ClampedSwiGLU``, set on the instance.
 
     Kept: the ``inplace`` flag (where the old module honoured it), the training mode, and every
     Parameter and buffer *object* (XIELU's move into the new module as the same tensors), so an
@@ -286,18 +321,25 @@ def _apply(model: nn.Module, plan: "_Plan", functional: bool) -> PatchReport:
     made: list[tuple[nn.Module, str, nn.Module]] = []
     try:
         for parent, slot, old, new in plan.assignments:
-            setattr(parent, slot, new)  # ModuleList/ModuleDict keep children by slot name too
+            if old is None:  # a gate method (_GATES): shadowed on the instance
+                parent.__dict__[slot] = new
+            else:
+                setattr(parent, slot, new)  # ModuleList/ModuleDict keep children by slot name
             made.append((parent, slot, old))
         routing = _install_routing(model) if functional else FunctionalRouting.of(model)
     except BaseException:
         for parent, slot, old in reversed(made):
-            parent._modules[slot] = old  # putting back this way cannot fail
+            if old is None:
+                del parent.__dict__[slot]
+            else:
+                parent._modules[slot] = old  # putting back this way cannot fail
         raise
     return PatchReport(plan.replaced, plan.left_alone, routing)
 
 
 class _Plan(NamedTuple):
-    assignments: list[tuple[nn.Module, str, nn.Module, nn.Module]]  # parent, slot, old, new
+    # parent, slot, old (None: the slot is a gate method, _GATES), new
+    assignments: list[tuple[nn.Module, str, nn.Module | None, nn.Module]]
     replaced: list[Replaced]
     left_alone: list[LeftAlone]
 
@@ -324,6 +366,7 @@ def _plan(model: nn.Module) -> _Plan:
         parent, slot, name, child = place
         if id(child) not in decisions:
             decisions[id(child)] = _decide(child)
+            _plan_gate(plan, child, name)
         decision = decisions[id(child)]
         if isinstance(decision, nn.Module):
             plan.assignments.append((parent, slot, child, decision))
