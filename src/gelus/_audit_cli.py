@@ -195,6 +195,12 @@ def _from_config(path: Path, file: Path, seed: int) -> tuple[Any, tuple, dict, l
                 f"gelus audit: {type(model).__name__} from {file}",
                 f"weights: RANDOM (seed {seed}): {hint}",
             ]
+    except ImportError as error:  # transformers imports a model's code on first use
+        raise _TargetError(
+            f"transformers cannot import the code of {file}'s model here "
+            f"({type(error).__name__}: {_first(error)}); often a torchvision built for another "
+            "torch: repair or uninstall it (docs/INTEGRATIONS.md, The environment)"
+        ) from error
     except Exception as error:
         raise _TargetError(
             f"cannot build the model of {file} ({type(error).__name__}: {_first(error)}); "

@@ -304,6 +304,13 @@ def test_cli_on_a_factory(tmp_path, monkeypatch, capsys):
     text = capsys.readouterr().out
     assert "gelus audit: Sequential from my_models:build" in text
     assert "trained with tanh: every GELU site computes tanh, as in training" in text
+    missing = tmp_path / "no" / "report.json"
+    assert main(["audit", "my_models:build", "--json", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == f"gelus audit: error: cannot write {missing} (No such file or directory); "
+        "give --json a file in a folder you can write to\n"
+    )
 
 
 @pytest.mark.parametrize(
