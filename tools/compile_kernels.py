@@ -58,7 +58,8 @@ GATE_GPU = "H200 SXM"  # the stricter: the same issue rate, faster memory
 # Bytes each pass moves per element, in element sizes (forward, backward): read x, write y; read
 # x and grad, write dx. GEGLU counts per output element: read a and b, write y; read a, b and
 # grad, write da and db. The parameter kernels' partial sums and parameters are < 1/4096 of that.
-TRAFFIC = {"pointwise": (2, 3), "geglu": (3, 5), "rows": (2, 3), "columns": (2, 3)}
+TRAFFIC = {"pointwise": (2, 3), "geglu": (3, 5), "rows": (2, 3), "columns": (2, 3),
+           "clamped_swiglu": (3, 5)}  # fmt: skip
 ITEMSIZE = {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8}
 GATED = ("fp16", "bf16", "fp32")  # float64 computes in float64 by design: counted, not gated
 
@@ -189,6 +190,15 @@ def variants():
                     suffix = "" if usual else f" sums={sums}"
                     label = f"{kernel} {dtype} {name} {'bwd' if backward else 'fwd'}{suffix}"
                     yield label, kernel, dtype, config
+    # GPT-OSS's gate, its own file: GPT-OSS's interleaved pairs and the [outer, 2, inner] view
+    # (α and L are fp32 arguments: float64 runs the default kernel, no variant)
+    from gelus._triton import _clamped_swiglu as clamped
+
+    for dtype, backward, pairs in itertools.product(GATED, (False, True), (True, False)):
+        config = clamped.launch_config(dtypes[dtype], backward, pairs=pairs, interpreted=False)
+        layout = "pairs" if pairs else "halves"
+        name = f"clamped_swiglu {dtype} {layout} {'bwd' if backward else 'fwd'}"
+        yield name, "clamped_swiglu", dtype, config
     # finish_kernel, once per dtype and number of parameter gradients (its constants do not
     # depend on the member or the layout of a long tensor)
     for dtype, sums in itertools.product(dtypes, (1, 2)):
@@ -218,6 +228,8 @@ ARGUMENTS = {
     "pointwise": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "n": "i32", "beta": "fp32",
                   "seed": "i64", "offset": "i64"},
     "geglu": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "outer": "i32", "half": "i32"},
+    "clamped_swiglu": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "outer": "i32",
+                       "inner": "i32", "alpha": "fp32", "limit": "fp32"},
     "rows": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "p_ptr": "x", "q_ptr": "x",
              "partial_ptr": "acc", "rows": "i32", "row_length": "i32", "channels": "i32",
              "chunks": "i32", "p_stride": "i32", "q_stride": "i32"},
@@ -349,6 +361,8 @@ def compile_triton(variant, arch: int = 90):
     from gelus._triton import _kernels as k
 
     _, kernel, dtype, config = variant
+    if kernel == "clamped_swiglu":  # a kernel in its own file
+        from gelus._triton import _clamped_swiglu as k
     fn = getattr(k, f"{kernel}_kernel")
     wide = dtype == "fp64" or config.get("WIDE", False)
     types = {"x": f"*{dtype}", "acc": "*fp64" if wide else "*fp32"}

@@ -143,6 +143,17 @@ def test_host_functions_launch_exactly_the_variants_the_gate_compiles(monkeypatc
             ops.generalized_gelu_backward(x, x, p, p)
             ops.generalized_gelu_backward(x, x, p, 1.5)
 
+    # GPT-OSS's gate, a kernel in its own file: pairs (interleaved) and halves; float64 runs the
+    # default kernel
+    from gelus._triton import _clamped_swiglu as clamped
+
+    monkeypatch.setattr(clamped, "clamped_swiglu_kernel", recorder("clamped_swiglu"))
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        flat = torch.zeros(64, 4096, dtype=dtype)
+        for interleaved in (True, False):
+            clamped.forward(flat, 1.702, 7.0, interleaved, -1)
+            clamped.backward(flat[:, :2048], flat, 1.702, 7.0, interleaved, -1)
+
     dtypes = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32",
               torch.float64: "fp64"}  # fmt: skip
     launched = {(kernel, dtypes[dtype], config) for kernel, dtype, config in launched}

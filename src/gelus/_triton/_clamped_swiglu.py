@@ -66,16 +66,18 @@ def clamped_swiglu_kernel(
     if PAIRS:  # inner = 1: `outer` (gate, up) pairs side by side; BLOCK pairs per program
         pair = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         inside = pair < outer
-        offsets = pair[:, None] * 2 + tl.arange(0, 2)[None, :]
-        tile = tl.load(x_ptr + offsets, mask=inside[:, None], other=0.0)
-        gate, up = tl.split(_widen(tile, WIDE))
+        # one flat, contiguous load of 2·BLOCK elements (16-byte vectors), split in registers
+        flat = tl.program_id(0).to(tl.int64) * (2 * BLOCK) + tl.arange(0, 2 * BLOCK)
+        flat_inside = flat < 2 * outer
+        tile = tl.load(x_ptr + flat, mask=flat_inside, other=0.0)
+        gate, up = tl.split(tl.reshape(_widen(tile, WIDE), [BLOCK, 2]))
         grad = 0.0
         if BACKWARD:
             grad = tl.load(grad_ptr + pair, mask=inside, other=0.0).to(gate.dtype)
         first, second = _gate_math(gate, up, grad, alpha, limit, BACKWARD)
         if BACKWARD:
-            both = _rounded(tl.join(first, second), out_ptr)
-            tl.store(out_ptr + offsets, both, mask=inside[:, None])
+            both = tl.reshape(tl.join(first, second), [2 * BLOCK])
+            tl.store(out_ptr + flat, _rounded(both, out_ptr), mask=flat_inside)
         else:
             tl.store(out_ptr + pair, _rounded(first, out_ptr), mask=inside)
     else:
