@@ -63,12 +63,12 @@ def clamped_swiglu_kernel(
     BLOCK: tl.constexpr,
     FOLDED: tl.constexpr,
 ):
-    if PAIRS:  # inner = 1: `outer` (gate, up) pairs side by side; BLOCK pairs per program
+    if PAIRS:  # inner = 1: (gate, up) pairs side by side, `outer` elements; BLOCK pairs a program
         pair = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        inside = pair < outer
+        inside = pair < outer // 2  # a scalar halving: the store mask stays vectorizable
         # one flat, contiguous load of 2·BLOCK elements (16-byte vectors), split in registers
         flat = tl.program_id(0).to(tl.int64) * (2 * BLOCK) + tl.arange(0, 2 * BLOCK)
-        flat_inside = flat < 2 * outer
+        flat_inside = flat < outer
         tile = tl.load(x_ptr + flat, mask=flat_inside, other=0.0)
         gate, up = tl.split(tl.reshape(_widen(tile, WIDE), [BLOCK, 2]))
         grad = 0.0
@@ -160,8 +160,9 @@ def _launch(x, grad, out, alpha, limit, interleaved, dim):
         config = launch_config(x.dtype, grad is not None, pairs=inner == 1, length=inner)
         grid = _grid(outer, inner, config)
         config["FOLDED"] = len(grid) > 2
+        size = 2 * outer if inner == 1 else outer  # PAIRS counts elements (no int32 product)
         clamped_swiglu_kernel[grid](
-            x, x if grad is None else grad, out, outer, inner, alpha, limit, **config
+            x, x if grad is None else grad, out, size, inner, alpha, limit, **config
         )
     return out
 
