@@ -47,6 +47,7 @@ MODULES = {
     "GEGLU": (gelus.GEGLU(), G.geglu),
     "SwiGLU": (gelus.SwiGLU(), G.swiglu),
     "ReGLU": (gelus.ReGLU(), G.reglu),
+    "ClampedSwiGLU": (gelus.ClampedSwiGLU(), G.clamped_swiglu),
     "Laplace": (gelus.Laplace(), G.laplace),
     "ReLU2": (gelus.ReLU2(), G.relu2),
     "SqrtSoftplus": (gelus.SqrtSoftplus(), G.sqrtsoftplus),

@@ -57,7 +57,7 @@ __all__ = [
 # Registry activations that draw their own mask (the SOI map); the MLP engine feeds them uniforms.
 STOCHASTIC_ACTIVATIONS = ("stochastic_gelu",)
 # Registry activations that halve the last dimension, a·f(b) for x = [a, b].
-GATED_ACTIVATIONS = ("geglu", "swiglu", "reglu")
+GATED_ACTIVATIONS = ("geglu", "swiglu", "reglu", "clamped_swiglu")
 _PROBE = torch.linspace(-3, 3, 24).view(2, 3, 4)
 
 
