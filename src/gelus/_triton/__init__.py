@@ -17,7 +17,9 @@ file per member would repeat the layouts (the masks, the partial sums, the round
 nine times, which is where kernels go wrong. Adding a member: its formula in ``_math``, a
 ``MEMBER`` constant and a branch in the layout it uses, its host functions and ``launch_config``
 entry in ``ops``; the instruction gate (tests/library/test_kernel_instructions.py) then compiles
-it and checks that the host functions launch exactly what the gate compiles.
+it and checks that the host functions launch exactly what the gate compiles. GPT-OSS's gate is a
+kernel in its own file (``_clamped_swiglu``: kernel, launch constants and host functions), reusing
+``_math``'s σ and ``_kernels``' rounding; ``tools/compile_kernels.py`` gates it too.
 """
 
 import functools
