@@ -243,7 +243,13 @@ def _source_key(arch: int) -> str:
     import torch
     import triton
 
-    digest = hashlib.sha256(f"{torch.__version__} {triton.__version__} {arch}".encode())
+    # inductor's and Triton's environment switches change the code (fast math, division, fusion)
+    switches = sorted(
+        (k, v)
+        for k, v in os.environ.items()
+        if k.startswith(("TORCHINDUCTOR_", "TRITON_")) and k != "TRITON_INTERPRET"
+    )
+    digest = hashlib.sha256(f"{torch.__version__} {triton.__version__} {arch} {switches}".encode())
     for path in [*sorted((ROOT / "src" / "gelus").glob("*.py")), Path(__file__)]:
         digest.update(path.read_bytes())
     return digest.hexdigest()[:24]
@@ -359,8 +365,8 @@ def compiled_route_sass(dtype: str, backward: bool, arch: int = 90) -> list[dict
 # listed, plus 3 %) as compile_kernels.CEILINGS holds the hand-written ones; docs/CUDA.md says why.
 # Printed by `python3 tools/inductor_kernels.py --ceilings` (torch 2.13, Triton 3.9, sm_90).
 CEILINGS: dict[str, float] = {
-    "compiled fp32 exact fwd": 126.5,
-    "compiled fp32 exact bwd": 127.0,
+    "compiled fp32 exact fwd": 116.7,
+    "compiled fp32 exact bwd": 121.1,
 }
 
 

@@ -6,7 +6,8 @@ its backward ``gelus::gelu_backward``, and routes a call (docs/ARCHITECTURE.md):
 
     eager     UnaryFunction: the operators, composed slope for jvp / double backward
     compile   _Compiled: clamp, the form's formula, where; saves only x (inductor fuses it);
-              under a torch.func transform the formula without the Function
+              under a torch.func transform the formula without the Function. The exact form's
+              fp32 and half-type algorithms take x unclamped (they handle ±inf and nan)
     export    the operators (torch.export, torch.jit.trace)
     onnx      the form's formula with the ONNX ``Gelu`` op
 """
@@ -146,6 +147,8 @@ def _composed(
     """
     if approximate == "none" and exact.half_algorithm(x, dtype):
         return exact.compiled_half_value(x)  # takes ±inf and nan itself
+    if approximate == "none" and exact.float32_algorithm_unclamped(x, accurate):
+        return exact.gelu_accurate(x)  # so does the float32 algorithm
     bound = _bound(approximate)
     t = compiled_clamp(x, bound)
     y = tanh_form.compiled_value(t) if approximate == "tanh" else exact.compiled_value(t, accurate)
@@ -159,6 +162,8 @@ def composed_backward(
     ``dtype`` as for :func:`_composed`."""
     if approximate == "none" and exact.half_algorithm(x, dtype):
         return exact.compiled_half_slope(grad, x)
+    if approximate == "none" and exact.float32_algorithm_unclamped(x, accurate):
+        return grad * exact.gelu_accurate_slope(x)
     bound = _bound(approximate)
     t = x.clamp(-bound, bound)
     if approximate == "tanh":

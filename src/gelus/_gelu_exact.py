@@ -39,6 +39,7 @@ __all__ = [
     "compiled_half_value",
     "compiled_slope",
     "compiled_value",
+    "float32_algorithm_unclamped",
     "forward",
     "gelu_accurate",
     "gelu_accurate_slope",
@@ -187,6 +188,13 @@ def onnx_value(t: Tensor, accurate: bool) -> Tensor:
 
 def _float32_algorithm(t: Tensor, accurate: bool) -> bool:
     return accurate or t.device.type == "cuda"
+
+
+def float32_algorithm_unclamped(x: Tensor, accurate: bool) -> bool:
+    """Whether the compiled route computes float32 x by gelus._gelu_float32 without the ±40
+    clamp and the final ``where`` around it: the algorithm takes ±inf and nan itself (beyond
+    |x| = 15 its tail is 0), and on CUDA the two NaN-propagating clamps cost 6 instructions."""
+    return x.dtype == torch.float32 and _float32_algorithm(x, accurate)
 
 
 # bf16 and fp16 on CUDA: fp32 arithmetic sized for the half type (gelus._gelu_half), within
