@@ -1,5 +1,6 @@
 """Regenerate a committed result's report from the records committed beside it.
 
+    python tools/regenerate_results.py                         # every docs/results/* folder
     python tools/regenerate_results.py docs/results/quick     # or docs/results/full
     python tools/regenerate_results.py docs/results/transformer-lm --from runs/results-transformer-lm
 
@@ -67,9 +68,16 @@ def pack(run_dir: Path, folder: Path) -> Path:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path, help="docs/results/NAME")
+    parser.add_argument(
+        "folders", type=Path, nargs="*", help="docs/results/NAME (default: every committed one)"
+    )
     parser.add_argument("--from", dest="run_dir", type=Path, help="pack this run folder first")
     args = parser.parse_args()
+    results = Path(__file__).resolve().parents[1] / "docs" / "results"
+    folders = args.folders or sorted(p.parent for p in results.glob("*/records.sqlite.gz"))
     if args.run_dir is not None:
-        print(f"wrote {pack(args.run_dir, args.folder)}")
-    print(f"wrote {regenerate(args.folder, args.folder)}")
+        if len(folders) != 1:
+            parser.error("--from packs one run folder: name the one docs/results folder it fills")
+        print(f"wrote {pack(args.run_dir, folders[0])}")
+    for folder in folders:
+        print(f"wrote {regenerate(folder, folder)}")

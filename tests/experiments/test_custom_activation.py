@@ -11,6 +11,7 @@ import torch
 from gelus.cli import main as gelus_main
 from gelus.experiments import read_records, read_runs, run_experiment
 from gelus.experiments.errors import SettingError
+from gelus.report.render import unwrapped
 from test_run import TINY, write_tiny_mnist
 
 SMALL = [*TINY, "train.train_subset=300", "train.eval_train_subset=100", "train.keep=1"]
@@ -75,7 +76,7 @@ def test_a_module_attribute_activation_runs_resumes_and_is_reported(workspace):
     _, md_path = write_report(
         records, runs, root / "report", presets=PRESETS, activation_figure=False
     )
-    md = md_path.read_text()
+    md = unwrapped(md_path.read_text())  # tables as pipe tables
     assert "| softsign_cube |" in md and "| bent |" in md
     assert "softsign_cube − gelu" in md or "gelu − softsign_cube" in md  # paired differences
 

@@ -19,6 +19,7 @@ import gelus
 from gelus.cli import main as gelus_main
 from gelus.experiments import read_records, read_runs, run_experiment
 from gelus.experiments.errors import SettingError
+from gelus.report.render import unwrapped
 
 TRAIN, TEST = 5_300, 300  # the MNIST loader holds out the last 5,000 training images as val
 TINY = ["model.hidden=16,16", "train.batch_size=50", "train.eval_batch_size=2000"]
@@ -405,8 +406,8 @@ def test_two_configs_in_one_folder_stay_apart_and_a_diverged_run_is_reported(dat
     _, md_path = write_report(
         records, runs, tmp_path / "report", presets=PRESETS, activation_figure=False
     )
-    md = md_path.read_text()
-    assert md.index("## Summary") < md.index("## mnist-classification")
+    md = unwrapped(md_path.read_text())  # tables as pipe tables, paragraphs on one line
+    assert md.index("## Summary") < md.index("\n## mnist-classification")
     assert (
         "| gelu | model.approximate=none | keep=1.0 | 1e+38 | test loss | 1 | — (all 1 diverged) |"
         in md

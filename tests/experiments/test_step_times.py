@@ -107,7 +107,7 @@ def test_a_round_repeats_a_short_epoch_until_it_lasts_the_minimum(monkeypatch):
 
 
 def test_a_sweep_stores_its_step_times_once_and_the_report_prices_its_curves(corpus, tmp_path):
-    from gelus.report.render import write_report
+    from gelus.report.render import unwrapped, write_report
 
     kwargs = dict(
         out_dir=tmp_path / "out", activations=["gelu", "relu"], seeds=1, overrides=TINY,
@@ -131,7 +131,7 @@ def test_a_sweep_stores_its_step_times_once_and_the_report_prices_its_curves(cor
         read_records(out), read_runs(out), tmp_path / "report", presets=PRESETS,
         activation_figure=False, step_times=read_step_times(out),
     )  # fmt: skip
-    text = Path(md).read_text(encoding="utf-8")
+    text = unwrapped(Path(md).read_text(encoding="utf-8"))  # tables as pipe tables
     assert "### Time per step" in text
     assert "| gelu | cpu, 1 thread | 125.0 | 125.0 – 125.0 | 5 | 1.000× |" in text
     assert "against training time" in text and "transformer-lm-time.png" in text

@@ -2,6 +2,7 @@
 of a categorical axis and the trend verdicts of a scale axis, each against an independent
 float64 computation (numpy, scipy), and `gelus report` end to end on records with both."""
 
+import csv
 import json
 import math
 
@@ -20,6 +21,7 @@ from gelus.experiments.selection import run_configs
 from gelus.report.analysis import analyse
 from gelus.report.axes import families, sizes
 from gelus.report.metrics import Verdict
+from gelus.report.render import unwrapped
 from gelus.report.stats import DESIGN
 from gelus.report.words import verdict_cell
 from test_synthetic import make_records, value_of, write_database
@@ -407,7 +409,7 @@ def test_gelus_report_shows_the_interaction_and_the_trend_with_its_figure(tmp_pa
     scale, scale_runs, _ = _scale_records()
     write_database(tmp_path / "run", init + scale, init_runs + scale_runs)
     assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "rep")]) == 0
-    md = (tmp_path / "rep" / "report.md").read_text()
+    md = unwrapped((tmp_path / "rep" / "report.md").read_text())
     interaction = md[md.index("### Interaction over model.init") :]
     assert "| relu − gelu | model.init=xavier vs model.init=unit_norm | keep=1.0 |" in interaction
     dd = np.subtract(*(
@@ -436,6 +438,19 @@ def test_gelus_report_shows_the_interaction_and_the_trend_with_its_figure(tmp_pa
     for suffix in ("png", "svg"):
         assert (tmp_path / "rep" / "figures" / f"transformer-lm-trend-0.{suffix}").stat().st_size
     assert "](figures/transformer-lm-trend-0.png)" in trend
+    # gelus export writes the tables the report shows: the trends and the axis verdicts too
+    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "tables")]) == 0
+    with open(tmp_path / "tables" / "trends.csv", newline="", encoding="utf-8") as handle:
+        trends = list(csv.DictReader(handle))
+    (relu,) = [r for r in trends if r["treatment"] == "relu" and r["metric"].startswith("bpb ")]
+    assert relu["verdict"] == "better" and relu["per_point_verdicts"] == "worse at 3"
+    row = next(line for line in trend.splitlines() if line.startswith("| relu | — | test bpb |"))
+    assert f"| {float(relu['mean_difference']):+.4g} |" in row and relu["family"] == "scale"
+    with open(tmp_path / "tables" / "axis_verdicts.csv", newline="", encoding="utf-8") as handle:
+        axis = list(csv.DictReader(handle))
+    assert {r["table"] for r in axis} == {"interaction", "effect"}
+    shown = [r for r in axis if r["table"] == "effect" and r["treatment"] == "relu"]
+    assert any(float(r["mean_difference"]) == pytest.approx(change.mean()) for r in shown)
 
 
 def test_a_stored_config_is_the_presets_config_with_its_values_and_a_wrong_value_is_named():

@@ -10,6 +10,7 @@ from gelus.cli import main
 from gelus.experiments import cli as experiments_cli
 from gelus.experiments.presets import PRESETS
 from gelus.report import sources
+from gelus.report.render import unwrapped
 from test_synthetic import make_records, write_database
 
 
@@ -18,7 +19,7 @@ def test_report_command_writes_html_and_markdown(tmp_path, capsys):
     write_database(tmp_path / "run", records, runs)
     assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "rep")]) == 0
     assert "report.html" in capsys.readouterr().out
-    md = (tmp_path / "rep" / "report.md").read_text()
+    md = unwrapped((tmp_path / "rep" / "report.md").read_text())
     assert "## mnist-classification (paper Figure 2)" in md
     # presets with no records are listed with how to get (or run) them, not dropped
     assert "## Experiments without data" in md and "| timit | timit |" in md
@@ -62,7 +63,7 @@ def test_reproduce_runs_what_it_can_and_lists_the_rest(tmp_path, fake_engine, ca
     out = tmp_path / "quick"
     assert main(["reproduce", "--quick", "--out", str(out), "--workers", "1"]) == 0
     assert fake_engine == [("mnist-classification", True, 1)]  # cifar10 data absent: not run
-    md = (out / "report" / "report.md").read_text()
+    md = unwrapped((out / "report" / "report.md").read_text())
     assert "> **Quick run:" in md
     assert "The paper reports: " + PRESETS["mnist-classification"].paper_summary in md
     assert "| cifar10-allconv | cifar10 | how to get cifar10: fetch it |" in md
@@ -114,7 +115,7 @@ def test_report_select_rule_changes_the_protocol_and_verdicts_say_when_rules_dis
     records, runs = make_records(seeds=(0, 1, 2, 3, 4))
     write_database(tmp_path, records, runs)
     assert main(["report", str(tmp_path), "--select", "val-error-best"]) == 0
-    md = (tmp_path / "report" / "report.md").read_text()
+    md = unwrapped((tmp_path / "report" / "report.md").read_text())
     assert "chosen at the lowest median val error at each seed's best epoch" in md
     (default,) = analyse(records, runs, PRESETS)
     (by_error,) = analyse(records, runs, PRESETS, "val-error-last")
@@ -132,7 +133,7 @@ def test_a_run_off_the_papers_settings_gets_the_banner_with_its_values(tmp_path)
     assert "train.epochs=4 (the paper's: 50)" in result.departures  # these runs took 4 epochs
     write_database(tmp_path, records, runs)
     assert main(["report", str(tmp_path)]) == 0
-    md = (tmp_path / "report" / "report.md").read_text()
+    md = unwrapped((tmp_path / "report" / "report.md").read_text())
     assert ("Not the paper's settings" in md) == bool(result.departures)
 
 
@@ -158,5 +159,5 @@ def test_the_report_never_crashes_on_nan_inf_or_huge_values(experiment, tmp_path
     ]
     write_database(tmp_path, records, runs)
     assert main(["report", str(tmp_path)]) == 0
-    md = (tmp_path / "report" / "report.md").read_text()
+    md = unwrapped((tmp_path / "report" / "report.md").read_text())
     assert "diverged" in md

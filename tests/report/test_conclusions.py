@@ -8,13 +8,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-
 from gelus.cli import main
 from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.presets import PRESETS
 from gelus.experiments.selection import run_configs
 from gelus.report.analysis import analyse
 from gelus.report.figures import experiment_figures
+from gelus.report.render import unwrapped
 from test_synthetic import make_records, write_database
 
 
@@ -58,7 +58,7 @@ def test_the_curves_axis_range_comes_from_the_runs_that_did_not_diverge(tmp_path
     assert any("diverged" in text for text in legends)
     write_database(tmp_path, _with_absurd_loss(records), runs)
     assert main(["report", str(tmp_path)]) == 0
-    assert "1 of 3 diverged" in (tmp_path / "report" / "report.md").read_text()
+    assert "1 of 3 diverged" in unwrapped((tmp_path / "report" / "report.md").read_text())
 
 
 def test_a_claim_whose_verdict_changes_with_the_selection_rule_is_marked_with_each_rules(

@@ -21,6 +21,7 @@ import pytest
 
 from gelus.cli import main
 from gelus.experiments.records import RecordsError, RecordStore, read_records, read_runs
+from gelus.report.render import unwrapped
 from test_synthetic import make_records, write_database
 
 NOBODY = 65534
@@ -144,7 +145,7 @@ def test_a_run_whose_stored_config_is_damaged_is_left_out_with_a_warning(tmp_pat
     assert main(["report", str(tmp_path), "--out", str(tmp_path / "rep")]) == 0
     err = capsys.readouterr().err
     assert f"run {broken.run_id} left out: its stored config is not JSON" in err
-    md = (tmp_path / "rep" / "report.md").read_text()
+    md = unwrapped((tmp_path / "rep" / "report.md").read_text())
     assert f"{len(runs) - 1} runs" in md
 
 
@@ -173,7 +174,7 @@ def test_a_run_whose_stored_values_have_the_wrong_type_is_left_out_with_a_warnin
     err = capsys.readouterr().err
     assert f"gelus report: warning: run {damaged[0]} left out: " in err and expected in err
     assert err.count("\n") == 1  # one line, no traceback
-    assert f"{len(runs) - 1} runs" in (tmp_path / "rep" / "report.md").read_text()
+    assert f"{len(runs) - 1} runs" in unwrapped((tmp_path / "rep" / "report.md").read_text())
     assert main(["export", str(tmp_path), "--out", str(tmp_path / "tables")]) == 0  # as in export
     assert f"run {damaged[0]} left out" in capsys.readouterr().err
     assert damaged[0] not in (tmp_path / "tables" / "runs.csv").read_text()

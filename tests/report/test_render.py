@@ -14,7 +14,7 @@ import pytest
 
 from gelus.experiments.presets import PRESETS
 from gelus.report.analysis import Missing
-from gelus.report.render import QUICK_BANNER, write_report
+from gelus.report.render import QUICK_BANNER, unwrapped, write_report
 from test_synthetic import make_records, value_of
 
 SEEDS = (0, 1, 2)
@@ -27,7 +27,7 @@ def report(tmp_path_factory):
     cifar, cifar_runs = make_records("cifar10-allconv", settings=("",), lrs=(1e-3,), epochs=2, dataset="cifar10")  # fmt: skip
     missing = [Missing("timit", "timit", "licensed from the LDC: put the files into ~/.cache/gelus/data/timit")]  # fmt: skip
     html_path, md_path = write_report(mnist + cifar, mnist_runs + cifar_runs, out, presets=PRESETS, missing=missing, source="synthetic")  # fmt: skip
-    return html_path, md_path, html_path.read_text(), md_path.read_text()
+    return html_path, md_path, html_path.read_text(), unwrapped(md_path.read_text())
 
 
 def _median_error(activation, setting, lr, epoch):
@@ -115,7 +115,7 @@ def test_chromium_renders_the_page_and_every_image_loads(report, tmp_path):
 
 def _report(tmp_path, records, runs):
     _, md_path = write_report(records, runs, tmp_path, presets=PRESETS, activation_figure=False)
-    return md_path.read_text()
+    return unwrapped(md_path.read_text())
 
 
 def test_summary_comes_first_and_experiments_follow_the_papers_order(tmp_path):
@@ -124,14 +124,18 @@ def test_summary_comes_first_and_experiments_follow_the_papers_order(tmp_path):
     mnist, mnist_runs = make_records(epochs=2)
     md = _report(tmp_path, auto + wrn + mnist, auto_runs + wrn_runs + mnist_runs)
     headings = re.findall(r"^## (.+)$", md, flags=re.MULTILINE)
-    assert headings[:5] == [
-        "Summary",
+    assert headings[:7] == [
+        "Verdicts at a glance",
         "The paper's claims, as the paper made them",
+        "Summary",
+        "How to read",
         "mnist-classification (paper Figure 2)",
         "mnist-autoencoder (paper Figure 4)",
         "cifar100-wrn (paper Figure 7)",
     ]
-    summary = md[md.index("## Summary") : md.index("## The paper's claims")]
+    glance = re.findall(r"^### (.+)$", md[: md.index("## The paper's claims")], flags=re.MULTILINE)
+    assert glance == ["mnist-classification", "mnist-autoencoder", "cifar100-wrn"]
+    summary = md[md.index("## Summary") : md.index("## How to read")]
     (wrn_row,) = [line for line in summary.splitlines() if line.startswith("| cifar100-wrn")]
     # what the paper reports, what this run found, and the verdict with its n
     assert PRESETS["cifar100-wrn"].paper_summary in wrn_row

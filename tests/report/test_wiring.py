@@ -19,7 +19,7 @@ from gelus.experiments.protocol import Protocol
 from gelus.experiments.selection import runner_up, select
 from gelus.report.analysis import analyse
 from gelus.report.metrics import Verdict
-from gelus.report.render import report_blocks, to_markdown
+from gelus.report.render import report_blocks, to_markdown, unwrapped
 from gelus.report.robust import (
     INSIDE_MARGIN,
     NULL_RATES,
@@ -85,7 +85,7 @@ def test_a_significant_difference_inside_its_margin_is_flagged_and_one_outside_i
 
 
 def test_the_committed_reports_flag_silu_minus_gelu_without_dropout_as_inside_the_margin():
-    text = (ROOT / "docs/results/full/report.md").read_text(encoding="utf-8")
+    text = unwrapped((ROOT / "docs/results/full/report.md").read_text(encoding="utf-8"))
     starts = ("| silu − gelu | keep=1.0 |", "| silu − gelu | model.init=unit_norm | keep=1.0 |")
     rows = [line for line in text.splitlines() if line.startswith(starts)]
     assert len(rows) == 2  # mnist-classification (beside its init runs) and mnist-noise
@@ -206,8 +206,9 @@ def test_no_mark_when_the_references_lr_choice_is_resolved_beyond_the_margin():
 def test_the_markdown_comparison_table_puts_the_sign_flip_p_beside_the_t_tests():
     records, runs = _lr_records(0.1001)
     results = analyse(records, runs, {})
-    md = to_markdown(report_blocks(results, {}, runs=runs), Path("."))
-    (row,) = [line for line in md.splitlines() if line.startswith("| gelu − relu |")]
+    md = unwrapped(to_markdown(report_blocks(results, {}, runs=runs), Path(".")))
+    table = md[md.index("### Paired differences") :]
+    (row,) = [line for line in table.splitlines() if line.startswith("| gelu − relu |")]
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     c = results[0].comparisons[0][0]
     assert cells[7] == f"{c.p:.3f}" if c.p >= 0.001 else "&lt; 0.001"
@@ -243,7 +244,7 @@ def _regret_oracle(records, activation) -> list[float]:
 def test_the_sensitivity_section_pairs_each_regret_against_gelu_and_judges_the_seed_claim():
     records, runs = _regret_records(0.5)
     results = analyse(records, runs, {})
-    md = to_markdown(report_blocks(results, {}, runs=runs), Path("."))
+    md = unwrapped(to_markdown(report_blocks(results, {}, runs=runs), Path(".")))
     assert "### Learning-rate sensitivity" in md
     (relu,) = [line for line in md.splitlines() if line.startswith("| relu | — | 0.0001, 0.001 |")]
     gelu_regret, relu_regret = _regret_oracle(records, "gelu"), _regret_oracle(records, "relu")
@@ -262,9 +263,8 @@ def test_the_sensitivity_table_names_each_config_where_there_are_several():
         config = json.dumps({"model": {"init": init}})
         both_runs += [r._replace(run_id=f"{r.run_id}-{init}", config_hash=init, config_json=config) for r in runs]  # fmt: skip
         both_records += [r._replace(run_id=f"{r.run_id}-{init}", config_hash=init) for r in records]
-    md = to_markdown(
-        report_blocks(analyse(both_records, both_runs, {}), {}, runs=both_runs), Path(".")
-    )
+    blocks = report_blocks(analyse(both_records, both_runs, {}), {}, runs=both_runs)
+    md = unwrapped(to_markdown(blocks, Path(".")))
     section = md[md.index("### Learning-rate sensitivity") :]
     assert "| activation | config | setting | learning rates |" in section
     for init in ("xavier", "he"):

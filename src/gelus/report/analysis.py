@@ -1,8 +1,10 @@
-"""From records to what the report says: results tables, comparisons, setup, summary, environment.
+"""From records to what the report says: results tables, comparisons, claims, sensitivity, axes.
 
 :func:`analyse` is a pure function of the records, the runs, the presets (each experiment's
 protocol, figure, paper numbers and setup), the aggregate over seeds and the verdicts' design
 (:mod:`gelus.report.stats`); the renderers in :mod:`gelus.report.render` only format its result.
+What the runs ran beside the paper (setup, departures, time, environment) is
+:mod:`gelus.report.setup`'s, re-exported here (``environment``, ``StepCost``, ``_departures``).
 """
 
 import json
@@ -11,12 +13,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from gelus.experiments import timing
 from gelus.experiments.config import (
     config_to_dict,
     flat_config,
     identity_keys,
-    resolve_configs,
     stored_defaults,
 )
 from gelus.experiments.divergence import mark_diverged
@@ -28,7 +28,6 @@ from gelus.experiments.selection import (
     run_configs,
     runner_up,
     select,
-    variant_order,
 )
 from gelus.report.axes import (
     AxisResult,
@@ -42,6 +41,16 @@ from gelus.report.claims import check_claims
 from gelus.report.judge import judge, judge_pairs, rule_dependence
 from gelus.report.metrics import Verdict
 from gelus.report.sensitivity import LrSensitivity, lr_sensitivity
+from gelus.report.setup import (
+    StepCost,
+    departures,
+    environment,
+    preset_configs,
+    setup_table,
+    step_costs,
+    steps_per_epoch,
+    wall_seconds,
+)
 from gelus.report.stats import (
     DESIGN,
     EQUIVALENCE_MARGINS,
@@ -94,45 +103,6 @@ class Missing(NamedTuple):
     experiment: str
     dataset: str
     how_to_get: str
-
-
-class StepCost(NamedTuple):
-    """One activation's time per optimizer step at one config and device, from the interleaved
-    measurement after its sweep (:mod:`gelus.experiments.step_times`)."""
-
-    config_hash: str
-    activation: str
-    device: str
-    threads: int
-    seconds: float  # the median over rounds
-    low: float  # the fastest round
-    high: float  # the slowest round
-    rounds: int
-
-
-def step_costs(step_times: Sequence[Any], experiment: str) -> tuple[StepCost, ...]:
-    """The experiment's :class:`StepCost` per (config, activation, device), from the records'
-    ``step_times`` rows (``gelus.experiments.records.StepTime``)."""
-    rounds: dict[tuple[str, str, str, int], list[float]] = defaultdict(list)
-    for t in step_times:
-        if t.experiment == experiment and math.isfinite(t.seconds):
-            rounds[(t.config_hash, t.activation, t.device, int(t.threads))].append(t.seconds)
-    return tuple(
-        StepCost(*key, timing.median(values), min(values), max(values), len(values))
-        for key, values in sorted(rounds.items())
-    )
-
-
-def steps_per_epoch(runs: Sequence[Any]) -> dict[str, int]:
-    """{config hash: optimizer steps per epoch}, from the runs' metadata (total ``steps`` over
-    ``train.epochs``), for the configs that record both."""
-    found = {}
-    for run in runs:
-        steps = _json(run.metadata_json).get("steps")
-        epochs = flat_config(_json(run.config_json)).get("train.epochs")
-        if isinstance(steps, int) and isinstance(epochs, int) and epochs > 0:
-            found[run.config_hash] = steps // epochs
-    return found
 
 
 class ExperimentResult(NamedTuple):
@@ -311,201 +281,6 @@ def _mark_reference_lr(tests, finished: _Finished, selections) -> list[Compariso
     return [c._replace(reference_lr="; ".join(marks[_comparison_key(c)])) for c in tests]
 
 
-# Keys that do not change what a run measures against the paper, or that the dataset decides.
-_NOT_DEPARTURES = (
-    "dataset",
-    "train.checkpoint_every",
-    "train.eval_batch_size",
-    "train.keep_models",
-)
-
-
-def _preset_points(preset: Preset) -> list[dict[str, Any]]:
-    """The preset's own configs, as the keys that identify a run: one per point of its default
-    axes (``Preset.axes``: transformer-scale's sizes), or its one config."""
-    return [
-        identity_keys(stored_defaults(flat_config(config_to_dict(config))))
-        for _, config, _ in resolve_configs(preset.config, (), (), preset.axes)
-    ]
-
-
-def _preset_configs(preset: Preset | None, configs: Mapping[str, Any]) -> frozenset[str]:
-    """Of an experiment's several configs, those at one of the preset's points (its values of
-    every key in which they differ: the paper's init beside a run of another init): what the
-    paper's claims are about. Empty (all configs) for one config, or where none is at the
-    preset's values."""
-    if preset is None or len(configs) < 2:
-        return frozenset()
-    flat = {h: identity_keys(stored_defaults(c)) for h, c in configs.items()}
-    keys = {k for c in flat.values() for k in c}
-    differing = [k for k in keys if len({json.dumps(c.get(k)) for c in flat.values()}) > 1]
-
-    def at(config: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
-        return all(
-            json.dumps(config.get(k)) == json.dumps(point[k]) for k in differing if k in point
-        )
-
-    points = _preset_points(preset)
-    return frozenset(h for h, c in flat.items() if any(at(c, point) for point in points))
-
-
-def _departures(preset: Preset | None, runs: Sequence[Any]) -> tuple[str, ...]:
-    """The settings of these runs that differ from the paper's (the preset's default config; for
-    an experiment beyond the paper, the preset's own): each config against the preset's point
-    nearest it (fewest keys apart), so a point of the preset's own axes departs from nothing."""
-    if preset is None or not runs:
-        return ()
-    points = _preset_points(preset)
-    whose = "paper's" if preset.in_paper else "preset's"
-    found: dict[str, set[str]] = defaultdict(set)
-    theirs: dict[str, set[str]] = defaultdict(set)
-    for config in run_configs(runs).values():
-        apart = [
-            {k: v for k, v in config.items() if k not in _NOT_DEPARTURES and k in p and v != p[k]}
-            for p in points
-        ]
-        nearest = min(range(len(points)), key=lambda i: len(apart[i]))
-        for key, value in apart[nearest].items():
-            found[key].add(json.dumps(value))
-            theirs[key].add(json.dumps(points[nearest][key]))
-    return tuple(
-        f"{key}={' or '.join(sorted(values, key=variant_order))} "
-        f"(the {whose}: {' or '.join(sorted(theirs[key], key=variant_order))})"
-        for key, values in sorted(found.items())
-    )
-
-
-def _wall_seconds(records: Sequence[Any]) -> float:
-    """Training wall time: each run's largest cumulative ``seconds``, runs trained together as one
-    ensemble (same config, activation and setting: the same clock) counted once."""
-    per_run: dict[str, tuple[tuple[str, str, str], float]] = {}
-    for r in records:
-        if r.metric == "seconds" and math.isfinite(r.value):
-            group = (r.config_hash, r.activation, r.setting)
-            previous = per_run.get(r.run_id, (group, 0.0))[1]
-            per_run[r.run_id] = (group, max(previous, float(r.value)))
-    return sum(seconds for _, seconds in set(per_run.values()))
-
-
-def _shown(value: Any) -> str:
-    """A config or metadata value as the setup table writes it (whole numbers with commas)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return ",".join(map(str, value))
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return str(value)
-
-
-def _distinct(values: Sequence[Any]) -> str:
-    return ", ".join(dict.fromkeys(_shown(v) for v in values if v not in (None, "")))
-
-
-# what an engine records about each run's model (split "model"), shown per activation in the setup
-_MODEL_METRICS = {
-    "parameters": ("parameters", lambda v: f"{v:,.0f}"),
-    "flops_per_token": ("training FLOPs per token", lambda v: f"{v / 1e6:.2f} M"),
-}
-
-
-def _model_sizes(records: Sequence[Any]) -> dict[str, str]:
-    """{aspect: "activation value; …"} of the model metrics in ``records``."""
-    sizes: dict[str, dict[str, float]] = defaultdict(dict)
-    for r in records:
-        if r.split == "model" and r.metric in _MODEL_METRICS:
-            sizes[r.metric][r.activation] = r.value
-    return {
-        label: "; ".join(f"{a} {form(v)}" for a, v in sizes[metric].items())
-        for metric, (label, form) in _MODEL_METRICS.items()
-        if metric in sizes
-    }
-
-
-_GELU_FORMS = {"none": "exact"}  # model.approximate as the setup table says it
-
-
-def _training_set(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> Any:
-    """The runs' training set: samples, or for the LM the windows an epoch draws."""
-    size = metadata.get("train_size")
-    if "train.steps_per_epoch" in config and isinstance(size, int):
-        context = config.get("model.context")
-        return f"{size:,} windows of {context + 1} bytes per epoch, at random offsets of the training split"
-    return size
-
-
-def _transformer_model(config: Mapping[str, Any]) -> str | None:
-    """The transformer's shape in the preset's words (None for the paper's MLPs and CNNs)."""
-    if not {"model.d_model", "model.layers", "model.heads"} <= set(config):
-        return None
-    c = config
-    parts = [f"d {c['model.d_model']}", f"{c['model.layers']} layers", f"{c['model.heads']} heads"]
-    if "model.context" in c:
-        parts.append(f"context {c['model.context']}")
-    if "model.patch" in c:
-        parts.append(
-            f"{c['model.patch']} × {c['model.patch']} patches, {c.get('model.pool')} pooling"
-        )
-    return ", ".join([*parts, c.get("model.norm", "layernorm"), "no biases"])
-
-
-_RECIPE_KEYS = {
-    "optim.beta1",
-    "optim.beta2",
-    "optim.weight_decay",
-    "optim.warmup",
-    "optim.min_lr",
-    "optim.grad_clip",
-}
-
-
-def _transformer_optimizer(config: Mapping[str, Any]) -> str | None:
-    """The transformer recipe's AdamW settings (None where the run has no such keys)."""
-    if not set(config) >= _RECIPE_KEYS:  # the paper's Adam has no decay, warmup or clipping
-        return None
-    c = config
-    return (
-        f"AdamW β {c['optim.beta1']:g} / {c['optim.beta2']:g}, weight decay "
-        f"{c['optim.weight_decay']:g} on matrices, warmup {c['optim.warmup'] * 100:g} % then "
-        f"cosine to {c['optim.min_lr'] * 100:g} %, clip {c['optim.grad_clip']:g}"
-    )
-
-
-def _setup(
-    preset: Preset | None, runs: Sequence[Any], records: Sequence[Any] = ()
-) -> tuple[tuple[str, str, str], ...]:
-    configs = [flat_config(_json(r.config_json)) for r in runs]
-    metadata = [_json(r.metadata_json) for r in runs]
-    paper = dict(preset.paper_setup) if preset else {}
-    seeds = {r.seed for r in runs}
-
-    def config(key: str) -> str:
-        return _distinct([c.get(key) for c in configs])
-
-    ours = {
-        "dataset": _distinct([m.get("dataset") for m in metadata]) or config("dataset"),
-        "training set": _distinct(
-            [_training_set(c, m) for c, m in zip(configs, metadata, strict=True)]
-        ),
-        "model": _distinct([_transformer_model(c) for c in configs]),
-        "optimizer": _distinct([_transformer_optimizer(c) for c in configs]),
-        "epochs": config("train.epochs"),
-        "steps": _distinct([m.get("steps") for m in metadata]),
-        "runs": f"{len(seeds)} seeds per activation, setting and learning rate" if seeds else "",
-        "learning rates": ", ".join(f"{lr:g}" for lr in sorted({float(r.lr) for r in runs})),
-        "batch size": config("train.batch_size"),
-        "GELU form": _distinct(
-            [
-                _GELU_FORMS.get(c.get("model.approximate"), c.get("model.approximate"))
-                for c in configs
-            ]
-        ),
-        "dropout": _distinct(sorted({r.setting for r in runs if r.setting})),
-    } | _model_sizes(records)
-    aspects = list(dict.fromkeys([*paper, *(k for k, v in ours.items() if v)]))
-    return tuple((a, paper.get(a, "—"), ours.get(a) or "not recorded") for a in aspects)
-
-
 def _paper_number(preset: Preset | None, s: Selection) -> float | None:
     """The paper's number for ``s``: an error of an activation the paper reports, in a setting the
     preset itself runs (a dropout keep the paper did not use is not the paper's experiment)."""
@@ -547,7 +322,7 @@ def analyse(
             protocol = protocol.with_rule(rule)
         mine_runs = [r for r in runs if r.experiment == name]
         finished = _finish(name, by_experiment[name], mine_runs, protocol, aggregate, design)
-        finished = finished._replace(claimed=_preset_configs(preset, finished.configs))
+        finished = finished._replace(claimed=preset_configs(preset, finished.configs))
         result = _result(preset, finished, mine_runs, by_experiment[name])
         results.append(result._replace(step_costs=step_costs(step_times, name)))
     return results
@@ -646,14 +421,14 @@ def _result(
         rules=tuple(dict.fromkeys(s.rule for s in selections)),
         rows=tuple(rows),
         comparisons=tuple(comparisons),
-        setup=_setup(preset, runs, records),
+        setup=setup_table(preset, runs, records),
         paper_summary=preset.paper_summary if preset else "",
         notes=" ".join(preset.fidelity) if preset else "",
-        wall_seconds=_wall_seconds(records),
+        wall_seconds=wall_seconds(records),
         n_runs=len(runs),
         n_unfinished=sum(r.status != "done" for r in runs),
         claims=tuple(_claims_under_every_rule(finished)),
-        departures=_departures(preset, runs),
+        departures=departures(preset, runs),
         in_paper=preset.in_paper if preset else True,
         steps_per_epoch=tuple(sorted(steps_per_epoch(runs).items())),
         sensitivity=_sensitivity(finished) if finished.records else None,
@@ -661,37 +436,4 @@ def _result(
     )
 
 
-_ENVIRONMENT_FIRST = ("code_version", "torch", "python", "device", "threads", "platform")
-# Metadata that describes the experiment rather than the machine (shown per experiment instead).
-_NOT_ENVIRONMENT = frozenset(
-    [
-        "experiment",
-        "citation",
-        "dataset",
-        "dataset_requested",
-        "dataset_source",
-        "quick",
-        "train_size",
-        "steps",
-    ]
-)
-
-
-def environment(runs: Sequence[Any]) -> list[tuple[str, str]]:
-    """(key, distinct values) of the runs' metadata, the usual keys first."""
-    values: dict[str, dict[str, None]] = defaultdict(dict)
-    for run in runs:
-        for key, value in flat_config(_json(run.metadata_json)).items():
-            if key not in _NOT_ENVIRONMENT:
-                values[key][value if isinstance(value, str) else json.dumps(value)] = None
-
-    def order(key: str) -> tuple[int, str]:
-        leaf = key.rsplit(".", 1)[-1]
-        first = (
-            _ENVIRONMENT_FIRST.index(leaf)
-            if leaf in _ENVIRONMENT_FIRST
-            else len(_ENVIRONMENT_FIRST)
-        )
-        return first, key
-
-    return [(key, ", ".join(values[key])) for key in sorted(values, key=order)]
+_departures = departures  # the name tests and tools used before the move

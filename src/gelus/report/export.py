@@ -1,11 +1,22 @@
 """``gelus export RUN``: the records as tidy tables that pandas, R or a spreadsheet read directly.
 
-Three tables, one row per observation:
+The records, and every table the report shows, one row per observation:
 
-    runs.csv       one row per run: its keys, status, activation source, and every config key as a
-                   column (``config.optim.lr`` …) and the metadata's code version and dataset
-    records.csv    one row per run × epoch × split × metric (NaN: a diverged run)
-    verdicts.csv   the report's paired comparisons: difference, 95 % t interval, p, Holm p, verdict
+    runs.csv           one row per run: its keys, status, activation source, and every config key
+                       as a column (``config.optim.lr`` …) and the metadata's code version and
+                       dataset
+    records.csv        one row per run × epoch × split × metric (NaN: a diverged run)
+    results.csv        each selection's summary over seeds: the median, its interval, mean, IQM
+    verdicts.csv       the paired comparisons: difference, 95 % t interval, p, Holm p, verdict,
+                       marks
+    claims.csv         the paper's claims, each one's verdict
+    sensitivity.csv    the learning-rate sensitivity's paired regret comparisons
+    axis_verdicts.csv  the interactions over an axis and each activation across it
+    trends.csv         the trends over a scale or budget axis, with the per-point verdicts
+    step_times.csv     each activation's interleaved time per step
+    setup.csv          the setup beside the paper's
+
+A table the records give no row for is written empty (its header is unknown: no column).
 
 ``--format parquet`` writes the same tables as Parquet (``pip install 'gelus[parquet]'`` brings
 pyarrow). A text cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is
@@ -23,7 +34,7 @@ from typing import Any
 
 from gelus.experiments.config import flat_config
 from gelus.experiments.files import atomic_write
-from gelus.report.stats import DESIGN
+from gelus.report.stats import DESIGN, HEADLINE
 
 __all__ = ["export", "neutralise", "tables"]
 
@@ -53,21 +64,105 @@ def _run_row(run: Any) -> dict[str, Any]:
     return row
 
 
-def tables(records: Sequence[Any], runs: Sequence[Any], results: Sequence[Any]) -> dict:
-    """``{"runs": rows, "records": rows, "verdicts": rows}``, each row a dict of plain values."""
-    records_rows = [r._asdict() for r in records]  # a record's fields are the table's columns
+def _comparison(c: Any) -> dict[str, Any]:
+    """One judged comparison as a row: what was compared, the difference, its interval, the
+    p-values, the verdict's word and its marks (the same columns in every table of them)."""
     power = f"pairs_for_{100 * DESIGN.power:g}_percent_power"
-    verdicts = [
-        {"experiment": c.experiment, "config": c.variant, "setting": c.setting, "lr": c.lr,
-         "metric": c.metric, "treatment": c.treatment, "baseline": c.baseline,
-         "pairs": len(c.seeds), "mean_difference": c.mean, "ci_low": c.ci[0], "ci_high": c.ci[1],
-         "p": c.p, "p_holm": c.p_holm, "verdict": c.verdict.word,
-         power: c.pairs_needed, "depends_on_selection_rule": c.depends,
-         "p_sign_flip": c.p_sign, "fragile": c.fragile, "depends_on_reference_lr": c.reference_lr}
-        for result in results
-        for c, _ in result.comparisons
-    ]  # fmt: skip
-    return {"runs": [_run_row(run) for run in runs], "records": records_rows, "verdicts": verdicts}
+    return {
+        "experiment": c.experiment, "config": c.variant, "setting": c.setting, "lr": c.lr,
+        "metric": c.metric, "treatment": c.treatment, "baseline": c.baseline,
+        "pairs": len(c.seeds), "mean_difference": c.mean, "ci_low": c.ci[0], "ci_high": c.ci[1],
+        "p": c.p, "p_holm": c.p_holm, "verdict": c.verdict.word, power: c.pairs_needed,
+        "depends_on_selection_rule": c.depends, "p_sign_flip": c.p_sign, "fragile": c.fragile,
+        "depends_on_reference_lr": c.reference_lr,
+        "marks": "".join(m.value for m in c.marks(DESIGN.alpha)),
+    }  # fmt: skip
+
+
+def _results(result: Any) -> list[dict[str, Any]]:
+    """The results table: each selection's summary over seeds (the headline aggregate)."""
+    rows = []
+    for row in result.rows:
+        s, m = row.selection, row.summary
+        point, (low, high) = HEADLINE.of(m)
+        rows.append({
+            "experiment": s.experiment, "config": s.variant, "activation": s.activation,
+            "setting": s.setting, "lr": s.lr, "lr_selected": s.lr_selected, "metric": s.metric,
+            "n": m.n, "diverged": m.diverged, HEADLINE.statistic: point,
+            "ci_low": low, "ci_high": high, "mean": m.mean, "median": m.median, "iqm": m.iqm,
+            "paper": row.paper,
+        })  # fmt: skip
+    return rows
+
+
+def _axes(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the interaction and per-activation tables of categorical families, the trend tables of
+    scale and budget families), each row naming its family."""
+    pairs, trends = [], []
+    for axis in result.axes:
+        family = {"family": axis.family.kind, "keys": ",".join(axis.family.keys)}
+        for kind, found in (("interaction", axis.comparisons), ("effect", axis.effects)):
+            pairs += [{**family, "table": kind, **_comparison(c)} for c in found]
+        for t in axis.trends:
+            holds = ", ".join(f"{word} at {n}" for word, n in t.holds.items())
+            trends.append({
+                **family, "x": ",".join(f"{x:g}" for x in t.x), **_comparison(t.comparison),
+                "per_point_verdicts": holds,
+            })  # fmt: skip
+    return pairs, trends
+
+
+def tables(records: Sequence[Any], runs: Sequence[Any], results: Sequence[Any]) -> dict:
+    """Every table the report shows, and the records behind them: ``runs``, ``records``,
+    ``results``, ``verdicts`` (the paired comparisons), ``claims``, ``sensitivity``,
+    ``axis_verdicts`` (interactions and each activation across an axis), ``trends``,
+    ``step_times`` and ``setup``; each row a dict of plain values."""
+    found: dict[str, list[dict[str, Any]]] = {
+        "runs": [_run_row(run) for run in runs],
+        "records": [r._asdict() for r in records],  # a record's fields are the table's columns
+        "results": [row for result in results for row in _results(result)],
+        "verdicts": [_comparison(c) for result in results for c, _ in result.comparisons],
+        "claims": [
+            {
+                "experiment": result.name,
+                "claim": check.claim,
+                "measure": check.measure,
+                "verdict": check.verdict.word,
+                "depends_on_selection_rule": check.depends,
+                "comparisons": len(check.comparisons),
+            }
+            for result in results
+            for check in result.claims
+        ],
+        "sensitivity": [
+            {
+                "reference": result.sensitivity.reference,
+                "split": result.sensitivity.split,
+                "epoch": result.sensitivity.epoch,
+                **_comparison(c),
+            }
+            for result in results
+            if result.sensitivity
+            for c in result.sensitivity.comparisons
+        ],
+        "axis_verdicts": [],
+        "trends": [],
+        "step_times": [
+            {"experiment": result.name, **c._asdict()}
+            for result in results
+            for c in result.step_costs
+        ],
+        "setup": [
+            {"experiment": result.name, "aspect": aspect, "paper": paper, "this_run": ours}
+            for result in results
+            for aspect, paper, ours in result.setup
+        ],
+    }
+    for result in results:
+        pairs, trends = _axes(result)
+        found["axis_verdicts"] += pairs
+        found["trends"] += trends
+    return found
 
 
 def _write_csv(path: Path, rows: Iterable[dict[str, Any]]) -> None:

@@ -10,6 +10,7 @@ from gelus.report.stats import Comparison
 
 __all__ = ["init_claims", "scale_claim"]
 
+
 def _word(c: Comparison) -> str:
     return c.verdict.word
 

@@ -90,7 +90,10 @@ def rule_dependence(
     each rule's verdict where they disagree ("val-loss-last better, val-error-last tie"), ""
     where they agree or no rule formed it."""
     by_rule = (
-        {rule: verdicts_under(protocol.with_rule(rule)) for rule in applicable_rules(records, protocol)}
+        {
+            rule: verdicts_under(protocol.with_rule(rule))
+            for rule in applicable_rules(records, protocol)
+        }
         if records
         else {}
     )

@@ -11,6 +11,7 @@ import base64
 import html
 import math
 import re
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from gelus.report.analysis import ExperimentResult, Missing, analyse, environmen
 from gelus.report.axes_render import axes_blocks, axes_figures
 from gelus.report.blocks import Block
 from gelus.report.figures import experiment_figures
+from gelus.report.forest import comparison_label, forest_figure
+from gelus.report.metrics import Mark
 from gelus.report.stats import DESIGN, HEADLINE, Aggregate, Design
 from gelus.report.words import (
     format_difference,
@@ -48,6 +51,8 @@ __all__ = [
     "summary_block",
     "to_html",
     "to_markdown",
+    "unwrapped",
+    "verdict_row",
     "write_report",
 ]
 
@@ -267,26 +272,93 @@ def summary_block(
 
 
 # --------------------------------------------------------------------------- sections
-def _front_section(results, runs, source: str, quick: bool, aggregate, design) -> list[Block]:
-    """The title, the quick banner, what the records hold and how to read the rest."""
+def _front_section(results, runs, source: str, quick: bool, aggregate) -> list[Block]:
+    """The title, the quick banner and the report's scope in one sentence."""
     blocks = [Block("h1", "GELU paper reproduction: results")]
     if quick:
         blocks.append(Block("banner", QUICK_BANNER))
     n_records = sum(len(r.rows) for r in results)
     plural = "" if len(results) == 1 else "s"
+    names = ", ".join(r.name for r in results)
     held = f"({n_records} result rows, {len(runs)} runs) from {source or 'the given records'}"
-    blocks.append(Block("p", f"{len(results)} experiment{plural} with records {held}."))
-    blocks.append(Block("p", how_to_read(aggregate, design)))
+    scope = (
+        f"{len(results)} experiment{plural} ({names}) with records {held}: per experiment, "
+        "a figure of every paired comparison's difference to its reference with its "
+        f"{aggregate.level} interval, coloured by its verdict, then the verdicts in a table, "
+        "then each experiment in full."
+    )
+    return [*blocks, Block("p", scope)]
+
+
+def verdict_row(c, design: Design = DESIGN, *, config: bool = True, setting: bool = True):
+    """One comparison in the short verdict table: the verdict, what is compared, the effect with
+    its interval, the adjusted p and the marks' glyphs."""
+    marks = "".join(m.value for m in c.marks(design.alpha))
+    effect = f"{format_difference(c.metric, c.mean)} {interval(c.metric, c.ci, difference=True)}"
+    label = comparison_label(c, config=config, setting=setting)
+    return (str(c.verdict), label, effect, p_text(c.p_holm), marks or "—")
+
+
+def _glance(result: ExperimentResult, forest: Path | None, aggregate, design) -> list[Block]:
+    """One experiment at a glance: its forest figure, its short verdict table and, on demand,
+    each verdict in words with its marks."""
+    blocks = [Block("h3", result.name)]
+    comparisons = [c for c, _ in result.comparisons]
+    if not comparisons:
+        return [*blocks, Block("p", "No paired comparison: one activation, or too few seeds.")]
+    if forest is not None:
+        caption = (
+            f"{result.name}: each comparison's mean paired difference (test "
+            f"{comparisons[0].metric}) with its {aggregate.level} t interval, coloured by its "
+            f"verdict ({design.correction}-adjusted); the shaded band is the tie margin; glyphs "
+            "at the right are its marks."
+        )
+        blocks.append(Block("figure", caption, image=forest))
+    configs = len({c.variant for c in comparisons}) > 1
+    settings = len({c.setting for c in comparisons}) > 1
+    headers = (
+        "verdict", "comparison", f"difference [{aggregate.level} CI]", f"p ({design.correction})",
+        "marks",
+    )  # fmt: skip
+    rows = tuple(verdict_row(c, design, config=configs, setting=settings) for c in comparisons)
+    blocks.append(Block("table", headers=headers, rows=rows))
+    words = tuple((comparison_label(c), verdict_cell(c, design)) for c in comparisons)
+    detail = Block("table", headers=("comparison", "verdict in words"), rows=words)
+    return [*blocks, Block("details", "Each verdict in words, with its marks", children=(detail,))]
+
+
+def _glance_section(results, forests, aggregate, design) -> list[Block]:
+    """Every experiment's verdicts as a picture and a short table, before any other table."""
+    blocks = [Block("h2", "Verdicts at a glance")]
+    for result in results:
+        blocks += _glance(result, forests.get(result.name), aggregate, design)
     return blocks
+
+
+_GLYPHS = "; ".join(f"{m.value} {m.meaning}" for m in Mark)
 
 
 def _summary_section(results, aggregate: Aggregate, design: Design) -> list[Block]:
-    """The summary table, then the paper's claims as the paper made them (where it made any)."""
-    blocks = [Block("h2", "Summary"), summary_block(results, aggregate, design)]
+    """The paper's claims as the paper made them (where it made any), then the summary table and
+    how to read the report, each for the reader who opens it."""
+    blocks = []
     if any(result.claims for result in results):
         title = "The paper's claims, as the paper made them"
         blocks += [Block("h2", title), claims_block(results, design)]
-    return blocks
+    summary = Block(
+        "details",
+        "Per config: what the paper reports, what this run found, every verdict",
+        children=(summary_block(results, aggregate, design),),
+    )
+    how = Block(
+        "details",
+        "The statistics, the verdicts, their marks and their limits",
+        children=(
+            Block("p", how_to_read(aggregate, design)),
+            Block("p", f"The marks' glyphs in the figures and tables: {_GLYPHS}."),
+        ),
+    )
+    return [*blocks, Block("h2", "Summary"), summary, Block("h2", "How to read"), how]
 
 
 def _figure1_section(activation_figure: Path | None) -> list[Block]:
@@ -429,7 +501,8 @@ def _environment_section(results: Sequence[ExperimentResult], runs) -> list[Bloc
     env = environment(runs)
     total = sum(r.wall_seconds for r in results)
     env.append(("training wall time (ensembles counted once)", f"{total / 60:.1f} min"))
-    return [Block("h2", "Environment"), Block("table", headers=("", "value"), rows=tuple(env))]
+    table = Block("table", headers=("metadata", "value"), rows=tuple(env))
+    return [Block("h2", "Environment"), table]
 
 
 def report_blocks(
@@ -444,11 +517,14 @@ def report_blocks(
     aggregate: Aggregate = HEADLINE,
     design: Design = DESIGN,
     axis_figures: dict[str, list] | None = None,
+    forests: dict[str, Path] | None = None,
 ) -> list[Block]:
     """The report's content, section by section. ``figures`` maps an experiment to its (PNG path,
-    caption) pairs, ``axis_figures`` to its axis families' trend figures (or None each);
+    caption) pairs, ``axis_figures`` to its axis families' trend figures (or None each),
+    ``forests`` to its verdicts' forest figure (:mod:`gelus.report.forest`);
     ``aggregate`` and ``design`` are what the results were computed with."""
-    blocks = _front_section(results, runs, source, quick, aggregate, design)
+    blocks = _front_section(results, runs, source, quick, aggregate)
+    blocks += _glance_section(results, forests or {}, aggregate, design)
     blocks += _summary_section(results, aggregate, design)
     blocks += _figure1_section(activation_figure)
     for result in results:
@@ -474,13 +550,20 @@ figure { margin: 1em 0; } figure img { max-width: 100%; } figcaption { font-size
 
 def to_html(blocks: Sequence[Block]) -> str:
     """One self-contained HTML page; figures are embedded as base64 PNG."""
-    e = html.escape
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{e(blocks[0].text)}</title>",
+        f"<title>{html.escape(blocks[0].text)}</title>",
         f"<style>{_CSS}</style></head><body>",
+        *_html_blocks(blocks),
+        "</body></html>",
     ]
+    return "\n".join(parts) + "\n"
+
+
+def _html_blocks(blocks: Sequence[Block]) -> list[str]:
+    e = html.escape
+    parts = []
     for b in blocks:
         if b.kind in ("h1", "h2", "h3"):
             parts.append(f"<{b.kind} id='{_slug(b.text)}'>{e(b.text)}</{b.kind}>")
@@ -499,8 +582,11 @@ def to_html(blocks: Sequence[Block]) -> str:
             parts.append(
                 f"<figure><img alt='{e(b.text)}' src='data:image/png;base64,{data}'><figcaption>{e(b.text)}</figcaption></figure>"
             )
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+        elif b.kind == "details":
+            parts.append(f"<details><summary>{e(b.text)}</summary>")
+            parts += _html_blocks(b.children)
+            parts.append("</details>")
+    return parts
 
 
 def _one_line(text: str) -> str:
@@ -524,29 +610,112 @@ def _md_cell(text: str) -> str:
     return _MARKDOWN_CELL.sub(r"\\\1", html.escape(str(text), quote=False)).replace("\n", " ")
 
 
+WIDTH = 100  # the Markdown report reads in a terminal this wide
+# A wrapped line must not start with what Markdown reads as a list item, quote, heading, table
+# row or setext underline ("- x", "1. x", "> x", "# x", "| x", "===").
+_BLOCK_START = re.compile(r"^\s*([-+*>#|=]+|\d+[.)])(\s|$)")
+
+
+def _wrap(text: str, first: str = "", rest: str = "") -> list[str]:
+    """``text`` in lines of at most :data:`WIDTH` columns (a longer word, e.g. a URL, gets a line
+    of its own), the first prefixed with ``first`` and the others with ``rest``; a line that would
+    start a Markdown block is joined to the one before it."""
+    lines = textwrap.wrap(
+        text, WIDTH, initial_indent=first, subsequent_indent=rest,
+        break_long_words=False, break_on_hyphens=False,
+    ) or [first.rstrip()]  # fmt: skip
+    kept = lines[:1]
+    for line in lines[1:]:
+        if _BLOCK_START.match(line[len(rest) :]):
+            kept[-1] += " " + line[len(rest) :]
+        else:
+            kept.append(line)
+    return kept
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A pipe table where every line fits :data:`WIDTH` columns, else one list item per row,
+    each cell a "heading: value" line under it (a terminal shows it without wrapping)."""
+    lines = [
+        "| " + " | ".join(map(_md_cell, headers)) + " |",
+        "|" + "---|" * len(headers),
+    ]
+    lines += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in rows]
+    if max(len(line) for line in lines) <= WIDTH:
+        return "\n".join(lines)
+    items = []
+    for row in rows:
+        cells = [f"{_md_cell(h)}: {_md_cell(c)}" for h, c in zip(headers, row, strict=True)]
+        item = _wrap(cells[0], "- ", "    ")
+        for cell in cells[1:]:
+            item += _wrap(cell, "  - ", "    ")
+        items.append("\n".join(item))
+    return "\n".join(items)
+
+
 def to_markdown(blocks: Sequence[Block], relative_to: Path) -> str:
-    """The Markdown twin; figures link their PNG files relative to ``relative_to``."""
+    """The Markdown twin, in lines of at most :data:`WIDTH` columns; figures link their PNG files
+    relative to ``relative_to``; a details block is GitHub's ``<details>``."""
+    return "\n\n".join(_md_blocks(blocks, relative_to)) + "\n"
+
+
+def unwrapped(markdown: str) -> str:
+    """:func:`to_markdown`'s text as a wide screen would hold it: each paragraph, caption and
+    banner on one line, each table written as a list of rows a pipe table again. What a
+    renderer shows is unchanged; a reader (or a test) can search it line by line."""
+    chunks = []
+    for chunk in markdown.strip("\n").split("\n\n"):
+        lines = chunk.split("\n")
+        if lines[0].startswith("- ") and all(
+            line.startswith(("- ", "  - ", "    ")) for line in lines
+        ):
+            chunks.append(_pipe_table(lines))
+        elif lines[0].startswith("> "):
+            chunks.append("> " + " ".join(line.removeprefix("> ") for line in lines))
+        elif lines[0].startswith(("#", "|", "<", "![")):
+            chunks.append(chunk)
+        else:
+            chunks.append(" ".join(line.strip() for line in lines))
+    return "\n\n".join(chunks) + "\n"
+
+
+def _pipe_table(lines: Sequence[str]) -> str:
+    """A table written by :func:`_md_table` as a list of rows, as a pipe table."""
+    rows: list[list[list[str]]] = []  # rows of cells of (heading: value) lines
+    for line in lines:
+        if line.startswith("- "):
+            rows.append([[line[2:]]])
+        elif line.startswith("  - "):
+            rows[-1].append([line[4:]])
+        else:
+            rows[-1][-1].append(line.strip())
+    cells = [[" ".join(cell).split(": ", 1) for cell in row] for row in rows]
+    headers = [heading for heading, _ in cells[0]]
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(value for _, value in row) + " |" for row in cells]
+    return "\n".join(out)
+
+
+def _md_blocks(blocks: Sequence[Block], relative_to: Path) -> list[str]:
     parts = []
     for b in blocks:
         if b.kind in ("h1", "h2", "h3"):
             parts.append("#" * int(b.kind[1]) + " " + _md_text(b.text))
         elif b.kind == "p":
-            parts.append(_md_text(b.text))
+            parts.append("\n".join(_wrap(_md_text(b.text))))
         elif b.kind == "banner":
-            parts.append(f"> **{_md_text(b.text)}**")
+            parts.append("\n".join(_wrap(f"**{_md_text(b.text)}**", "> ", "> ")))
         elif b.kind == "table":
-            lines = [
-                "| " + " | ".join(map(_md_cell, b.headers)) + " |",
-                "|" + "---|" * len(b.headers),
-            ]
-            lines += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in b.rows]
-            parts.append("\n".join(lines))
+            parts.append(_md_table(b.headers, b.rows))
         elif b.kind == "figure" and b.image is not None:
-            caption = _md_cell(b.text)
-            parts.append(
-                f"![{caption}]({Path(b.image).relative_to(relative_to).as_posix()})\n\n*{caption}*"
-            )
-    return "\n\n".join(parts) + "\n"
+            path = Path(b.image).relative_to(relative_to).as_posix()
+            caption = "\n".join(_wrap(f"*{_md_cell(b.text)}*"))
+            parts.append(f"![{Path(b.image).stem}]({path})\n\n{caption}")
+        elif b.kind == "details":
+            parts.append(f"<details><summary>{html.escape(b.text)}</summary>")
+            parts += _md_blocks(b.children, relative_to)
+            parts.append("</details>")
+    return parts
 
 
 def _draw_figures(
@@ -575,6 +744,17 @@ def _draw_figures(
     return figures
 
 
+def _draw_forests(results, out: Path, design: Design) -> dict[str, Path]:
+    """{experiment: PNG path} of each experiment's verdicts as a forest figure."""
+    found = {}
+    for result in results:
+        comparisons = [c for c, _ in result.comparisons]
+        if comparisons:
+            figure = forest_figure(comparisons, result.name, design)
+            found[result.name], _ = save_figure(figure, out, f"{_slug(result.name)}-verdicts")
+    return found
+
+
 def write_report(
     records: Sequence[Any],
     runs: Sequence[Any],
@@ -600,6 +780,7 @@ def write_report(
     records = mark_diverged(records, run_configs(runs))  # the figures leave diverged runs out
     results = analyse(records, runs, presets, rule, step_times, aggregate=aggregate, design=design)
     figures = _draw_figures(results, records, out_dir / "figures", aggregate)
+    forests = _draw_forests(results, out_dir / "figures", design)
     axis_figures = {
         r.name: axes_figures(r.axes, out_dir / "figures", _slug(r.name), r.name) for r in results
     }
@@ -619,6 +800,7 @@ def write_report(
         aggregate=aggregate,
         design=design,
         axis_figures=axis_figures,
+        forests=forests,
     )
     html_path, md_path = out_dir / "report.html", out_dir / "report.md"
     for path, text in ((html_path, to_html(blocks)), (md_path, to_markdown(blocks, out_dir))):

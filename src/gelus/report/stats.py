@@ -450,7 +450,5 @@ def adjust(
         if verdict is Verdict.UNRESOLVED and pairs:
             sd = float(np.std(c.differences, ddof=1)) if len(c.differences) > 1 else math.nan
             needed = pairs_for_holm_power(c.mean, sd, family, design.alpha, design.power)
-        out.append(
-            c._replace(p_holm=p_holm, p_tie=p_tie, verdict=verdict, pairs_needed=needed)
-        )
+        out.append(c._replace(p_holm=p_holm, p_tie=p_tie, verdict=verdict, pairs_needed=needed))
     return out
