@@ -43,6 +43,7 @@ __all__ = [
     "ALPHA",
     "LIMIT",
     "check",
+    "check_options",
     "clamped_swiglu",
     "clamped_swiglu_backward_op",
     "clamped_swiglu_op",
@@ -55,8 +56,15 @@ _NAME = "clamped_swiglu"
 
 
 def check(x: Tensor, alpha: float, limit: float, dim: int) -> None:
+    """:func:`check_options`; ValueError for a scalar x or an odd size on ``dim``; IndexError
+    for ``dim`` out of range."""
+    check_options(alpha, limit)
+    _geglu.check(x, dim, _NAME)
+
+
+def check_options(alpha: float, limit: float) -> None:
     """ValueError for an α that is not finite and positive, a limit that is not positive (inf:
-    no clamp), a scalar x or an odd size on ``dim``; IndexError for ``dim`` out of range."""
+    no clamp)."""
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
         raise ValueError(f"{_NAME}: alpha must be a float, got {type(alpha).__name__}")
     if isinstance(limit, bool) or not isinstance(limit, (int, float)):
@@ -65,7 +73,6 @@ def check(x: Tensor, alpha: float, limit: float, dim: int) -> None:
         raise ValueError(f"{_NAME}: alpha must be finite and positive, got {alpha}")
     if not limit > 0:  # nan fails too
         raise ValueError(f"{_NAME}: limit must be positive (inf: no clamp), got {limit}")
-    _geglu.check(x, dim, _NAME)
 
 
 def halves(x: Tensor, interleaved: bool, dim: int) -> tuple[Tensor, Tensor]:

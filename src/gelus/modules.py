@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from gelus import functional as F
+from gelus._clamped_swiglu import check_options
 from gelus._common import apply_inplace, check_approximate
 from gelus._extra import LAPLACE_MU, LAPLACE_SIGMA, _softplus_inverse
 from gelus._operator import fx_leaf
@@ -475,7 +476,7 @@ class ClampedSwiGLU(GatedMember):
     ) -> None:
         super().__init__(dim)
         self.alpha, self.limit, self.interleaved = float(alpha), float(limit), bool(interleaved)
-        F.clamped_swiglu(torch.zeros(2), alpha=self.alpha, limit=self.limit)  # ValueError now
+        check_options(self.alpha, self.limit)  # ValueError here, not at the first call
 
     def activation(self, x: Tensor) -> Tensor:
         return F.clamped_swiglu(
