@@ -75,6 +75,13 @@ def _neutral_geglu(x, approximate="none"):
     return G.geglu(torch.stack([torch.ones_like(x), x]), 0, approximate).squeeze(0)
 
 
+def _neutral_clamped_swiglu(x):
+    """x as the gate of GPT-OSS's gate with up = 0 and no clamp (limit = inf): x·σ(1.702x); the
+    stacked [x, 0] split on dim 0 (the gate first)."""
+    h = torch.stack([x, torch.zeros_like(x)])
+    return G.clamped_swiglu(h, limit=float("inf"), interleaved=False, dim=0).squeeze(0)
+
+
 def _neutral_generalized(x):
     return G.generalized_gelu(x, torch.zeros((), dtype=x.dtype), torch.ones((), dtype=x.dtype))
 
@@ -159,6 +166,13 @@ MEMBERS: dict[str, Member] = {
             swish(1.702),
             swish_slope(1.702),
             neutral=lambda x: _neutral_geglu(x, "sigmoid"),
+        ),
+        Member(
+            "clamped-swiglu",
+            G.clamped_swiglu,
+            swish(1.702),
+            swish_slope(1.702),
+            neutral=_neutral_clamped_swiglu,
         ),
         Member("stochastic-gelu-eval", lambda x: G.stochastic_gelu(x, False), exact, exact_slope),
         # names from other libraries: their sources' definitions, no edge-case contract

@@ -37,7 +37,7 @@ from gelus._operator import (
     route,
     tangent_sum,
 )
-from gelus._torch_compat import below_autograd
+from gelus._torch_compat import below_autograd, functorch_active
 
 __all__ = [
     "ALPHA",
@@ -136,7 +136,10 @@ def composed(x: Tensor, alpha=ALPHA, limit=LIMIT, interleaved=True, dim=-1) -> T
     """(u + 1)·g·σ(α·g) in plain torch ops (compiled and ONNX routes; inductor fuses it)."""
     gate, up = halves(x, interleaved, dim)
     dtype = compute_dtype(x.dtype)
-    g = gate.to(dtype).clamp(max=limit)
+    gate = gate.to(dtype)
+    g = gate.clamp(max=limit)
+    if functorch_active():  # a transform differentiates this: nan's slope stays nan (clamp: 0)
+        g = torch.where(gate.isnan(), gate, g)
     u = up.to(dtype).clamp(-limit, limit)
     return ((u + 1.0) * _swish.composed(g, alpha)).to(x.dtype)
 
