@@ -43,11 +43,23 @@ def check(x: Tensor, dim: int, name: str = "geglu") -> None:
         )
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _gate_gelu(gate: Tensor, approximate, accurate, tame) -> Tensor:
+    """gelu(gate), kept in fp32 for a half-type gate: the product with a (or the upstream
+    gradient) is then rounded once, not after gelu(b) was rounded to the half type too (fp16:
+    10 ulp where gelu(b) is subnormal)."""
+    if gate.dtype in _HALF:
+        gate = gate.float()
+    return _gelu.kernel_forward(gate, approximate, accurate, tame=tame)
+
+
 def kernel_forward(x, dim=-1, approximate="none", accurate=False, tame=None) -> Tensor:
     """The default kernel of ``gelus::geglu``."""
     check_floating(f"{NAMESPACE}::geglu", x)
     value, gate = x.chunk(2, dim=dim)
-    return _gelu.kernel_forward(gate, approximate, accurate, tame=tame).mul_(value)
+    return _gate_gelu(gate, approximate, accurate, tame).mul_(value).to(x.dtype)
 
 
 def kernel_backward(grad, x, dim=-1, approximate="none", accurate=False, tame=None) -> Tensor:
@@ -55,7 +67,7 @@ def kernel_backward(grad, x, dim=-1, approximate="none", accurate=False, tame=No
     value, gate = x.chunk(2, dim=dim)
     grad_x = torch.empty_like(x)  # x's memory format (channels_last stays channels_last)
     grad_value, grad_gate = grad_x.chunk(2, dim=dim)
-    torch.mul(_gelu.kernel_forward(gate, approximate, accurate, tame=tame), grad, out=grad_value)
+    grad_value.copy_(_gate_gelu(gate, approximate, accurate, tame).mul_(grad))
     product = torch.mul(grad, value)
     grad_gate.copy_(
         _gelu.kernel_backward(product, gate, approximate, accurate, tame=tame, out=product)

@@ -40,3 +40,32 @@ def test_geglu_saves_only_its_input():
         y = G.geglu(x)
     y.sum().backward()
     assert len(saved) == 1 and saved[0] is x
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_half_type_geglu_rounds_the_product_once(dtype):
+    """a·gelu(b) of half types (the CPU kernel, accurate=True, whose fp32 gelu is far below a
+    half ulp): every finite gate b with |b| < 30 times a = 3 and a = 2^10, and the backward's
+    grad·gelu(b), against float64, within half an ulp of the half type (correctly rounded: the
+    product is formed in fp32 and rounded once; rounding gelu(b) to the half type first gave
+    1.5 ulp at a = 3 and ~a/2 ulp where gelu(b) is subnormal), plus a times half an fp32
+    subnormal ulp where the fp32 gelu(b) is itself subnormal (bf16's range is fp32's)."""
+    from gelus import _geglu
+
+    bits = torch.arange(2**16, dtype=torch.int32).to(torch.int16).view(dtype)
+    b = bits[torch.isfinite(bits)]
+    b = b[b.float().abs() < 30]
+    mantissa, tiny = {torch.float16: (10, 2.0**-14), torch.bfloat16: (7, 2.0**-126)}[dtype]
+    gate = exact(b.double().numpy())
+    for factor in (3.0, 2.0**10):
+        a = torch.full_like(b, factor)
+        reference = factor * gate
+        spacing = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(reference), tiny))) - mantissa)
+        y = _geglu.kernel_forward(torch.cat([a, b]), 0, accurate=True)
+        grad = _geglu.kernel_backward(a, torch.cat([torch.ones_like(a), b]), 0, accurate=True)
+        assert y.dtype == grad.dtype == dtype
+        # plus the fp32 gelu(b)'s own rounding where it is an fp32 subnormal (bf16, b < −13)
+        allowed = (0.5 + 1e-3) * spacing + factor * 2.0**-150
+        for got in (y, grad[: b.numel()]):
+            error = np.abs(got.double().numpy() - reference) / allowed
+            assert error.max() <= 1, float(b[int(error.argmax())])
