@@ -665,8 +665,8 @@ EXACT_ULP = 2.0  # exact GELU fp32, value and slope (tests/library/_fp32_gelu_se
 GEGLU_ULP = 2.5  # GEGLU's products (tests/library/test_triton_kernels.py)
 # (value ulp for x ≥ −10 / −20, value ulp for x ≥ −3, slope absolute): FORM_BOUNDS of
 # tests/library/test_triton_kernels.py, the sigmoid form's as measured on an H200 for CUDA
-FORM_BOUNDS = {"tanh": (210.0, 16.0, 2.1e-7), "sigmoid": (41.0, 9.0, 2.1e-7)}
-FORM_BOUNDS_CUDA = {"tanh": (210.0, 16.0, 2.1e-7), "sigmoid": (50.0, 11.0, 2.1e-7)}
+FORM_BOUNDS = {"tanh": (210.0, 16.0, 2.3e-7), "sigmoid": (41.0, 9.0, 2.1e-7)}
+FORM_BOUNDS_CUDA = {"tanh": (210.0, 16.0, 2.3e-7), "sigmoid": (50.0, 11.0, 2.1e-7)}
 FORM_FLOOR = {"tanh": -10.0, "sigmoid": -20.0}  # below: no bound (fp32 σ of the tanh form underflows)
 SWISH_RTOL_EPS = 32  # test_swish_edges_and_values: rtol 32·eps for fp32, atol = rtol for the slope
 
