@@ -13,6 +13,7 @@ import pytest
 from gelus.cli import main
 from gelus.experiments.records import RecordStore, RunKey, read_records
 from gelus.report.export import neutralise
+from gelus.report.words import format_value
 
 HOSTILE = '=HYPERLINK("http://x")'
 
@@ -188,3 +189,32 @@ def test_a_real_ctrl_c_during_an_export_leaves_the_previous_tables(run_dir, tmp_
     assert process.returncode == 130
     assert err.count("\n") == 1 and err.startswith("gelus export: interrupted;")
     assert _files(out) == before
+
+
+def test_the_export_writes_each_sections_tables_with_a_row_per_row_the_report_shows():
+    from gelus.experiments.presets import PRESETS
+    from gelus.report.analysis import analyse
+    from gelus.report.export import tables
+    from gelus.report.render import report_blocks
+    from gelus.report.sections import SECTIONS, Context
+    from test_synthetic import make_records
+
+    records, runs = make_records(epochs=2, lrs=(1e-3, 1e-4))
+    (result,) = analyse(records, runs, PRESETS)
+    found = tables(records, runs, [result])
+    names = [name for section in SECTIONS for name in section.table_names]
+    assert list(found) == ["runs", "records", *names] and len(set(names)) == len(names)
+    # the results section shows a results table and a paired-differences table: the same rows
+    (results,) = [s for s in SECTIONS if s.name == "results"]
+    shown = [b for b in results.blocks(result, Context()) if b.kind == "table"]
+    assert [len(b.rows) for b in shown] == [len(found["results"]), len(found["verdicts"])] != [0, 0]
+    column = shown[0].headers.index("median")  # the median column, as the report writes it
+    medians = [row[column] for row in shown[0].rows]
+    assert medians == [format_value(r["metric"], r["median"]) for r in found["results"]]
+    assert [r["verdict"] for r in found["verdicts"]] == [
+        c.verdict.word for c, _ in result.comparisons
+    ]
+    # and the report renders exactly the sections' blocks, in their order, after its front matter
+    blocks = report_blocks([result], {}, runs=runs)
+    own = [b for s in SECTIONS for b in s.blocks(result, Context())]
+    assert blocks[-len(own) - 2 : -2] == own  # then the environment's heading and table

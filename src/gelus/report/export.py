@@ -34,7 +34,6 @@ from typing import Any
 
 from gelus.experiments.config import flat_config
 from gelus.experiments.files import atomic_write
-from gelus.report.stats import DESIGN, HEADLINE
 
 __all__ = ["export", "neutralise", "tables"]
 
@@ -64,104 +63,23 @@ def _run_row(run: Any) -> dict[str, Any]:
     return row
 
 
-def _comparison(c: Any) -> dict[str, Any]:
-    """One judged comparison as a row: what was compared, the difference, its interval, the
-    p-values, the verdict's word and its marks (the same columns in every table of them)."""
-    power = f"pairs_for_{100 * DESIGN.power:g}_percent_power"
-    return {
-        "experiment": c.experiment, "config": c.variant, "setting": c.setting, "lr": c.lr,
-        "metric": c.metric, "treatment": c.treatment, "baseline": c.baseline,
-        "pairs": len(c.seeds), "mean_difference": c.mean, "ci_low": c.ci[0], "ci_high": c.ci[1],
-        "p": c.p, "p_holm": c.p_holm, "verdict": c.verdict.word, power: c.pairs_needed,
-        "depends_on_selection_rule": c.depends, "p_sign_flip": c.p_sign, "fragile": c.fragile,
-        "depends_on_reference_lr": c.reference_lr,
-        "marks": "".join(m.value for m in c.marks(DESIGN.alpha)),
-    }  # fmt: skip
-
-
-def _results(result: Any) -> list[dict[str, Any]]:
-    """The results table: each selection's summary over seeds (the headline aggregate)."""
-    rows = []
-    for row in result.rows:
-        s, m = row.selection, row.summary
-        point, (low, high) = HEADLINE.of(m)
-        rows.append({
-            "experiment": s.experiment, "config": s.variant, "activation": s.activation,
-            "setting": s.setting, "lr": s.lr, "lr_selected": s.lr_selected, "metric": s.metric,
-            "n": m.n, "diverged": m.diverged, HEADLINE.statistic: point,
-            "ci_low": low, "ci_high": high, "mean": m.mean, "median": m.median, "iqm": m.iqm,
-            "paper": row.paper,
-        })  # fmt: skip
-    return rows
-
-
-def _axes(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(the interaction and per-activation tables of categorical families, the trend tables of
-    scale and budget families), each row naming its family."""
-    pairs, trends = [], []
-    for axis in result.axes:
-        family = {"family": axis.family.kind, "keys": ",".join(axis.family.keys)}
-        for kind, found in (("interaction", axis.comparisons), ("effect", axis.effects)):
-            pairs += [{**family, "table": kind, **_comparison(c)} for c in found]
-        for t in axis.trends:
-            holds = ", ".join(f"{word} at {n}" for word, n in t.holds.items())
-            trends.append({
-                **family, "x": ",".join(f"{x:g}" for x in t.x), **_comparison(t.comparison),
-                "per_point_verdicts": holds,
-            })  # fmt: skip
-    return pairs, trends
-
-
 def tables(records: Sequence[Any], runs: Sequence[Any], results: Sequence[Any]) -> dict:
-    """Every table the report shows, and the records behind them: ``runs``, ``records``,
-    ``results``, ``verdicts`` (the paired comparisons), ``claims``, ``sensitivity``,
-    ``axis_verdicts`` (interactions and each activation across an axis), ``trends``,
-    ``step_times`` and ``setup``; each row a dict of plain values."""
+    """Every table the report shows, and the records behind them: ``runs``, ``records``, then
+    each section's tables (:data:`gelus.report.sections.SECTIONS`: ``claims``, ``results``,
+    ``verdicts``, ``sensitivity``, ``axis_verdicts``, ``trends``, ``step_times``, ``setup``);
+    each row a dict of plain values."""
+    from gelus.report.sections import SECTIONS
+
     found: dict[str, list[dict[str, Any]]] = {
         "runs": [_run_row(run) for run in runs],
         "records": [r._asdict() for r in records],  # a record's fields are the table's columns
-        "results": [row for result in results for row in _results(result)],
-        "verdicts": [_comparison(c) for result in results for c, _ in result.comparisons],
-        "claims": [
-            {
-                "experiment": result.name,
-                "claim": check.claim,
-                "measure": check.measure,
-                "verdict": check.verdict.word,
-                "depends_on_selection_rule": check.depends,
-                "comparisons": len(check.comparisons),
-            }
-            for result in results
-            for check in result.claims
-        ],
-        "sensitivity": [
-            {
-                "reference": result.sensitivity.reference,
-                "split": result.sensitivity.split,
-                "epoch": result.sensitivity.epoch,
-                **_comparison(c),
-            }
-            for result in results
-            if result.sensitivity
-            for c in result.sensitivity.comparisons
-        ],
-        "axis_verdicts": [],
-        "trends": [],
-        "step_times": [
-            {"experiment": result.name, **c._asdict()}
-            for result in results
-            for c in result.step_costs
-        ],
-        "setup": [
-            {"experiment": result.name, "aspect": aspect, "paper": paper, "this_run": ours}
-            for result in results
-            for aspect, paper, ours in result.setup
-        ],
     }
-    for result in results:
-        pairs, trends = _axes(result)
-        found["axis_verdicts"] += pairs
-        found["trends"] += trends
+    for section in SECTIONS:
+        for name in section.table_names:  # written even where the records give no row
+            found[name] = []
+        for result in results:
+            for name, rows in section.tables(result).items():
+                found[name].extend(rows)
     return found
 
 

@@ -1,15 +1,15 @@
 """The report as a self-contained HTML page and its Markdown twin.
 
-The content is built once as a list of blocks (heading, paragraph, table, figure, banner), one
-builder per section, and rendered twice: HTML embeds figures as base64 PNG; Markdown links the PNG
-files next to it. What the report says about its statistics (column heads, captions, the "how to
+The content is built once as a list of blocks (heading, paragraph, table, figure, banner, details),
+one builder per section, and rendered twice: HTML embeds figures as base64 PNG and shows a details
+block closed until the reader opens it; Markdown links the PNG files next to it, keeps every line
+within :data:`WIDTH` columns and writes details as GitHub's ``<details>``. What the report says about its statistics (column heads, captions, the "how to
 read" paragraph) is written from the aggregate and the verdicts' design it was computed with
 (:mod:`gelus.report.stats`), never beside them.
 """
 
 import base64
 import html
-import math
 import re
 import textwrap
 from collections.abc import Sequence
@@ -19,21 +19,21 @@ from typing import Any
 from gelus.experiments.divergence import mark_diverged
 from gelus.experiments.files import atomic_write
 from gelus.experiments.presets import Preset
-from gelus.experiments.selection import run_configs, variant_order
+from gelus.experiments.selection import run_configs
 from gelus.plots.io import save_figure
 from gelus.report.analysis import ExperimentResult, Missing, analyse, environment, is_quick
-from gelus.report.axes_render import axes_blocks, axes_figures
+from gelus.report.axes_render import axes_figures
 from gelus.report.blocks import Block
 from gelus.report.figures import experiment_figures
 from gelus.report.forest import comparison_label, forest_figure
 from gelus.report.metrics import Mark
+from gelus.report.sections import SECTIONS, Context, median_cell
 from gelus.report.stats import DESIGN, HEADLINE, Aggregate, Design
 from gelus.report.words import (
     format_difference,
     format_value,
     how_to_read,
     interval,
-    p_exact,
     p_text,
     power_text,
     sensitivity_claim,
@@ -66,134 +66,6 @@ def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def _median_cell(metric: str, summary: Any, aggregate: Aggregate) -> str:
-    """The aggregate over the runs that did not diverge, saying how many did."""
-    total = summary.n + summary.diverged
-    if summary.diverged and summary.n == 0:
-        return f"— (all {total} diverged)"
-    note = f" ({summary.diverged} of {total} diverged)" if summary.diverged else ""
-    return format_value(metric, aggregate.of(summary)[0]) + note
-
-
-def _edge(s) -> str:
-    """ " (edge of the grid)" when the chosen lr is the grid's lowest or highest: the best lr may
-    lie beyond the grid, so the comparison may not be at each activation's best."""
-    grid = sorted({lr for setting, lr in s.val_medians if setting == s.setting} or {})
-    if not s.lr_selected or len(grid) < 2 or s.lr not in (grid[0], grid[-1]):
-        return ""
-    return f" (edge of the grid {grid[0]:g}–{grid[-1]:g})"
-
-
-_OTHERS = {"mean": "mean", "median": "median", "iqm": "IQM"}  # Summary's statistics, as headed
-
-
-def _result_row(row: Any, variants: bool, paper: bool, aggregate: Aggregate) -> tuple[str, ...]:
-    s, m = row.selection, row.summary
-    lr = f"{s.lr:g}" + ("" if s.lr_selected else " (not selected)") + _edge(s)
-    others = [format_value(s.metric, getattr(m, k)) for k in _OTHERS if k != aggregate.statistic]
-    return (
-        s.activation,
-        *((s.variant or "—",) if variants else ()),
-        s.setting or "—",
-        lr,
-        f"test {s.metric}",
-        str(m.n + m.diverged),
-        _median_cell(s.metric, m, aggregate),
-        interval(s.metric, aggregate.of(m)[1]),
-        *others,
-        *((format_value(s.metric, row.paper) if row.paper is not None else "—",) if paper else ()),
-    )
-
-
-def _result_table(result: ExperimentResult, aggregate: Aggregate) -> Block:
-    variants = any(row.selection.variant for row in result.rows)
-    paper = ("paper",) if result.in_paper else ()  # beyond the paper: no such column
-    others = [name for key, name in _OTHERS.items() if key != aggregate.statistic]
-    headers = (
-        "activation", *(("config",) if variants else ()), "setting", "lr", "metric", "n",
-        aggregate.name, f"{aggregate.level} CI of {aggregate.name}", *others, *paper,
-    )  # fmt: skip
-    rows = [_result_row(row, variants, bool(paper), aggregate) for row in result.rows]
-    return Block("table", headers=headers, rows=tuple(rows))
-
-
-def _comparison_row(c, paper, variants: bool, theirs: bool, design: Design) -> tuple[str, ...]:
-    pairs = str(len(c.seeds)) + (f" ({c.diverged} diverged left out)" if c.diverged else "")
-    paper_cell = format_difference(c.metric, paper) if paper is not None else "—"
-    return (
-        f"{c.treatment} − {c.baseline}",
-        *((c.variant or "—",) if variants else ()),
-        c.setting or "—",
-        c.lr,
-        f"test {c.metric}",
-        pairs,
-        format_difference(c.metric, c.mean),
-        interval(c.metric, c.ci, difference=True),
-        p_text(c.p),
-        p_exact(c.p_sign),
-        p_text(c.p_holm),
-        *((paper_cell,) if theirs else ()),
-        verdict_cell(c, design),
-    )
-
-
-def _comparison_table(result: ExperimentResult, aggregate: Aggregate, design: Design) -> Block:
-    variants = any(c.variant for c, _ in result.comparisons)
-    theirs = ("paper",) if result.in_paper else ()  # beyond the paper: no such column
-    headers = (
-        "comparison", *(("config",) if variants else ()), "setting", "lr", "metric", "n pairs",
-        "mean difference", f"{aggregate.level} CI (t)", "p", "p (sign-flip)",
-        f"p ({design.correction})",
-        *theirs, "verdict",
-    )  # fmt: skip
-    rows = [
-        _comparison_row(c, paper, variants, bool(theirs), design) for c, paper in result.comparisons
-    ]
-    return Block("table", headers=headers, rows=tuple(rows))
-
-
-def _step_cost_table(result: ExperimentResult) -> Block:
-    """Each activation's interleaved time per step, against exact GELU's at the same config and
-    device (the reference every transformer comparison uses)."""
-    reference = {
-        (c.config_hash, c.device): c.seconds for c in result.step_costs if c.activation == "gelu"
-    }
-    several = len({c.config_hash for c in result.step_costs}) > 1
-    # a config by its label in the other tables (d 48 before d 128), its hash where it has none
-    labels = {row.selection.config_hash: row.selection.variant for row in result.rows}
-
-    def label(c) -> str:
-        return labels.get(c.config_hash) or c.config_hash
-
-    rows = []
-    for c in sorted(
-        result.step_costs, key=lambda c: (variant_order(label(c)), c.device, c.seconds)
-    ):
-        base = reference.get((c.config_hash, c.device))
-        threads = f"{c.device}, {c.threads} thread{'s' if c.threads != 1 else ''}"
-        rows.append(
-            (
-                c.activation,
-                *((label(c),) if several else ()),
-                threads,
-                f"{c.seconds * 1e3:.1f}",
-                f"{c.low * 1e3:.1f} – {c.high * 1e3:.1f}",
-                str(c.rounds),
-                f"{c.seconds / base:.3f}×" if base else "—",
-            )
-        )
-    headers = (
-        "activation",
-        *(("config",) if several else ()),
-        "device",
-        "ms per step (median)",
-        "fastest – slowest round",
-        "rounds",
-        "vs gelu",
-    )
-    return Block("table", headers=headers, rows=tuple(rows))
-
-
 def _found(result: ExperimentResult, variant: str, aggregate: Aggregate) -> str:
     """This run's aggregates on the headline metric, per setting (and lr when not selected)."""
     rows = [r for r in result.rows if r.selection.variant == variant]
@@ -202,19 +74,11 @@ def _found(result: ExperimentResult, variant: str, aggregate: Aggregate) -> str:
     for row in rows:
         s = row.selection
         where = ", ".join(p for p in (s.setting, "" if s.lr_selected else f"lr={s.lr:g}") if p)
-        cell = _median_cell(s.metric, row.summary, aggregate)
+        cell = median_cell(s.metric, row.summary, aggregate)
         groups.setdefault(where, []).append(f"{s.activation} {cell}")
     metric = rows[0].selection.metric if rows else ""
     parts = [f"{where}: " * bool(where) + ", ".join(cells) for where, cells in groups.items()]
     return f"test {metric}: " + "; ".join(parts) if parts else "—"
-
-
-def _unfinished_text(result: ExperimentResult) -> str:
-    return (
-        f"{result.n_unfinished} of {result.n_runs} runs have not finished: the tables and paired "
-        "differences count only the finished ones (the curves show every run so far). Run the "
-        "same command again to resume them."
-    )
 
 
 def _where(c, several_settings: bool = True) -> str:
@@ -253,8 +117,9 @@ def claims_block(results: Sequence[ExperimentResult], design: Design = DESIGN) -
 def summary_block(
     results: Sequence[ExperimentResult], aggregate: Aggregate = HEADLINE, design: Design = DESIGN
 ) -> Block:
-    """The report's first table: per experiment (and config), what the paper reports, what this
-    run found, and the verdict on the paper's ordering with its number of paired seeds."""
+    """The summary table (opened on demand): per experiment (and config), what the paper reports,
+    what this run found, and the verdict on the paper's ordering with its number of paired
+    seeds."""
     rows = []
     for result in results:
         variants = dict.fromkeys(row.selection.variant for row in result.rows) or {"": None}
@@ -371,117 +236,6 @@ def _figure1_section(activation_figure: Path | None) -> list[Block]:
     ]
 
 
-def _experiment_intro(result: ExperimentResult, quick: bool) -> list[Block]:
-    """The experiment's heading, citation, the paper's result, protocol and departures."""
-    number = result.figure.number
-    blocks = [Block("h2", result.name + (f" (paper Figure {number})" if number else ""))]
-    if result.citation:
-        lead = "Paper" if result.in_paper else "Background"
-        blocks.append(Block("p", f"{lead}: {result.citation}"))
-    if result.paper_summary:
-        lead = "The paper reports: " if result.in_paper else "The question: "
-        blocks.append(Block("p", lead + result.paper_summary))
-    blocks += [Block("p", "Protocol: " + rule + ".") for rule in result.rules]
-    if result.departures and not quick:  # the quick banner already says so
-        whose = "the paper's settings" if result.in_paper else "the preset's defaults"
-        blocks.append(Block("banner", f"Not {whose}: " + "; ".join(result.departures)))
-    if result.n_unfinished:
-        blocks.append(Block("banner", _unfinished_text(result)))
-    return blocks
-
-
-def _experiment_results(result: ExperimentResult, figures, aggregate, design) -> list[Block]:
-    """The results table, the paired differences (with what they can detect) and the
-    experiment's figures."""
-    title = "Test results: paper vs ours" if result.in_paper else "Test results"
-    blocks = [Block("h3", title), _result_table(result, aggregate)]
-    if result.comparisons:
-        table = _comparison_table(result, aggregate, design)
-        blocks += [Block("h3", "Paired differences (same seeds)"), table]
-        detect = power_text([c for c, _ in result.comparisons], design)
-        blocks += [Block("p", detect)] if detect else []
-    blocks += [Block("figure", caption, image=image) for image, caption in figures]
-    return blocks
-
-
-def _regret_rows(sens, aggregate: Aggregate, design: Design, labels) -> list[tuple[str, ...]]:
-    """One row per (config, setting, activation): its regret over seeds and, for an alternative,
-    its paired difference against the reference (lr_sensitivity emits them in group order);
-    ``labels``: {config hash: its label} where there are several configs, else None."""
-    comparisons = iter(sens.comparisons)
-    rows = []
-    for group in sens.groups:
-        config = (labels.get(group.config_hash) or "—",) if labels else ()
-        lrs = ", ".join(f"{lr:g}" for lr in group.lrs)
-        paired = sens.reference in group.regrets
-        for activation, by_seed in group.regrets.items():
-            finite = [v for v in by_seed.values() if math.isfinite(v)]
-            diverged = len(by_seed) - len(finite)
-            regret = format_value(sens.metric, aggregate.point(finite)) + (
-                f" ({diverged} of {len(by_seed)} diverged)" if diverged else ""
-            )
-            cells: tuple[str, ...] = ("—",) * 7
-            if paired and activation != sens.reference:
-                c = next(comparisons)
-                cells = (
-                    f"{c.treatment} − {c.baseline}", format_difference(c.metric, c.mean),
-                    interval(c.metric, c.ci, difference=True), p_text(c.p), p_exact(c.p_sign),
-                    p_text(c.p_holm), verdict_cell(c, design),
-                )  # fmt: skip
-            row = (activation, *config, group.setting or "—", lrs, str(len(finite)), regret)
-            rows.append((*row, *cells))
-    return rows
-
-
-def _sensitivity_section(result: ExperimentResult, aggregate, design) -> list[Block]:
-    """Learning-rate sensitivity: each activation's regret over the common lrs, paired against
-    the reference with the family's Holm, and the seed's claim judged from the verdicts."""
-    sens = result.sensitivity
-    if sens is None:
-        return []
-    at = "its last epoch" if sens.epoch == "last" else "its best epoch"
-    how = (
-        f"Per activation and seed: the mean regret of {sens.split} {sens.metric} (each run at "
-        f"{at}) over the learning rates every activation ran, relative to that seed's best of "
-        f"them, (1/L)·Σ_lr [m(lr) − min m]; 0 when every lr does as well as the best. Each "
-        f"alternative − {sens.reference} is paired by seed, {design.test}, {design.correction} "
-        "over this table: ▲ better means less sensitive, ▼ worse more."
-    )
-    labels = {r.selection.config_hash: r.selection.variant for r in result.rows}
-    labels = labels if len({g.config_hash for g in sens.groups}) > 1 else None
-    headers = (
-        "activation", *(("config",) if labels else ()), "setting", "learning rates", "n",
-        f"regret ({aggregate.name})", "comparison", "mean difference", f"{aggregate.level} CI (t)",
-        "p", "p (sign-flip)", f"p ({design.correction})", "verdict",
-    )  # fmt: skip
-    rows = tuple(_regret_rows(sens, aggregate, design, labels))
-    table = Block("table", headers=headers, rows=rows)
-    claim = Block("p", sensitivity_claim(sens, aggregate))
-    return [Block("h3", "Learning-rate sensitivity"), Block("p", how), table, claim]
-
-
-def _experiment_time_and_setup(result: ExperimentResult) -> list[Block]:
-    """Time per step (where measured), the setup beside the paper's, notes and wall time."""
-    blocks = []
-    if result.step_costs:
-        how = (
-            "Measured after the sweep in one process, not under its load: each activation's "
-            "engine takes a few optimizer steps in turn, round by round, the starting "
-            "activation rotating (docs/REPORT.md)."
-        )
-        blocks += [Block("h3", "Time per step"), Block("p", how), _step_cost_table(result)]
-    source = "paper" if result.in_paper else "preset"
-    blocks += [
-        Block("h3", f"Setup: {source} vs this run"),
-        Block("table", headers=("aspect", source, "this run"), rows=result.setup),
-    ]
-    if result.notes:
-        blocks.append(Block("p", "Fidelity notes: " + result.notes))
-    minutes = result.wall_seconds / 60
-    blocks.append(Block("p", f"{result.n_runs} runs, {minutes:.1f} min of training wall time."))
-    return blocks
-
-
 def _missing_section(missing: Sequence[Missing]) -> list[Block]:
     if not missing:
         return []
@@ -528,12 +282,9 @@ def report_blocks(
     blocks += _summary_section(results, aggregate, design)
     blocks += _figure1_section(activation_figure)
     for result in results:
-        blocks += _experiment_intro(result, quick)
-        blocks += _experiment_results(result, figures.get(result.name, []), aggregate, design)
-        blocks += _sensitivity_section(result, aggregate, design)
         drawn = (axis_figures or {}).get(result.name, [None] * len(result.axes))
-        blocks += axes_blocks(result.axes, drawn, aggregate, design)
-        blocks += _experiment_time_and_setup(result)
+        context = Context(quick, aggregate, design, figures.get(result.name, []), drawn)
+        blocks += [b for section in SECTIONS for b in section.blocks(result, context)]
     return blocks + _missing_section(missing) + _environment_section(results, runs)
 
 
@@ -544,6 +295,7 @@ table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
 th { background: #f3f3f3; }
 .banner { background: #fff3cd; border: 1px solid #e0c36a; padding: 0.8em 1em; }
+details { margin: 0.6em 0; } summary { cursor: pointer; color: #1a4f8b; }
 figure { margin: 1em 0; } figure img { max-width: 100%; } figcaption { font-size: 0.9em; color: #555; }
 """
 
