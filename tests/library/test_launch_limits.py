@@ -464,8 +464,8 @@ def test_parameter_kernels_folded_and_int64_against_float64(
         out = ops.generalized_gelu_forward(x, p, q)
         dx, dmu, dsigma = ops.generalized_gelu_backward(grad, x, p, q)
         terms, grads = [g64 * d_mu, g64 * d_sigma], [dmu, dsigma]
-        # z = (x − μ)/σ rounded twice in fp32: (4 + 2z²)·2^-24 relative per term
-        term_error = (4 + 2 * ((x64 - p64) / q64) ** 2) * 2.0**-24
+        # z = (x − μ)·(1/σ) rounded three times in fp32: (6 + 3z²)·2^-24 relative per term
+        term_error = (6 + 3 * ((x64 - p64) / q64) ** 2) * 2.0**-24
     else:
         s = 1 / (1 + np.exp(-p64 * x64))
         value, slope = x64 * s, s + p64 * x64 * s * (1 - s)
