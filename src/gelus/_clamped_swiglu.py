@@ -79,7 +79,8 @@ def halves(x: Tensor, interleaved: bool, dim: int) -> tuple[Tensor, Tensor]:
     """(gate, up): views of x's two halves on ``dim``."""
     d = dim % x.dim()
     if interleaved:
-        pairs = x.unflatten(d, (-1, 2))  # element 2i + k of dim -> (i, k)
+        # element 2i + k of dim -> (i, k): a view for any strides (vmap has no unflatten rule)
+        pairs = x.view(*x.shape[:d], x.shape[d] // 2, 2, *x.shape[d + 1 :])
         return pairs.select(d + 1, 0), pairs.select(d + 1, 1)
     gate, up = x.chunk(2, dim=d)
     return gate, up
