@@ -927,7 +927,7 @@ def compare(variant: Variant, x, params: dict, device: str, compiled: bool = Fal
            for k, v in params.items()}  # fmt: skip
     # the kernels' bounds where kernels ran (on CUDA, or interpreted), else the CPU table's
     route = device if device in ("cuda", "kernels") else ("cpu-compiled" if compiled else "cpu")
-    if compiled or route == "cpu":  # a composition: x + b in x's dtype
+    if compiled:  # a composition: x + b in x's dtype (the CPU kernels add in fp32, as CUDA's)
         p64["_sum_dtype"] = dtype
     y64 = variant.oracle(x64, p64, dtype)
     (dx64,) = torch.autograd.grad(y64, x64, torch.ones_like(y64))

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from gelus import _gelu
-from gelus._common import check_floating
+from gelus._common import check_floating, compute_dtype
 from gelus._operator import (
     NAMESPACE,
     broadcast_fake,
@@ -30,17 +30,25 @@ from gelus._torch_compat import below_autograd
 __all__ = ["bias_gelu", "bias_gelu_backward_op", "bias_gelu_grads_op", "bias_gelu_op"]
 
 
+def _sum(x: Tensor, bias: Tensor) -> tuple[Tensor, torch.dtype]:
+    """(h = x + bias in the compute dtype, the result dtype): half types add in fp32, as the CUDA
+    kernels do, so that h is not rounded to 8 or 11 bits before the GELU sees it."""
+    dtype = torch.promote_types(x.dtype, bias.dtype)
+    compute = compute_dtype(dtype)
+    return x.to(compute) + bias.to(compute), dtype
+
+
 def kernel_forward(x: Tensor, bias: Tensor, approximate="none", accurate=False) -> Tensor:
     """The default kernel of ``gelus::bias_gelu``."""
     check_floating(f"{NAMESPACE}::bias_gelu", x, bias)
-    h = x + bias  # a temporary the kernel overwrites; recomputed in backward, not saved
-    return _gelu.kernel_forward(h, approximate, accurate, out=h)
+    h, dtype = _sum(x, bias)  # a temporary the kernel overwrites; recomputed in backward
+    return _gelu.kernel_forward(h, approximate, accurate, out=h).to(dtype)
 
 
 def kernel_backward(grad, x, bias, approximate="none", accurate=False) -> Tensor:
     """The default kernel of ``gelus::bias_gelu_backward``."""
-    h = x + bias
-    return _gelu.kernel_backward(grad, h, approximate, accurate, out=h)
+    h, dtype = _sum(x, bias)
+    return _gelu.kernel_backward(grad.to(h.dtype), h, approximate, accurate, out=h).to(dtype)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::bias_gelu", mutates_args=())
@@ -76,8 +84,8 @@ bias_gelu_backward_op.register_vmap(broadcast_vmap(bias_gelu_backward_op, 3))
 
 def _grad_h(grad: Tensor, x: Tensor, bias: Tensor, approximate: str, accurate: bool) -> Tensor:
     if torch.is_grad_enabled():  # autograd records the backward: a differentiable composition
-        h = x + bias
-        return cast(grad * _gelu.slope(h, approximate, accurate), h.dtype)
+        h, dtype = _sum(x, bias)
+        return cast(grad * _gelu.slope(h, approximate, accurate), dtype)
     kernel = kernel_for(bias_gelu_backward_op, kernel_backward, x, grad, bias, direct=True)
     with below_autograd():
         return kernel(grad, x, bias, approximate, accurate)
@@ -165,8 +173,8 @@ class _Function(torch.autograd.Function):
     @staticmethod
     def jvp(ctx, x_t, bias_t, *_):
         x, bias = ctx.saved_tensors
-        h = x + bias
-        return cast(tangent_sum([x_t, bias_t]) * _gelu.slope(h, *ctx.options), h.dtype)
+        h, dtype = _sum(x, bias)
+        return cast(tangent_sum([x_t, bias_t]) * _gelu.slope(h, *ctx.options), dtype)
 
 
 def bias_gelu(x: Tensor, bias: Tensor, approximate: str = "none", accurate: bool = False):

@@ -48,3 +48,30 @@ def test_promotes_like_x_plus_bias():
     assert y.dtype == torch.float32
     y.sum().backward()
     assert x.grad.dtype == torch.bfloat16 and bias.grad.dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_half_types_add_in_fp32(dtype):
+    """x + bias of half types is formed in fp32 (as the CUDA kernels form it), so the result is
+    gelu of the exact sum rounded once: within half an ulp of the half type against float64
+    (accurate=True, whose fp32 gelu is far below a half ulp). Adding in the half type first
+    rounded h, which the GELU's condition number (~h² in the tail) magnified to several ulp."""
+    import numpy as np
+    from scipy import special
+
+    from gelus import _bias_gelu
+
+    rng = np.random.default_rng(12)
+    x = torch.from_numpy(rng.uniform(-6, 4, (4096, 8))).to(dtype)
+    bias = torch.tensor([0.1234, -0.777, 1e-3, 0.3333, -1.9, 2.5, -0.05, 0.6]).to(dtype)
+    h = x.double().numpy() + bias.double().numpy()
+    reference = h * special.ndtr(h)
+    slope = special.ndtr(h) + h * np.exp(-h * h / 2) / np.sqrt(2 * np.pi)
+    mantissa, tiny = {torch.float16: (10, 2.0**-14), torch.bfloat16: (7, 2.0**-126)}[dtype]
+    y = _bias_gelu.kernel_forward(x, bias, accurate=True)
+    g = _bias_gelu.kernel_backward(torch.ones_like(x), x, bias, accurate=True)
+    assert y.dtype == g.dtype == dtype
+    for got, want in ((y, reference), (g, slope)):
+        spacing = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(want), tiny))) - mantissa)
+        error = np.abs(got.double().numpy() - want) / spacing
+        assert error.max() <= 0.5 + 1e-3, h.ravel()[error.argmax()]
