@@ -86,10 +86,9 @@ def plot_forest(
             if math.isfinite(low) and math.isfinite(high):
                 ax.plot([low, high], [y, y], color=colour, lw=2.2, solid_capstyle="butt", zorder=2)
             filled = c.verdict is not Verdict.UNRESOLVED
-            ax.plot(
-                [c.mean * factor], [y], "o", ms=6.5, zorder=3, color=colour,
-                markerfacecolor=colour if filled else "white", markeredgewidth=1.5,
-            )  # fmt: skip
+            face = colour if filled else "white"
+            point = {"ms": 6.5, "zorder": 3, "markerfacecolor": face, "markeredgewidth": 1.5}
+            ax.plot([c.mean * factor], [y], "o", color=colour, **point)
         marks = "".join(m.value for m in c.marks(design.alpha))
         if marks:
             ax.text(1.01, y, marks, transform=glyphs, va="center", ha="left", fontsize=11)
@@ -119,8 +118,9 @@ def _legend(fig: Figure, comparisons: Sequence[Comparison], design: Design, marg
         handles.append(Patch(color="#eeeeee", label="± tie margin"))
     used = [m for m in Mark if any(m in c.marks(design.alpha) for c in comparisons)]
     handles += [Line2D([], [], lw=0, label=f"{m.value} {m.meaning}") for m in used]
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=8,
-               frameon=False, handlelength=1.6)  # fmt: skip
+    columns = min(3, len(handles))
+    place = {"loc": "outside lower center", "fontsize": 8, "frameon": False, "handlelength": 1.6}
+    fig.legend(handles=handles, ncol=columns, **place)
 
 
 def forest_figure(comparisons: Sequence[Comparison], title: str, design: Design = DESIGN) -> Figure:
