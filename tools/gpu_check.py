@@ -589,6 +589,13 @@ def variants() -> list[Variant]:
                     bound=form, gated=True, form=form)
             for form in forms
         ],
+        "clamped_swiglu": [
+            Variant(f"clamped-swiglu-{layout}", "clamped_swiglu",
+                    lambda x, p, i=interleaved: G.clamped_swiglu(x, interleaved=i, dim=p["dim"]),
+                    lambda x, p, d, i=interleaved: _clamped_swiglu64(x, p["dim"], i),
+                    gated=True)
+            for layout, interleaved in (("interleaved", True), ("halves", False))
+        ],
         "swiglu": [Variant("swiglu", "swiglu", lambda x, p: G.swiglu(x, p["dim"]),
                            lambda x, p, d: _gate(x, p["dim"], lambda b: b * torch.sigmoid(b)),
                            bound="swish", gated=True, kernel=False)],
@@ -623,6 +630,19 @@ def _bind(function, **kwargs):
 def _gate(x, dim, activation):
     a, b = _halves(x, dim)
     return a * activation(b)
+
+
+def _clamped_swiglu64(x, dim, interleaved):
+    """GPT-OSS's gate from its definition: (clamp(up, ±7) + 1)·g·σ(1.702·g), g = min(gate, 7)."""
+    import torch
+
+    if interleaved:
+        # (..., 2n, ...) -> (..., n, 2, ...): the pair axis follows dim (for dim < 0 it is dim)
+        gate, up = x.unflatten(dim, (-1, 2)).unbind(dim + 1 if dim >= 0 else dim)
+    else:
+        gate, up = _halves(x, dim)
+    g = torch.clamp(gate, max=7.0)
+    return (torch.clamp(up, -7.0, 7.0) + 1) * g * torch.sigmoid(1.702 * g)
 
 
 def _xielu64(x, p, d):
