@@ -114,5 +114,10 @@ class ToyPlugin(EnginePlugin):
     def checks(self, config: ToyConfig) -> list[tuple[bool, str, str]]:
         return [(config.model.width >= 1, "model.width", "at least 1")]
 
+    def describe_setup(self, flat, metadata) -> dict:
+        """Its model in its own words, and an aspect no other engine has (the report's setup
+        table shows both, naming none of its keys)."""
+        return {"model": f"{flat['model.width']} hidden units", "loss": "squared error"}
+
 
 register_engine(ToyPlugin())

@@ -55,6 +55,7 @@ __all__ = [
     "joint_points",
     "override_keys",
     "plugin_for",
+    "plugin_for_task",
     "plugins",
     "positive_finite",
     "register_engine",
@@ -109,6 +110,12 @@ def plugin_for(config: Any) -> Any:
         f"no engine is registered for a {type(config).__name__} config; register one with "
         "gelus.experiments.config.register_engine"
     )
+
+
+def plugin_for_task(task: Any) -> Any:
+    """The engine whose configs' ``task`` is ``task`` (how a stored run's config names its
+    engine); None where no registered engine has it."""
+    return next((p for p in _PLUGINS.values() if task in p.tasks), None)
 
 
 def trainer_for(job_engine: str) -> type:

@@ -6,7 +6,9 @@ An engine is a plug-in in two parts, registered once
 * an :class:`EnginePlugin` answers what the harness asks about its config before any job runs: its
   range checks, the samples a run trains on, whether a validation split is kept apart, each
   activation's settings, whether (and how) its runs stack into one job, whether its steps are timed
-  after a sweep, how a step is priced, the shape its config is stored and hashed in;
+  after a sweep, how a step is priced, the shape its config is stored and hashed in, and what the
+  report says of its setup (``describe_setup``, ``size_keys``, ``init_key``: ``report/`` names
+  no engine's keys);
 * its trainers (``plugin.trainers``, by the name a ``Job`` carries as ``job.engine``) train the
   runs of one job (a stacked ensemble trains many). The executors, the checkpoints, the Ray path and
   the budget use only this protocol::
@@ -79,6 +81,10 @@ class EnginePlugin:
     one_run_per_job: ClassVar[bool] = True  # else an activation's runs train as one ensemble
     steps_timed: ClassVar[bool] = False  # time each activation's step after a sweep
     amp_key: ClassVar[str | None] = None  # the config key ``gelus run --amp`` sets
+    # prefixes of the config keys that shape the model or the training length: the keys a scale or
+    # budget axis of the report may move with its size (any other key, a warmup, never is the axis)
+    size_keys: ClassVar[tuple[str, ...]] = ("model.", "train.")
+    init_key: ClassVar[str | None] = None  # the key choosing the weights' init (the init claims)
 
     def checks(self, config: Any) -> list[tuple[bool, str, str]]:
         """(ok, key, expected) of each range its config must satisfy, beyond the shared ones."""
@@ -183,6 +189,12 @@ class EnginePlugin:
         """Whether the runs of a stored (flat) config of this engine classify, so that predicting
         the uniform distribution (ln classes) is their trivial loss."""
         return False
+
+    def describe_setup(self, flat: Mapping[str, Any], metadata: Mapping[str, Any]) -> dict:
+        """Rows of the report's setup table only this engine can word, from one run's stored flat
+        config and metadata: {aspect: text}, e.g. "model" (its shape), "optimizer", "training
+        set" (in place of the metadata's sample count); {} where it words none."""
+        return {}
 
     def precision_variants(self, config: Any, compile_mode: str | None) -> list | None:
         """``gelus bench training``'s (autocast, compile mode, config) rows of ``config``; None:

@@ -30,7 +30,8 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from gelus.experiments.config import ConfigError, config_from_stored, plugin_for
+from gelus.experiments.config import ConfigError, config_from_stored, plugin_for, plugin_for_task
+from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.selection import Selection, variant_labels
 from gelus.report.judge import judge
 from gelus.report.metrics import Verdict, lower_is_better
@@ -124,15 +125,21 @@ def _differing(hashes: Sequence[str], configs: Mapping) -> list[str]:
     return [k for k in keys if len({_value(configs[h], k) for h in hashes}) > 1]
 
 
-SIZE_KEYS = ("model.", "train.")  # the model's shape and the training length, by prefix
+def size_keys(flats: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The prefixes of the keys that shape the model or the training length, as the configs'
+    engines (found by ``task``) name them (``EnginePlugin.size_keys``; its default where a config's
+    task has no registered engine)."""
+    engines = [plugin_for_task(flat.get("task")) or EnginePlugin for flat in flats]
+    return tuple(dict.fromkeys(prefix for engine in engines for prefix in engine.size_keys))
 
 
 def _tied(hashes: Sequence[str], configs: Mapping, measure: Callable[[str], Any]) -> list[str]:
-    """The keys of the model or the training (:data:`SIZE_KEYS`) that differ among ``hashes`` and
+    """The keys of the model or the training (:func:`size_keys`) that differ among ``hashes`` and
     move only with ``measure``: equal measure, equal value (a scale axis's d_model and layers,
     and its heads or training length tied to N). Any other key (a warmup) is never the axis."""
     tied = []
-    for k in (k for k in _differing(hashes, configs) if k.startswith(SIZE_KEYS)):
+    prefixes = size_keys([configs[h] for h in hashes])
+    for k in (k for k in _differing(hashes, configs) if k.startswith(prefixes)):
         seen: dict[Any, set[str]] = defaultdict(set)
         for h in hashes:
             seen[measure(h)].add(_value(configs[h], k))

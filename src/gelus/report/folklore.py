@@ -4,6 +4,7 @@ what would answer each claim"): each claim's sentence names the comparisons it r
 supported, refuted or not settled, nothing more.
 """
 
+from gelus.experiments.config import plugins
 from gelus.report.axes import AxisResult
 from gelus.report.axes_figure import base_metric
 from gelus.report.stats import Comparison
@@ -17,7 +18,7 @@ def _word(c: Comparison) -> str:
 
 def _facing(c: Comparison, value: str) -> tuple[str, str]:
     """(the other value, the verdict word) of a comparison between two values of an axis, turned
-    so that it reads for ``value`` against the other ("model.init=xavier vs model.init=he")."""
+    so that it reads for ``value`` against the other ("init=xavier vs init=he")."""
     first, _, second = c.variant.partition(" vs ")
     if first == value:
         return second, c.verdict.word
@@ -109,10 +110,11 @@ def _init_dependence(result: AxisResult) -> str | None:
 
 
 def init_claims(result: AxisResult) -> list[str]:
-    """The init claims a ``model.init`` family of configs can judge, against GELU: Xavier's
-    (where xavier is a value), He's (where he and xavier both are), and whether an activation's
-    verdict moves with the init (any two inits)."""
-    if result.family.keys != ("model.init",):
+    """The init claims a family of configs along an engine's init key (``EnginePlugin.init_key``)
+    can judge, against GELU: Xavier's (where xavier is a value), He's (where he and xavier both
+    are), and whether an activation's verdict moves with the init (any two inits)."""
+    init_keys = {(p.init_key,) for p in plugins() if p.init_key is not None}
+    if result.family.keys not in init_keys:
         return []
     values = {label.partition("=")[2]: label for label in result.family.labels}
     found = [_xavier_claim(result, values["xavier"])] if "xavier" in values else []

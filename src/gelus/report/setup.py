@@ -17,6 +17,7 @@ from gelus.experiments.config import (
     config_to_dict,
     flat_config,
     identity_keys,
+    plugin_for_task,
     resolve_configs,
     stored_defaults,
 )
@@ -79,13 +80,9 @@ def steps_per_epoch(runs: Sequence[Any]) -> dict[str, int]:
     return found
 
 
-# Keys that do not change what a run measures against the paper, or that the dataset decides.
-_NOT_DEPARTURES = (
-    "dataset",
-    "train.checkpoint_every",
-    "train.eval_batch_size",
-    "train.keep_models",
-)
+# Keys the dataset decides, not a departure from the paper (the bookkeeping keys, which do not
+# change what a run measures, are left out of its config already: identity_keys).
+_NOT_DEPARTURES = ("dataset",)
 
 
 def _preset_points(preset: Preset) -> list[dict[str, Any]]:
@@ -190,53 +187,14 @@ def _model_sizes(records: Sequence[Any]) -> dict[str, str]:
     }
 
 
-_GELU_FORMS = {"none": "exact"}  # model.approximate as the setup table says it
+_GELU_FORMS = {"none": "exact"}  # the GELU forms (approximate=) as the setup table says them
 
 
-def _training_set(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> Any:
-    """The runs' training set: samples, or for the LM the windows an epoch draws."""
-    size = metadata.get("train_size")
-    if "train.steps_per_epoch" in config and isinstance(size, int):
-        context = config.get("model.context")
-        return f"{size:,} windows of {context + 1} bytes per epoch, at random offsets of the training split"
-    return size
-
-
-def _transformer_model(config: Mapping[str, Any]) -> str | None:
-    """The transformer's shape in the preset's words (None for the paper's MLPs and CNNs)."""
-    if not {"model.d_model", "model.layers", "model.heads"} <= set(config):
-        return None
-    c = config
-    parts = [f"d {c['model.d_model']}", f"{c['model.layers']} layers", f"{c['model.heads']} heads"]
-    if "model.context" in c:
-        parts.append(f"context {c['model.context']}")
-    if "model.patch" in c:
-        parts.append(
-            f"{c['model.patch']} × {c['model.patch']} patches, {c.get('model.pool')} pooling"
-        )
-    return ", ".join([*parts, c.get("model.norm", "layernorm"), "no biases"])
-
-
-_RECIPE_KEYS = {
-    "optim.beta1",
-    "optim.beta2",
-    "optim.weight_decay",
-    "optim.warmup",
-    "optim.min_lr",
-    "optim.grad_clip",
-}
-
-
-def _transformer_optimizer(config: Mapping[str, Any]) -> str | None:
-    """The transformer recipe's AdamW settings (None where the run has no such keys)."""
-    if not set(config) >= _RECIPE_KEYS:  # the paper's Adam has no decay, warmup or clipping
-        return None
-    c = config
-    return (
-        f"AdamW β {c['optim.beta1']:g} / {c['optim.beta2']:g}, weight decay "
-        f"{c['optim.weight_decay']:g} on matrices, warmup {c['optim.warmup'] * 100:g} % then "
-        f"cosine to {c['optim.min_lr'] * 100:g} %, clip {c['optim.grad_clip']:g}"
-    )
+def _described(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The setup rows the run's engine words itself (``EnginePlugin.describe_setup``), found by
+    the config's ``task``; {} where no registered engine has it."""
+    plugin = plugin_for_task(config.get("task"))
+    return plugin.describe_setup(config, metadata) if plugin is not None else {}
 
 
 def setup_table(
@@ -246,6 +204,7 @@ def setup_table(
     metadata = [_json(r.metadata_json) for r in runs]
     paper = dict(preset.paper_setup) if preset else {}
     seeds = {r.seed for r in runs}
+    described = [_described(c, m) for c, m in zip(configs, metadata, strict=True)]
 
     def config(key: str) -> str:
         return _distinct([c.get(key) for c in configs])
@@ -253,10 +212,13 @@ def setup_table(
     ours = {
         "dataset": _distinct([m.get("dataset") for m in metadata]) or config("dataset"),
         "training set": _distinct(
-            [_training_set(c, m) for c, m in zip(configs, metadata, strict=True)]
+            [
+                d.get("training set", m.get("train_size"))
+                for d, m in zip(described, metadata, strict=True)
+            ]
         ),
-        "model": _distinct([_transformer_model(c) for c in configs]),
-        "optimizer": _distinct([_transformer_optimizer(c) for c in configs]),
+        "model": _distinct([d.get("model") for d in described]),
+        "optimizer": _distinct([d.get("optimizer") for d in described]),
         "epochs": config("train.epochs"),
         "steps": _distinct([m.get("steps") for m in metadata]),
         "runs": f"{len(seeds)} seeds per activation, setting and learning rate" if seeds else "",
@@ -269,7 +231,10 @@ def setup_table(
             ]
         ),
         "dropout": _distinct(sorted({r.setting for r in runs if r.setting})),
-    } | _model_sizes(records)
+    }
+    for aspect in dict.fromkeys(a for d in described for a in d if a not in ours):
+        ours[aspect] = _distinct([d.get(aspect) for d in described])  # an engine's own aspects
+    ours |= _model_sizes(records)
     aspects = list(dict.fromkeys([*paper, *(k for k, v in ours.items() if v)]))
     return tuple((a, paper.get(a, "—"), ours.get(a) or "not recorded") for a in aspects)
 

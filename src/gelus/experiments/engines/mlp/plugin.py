@@ -29,6 +29,7 @@ class MLPPlugin(EnginePlugin):
     tasks = ("classify", "autoencode")
     trainers: ClassVar[dict[str, type]] = {"mlp": MLPEngine}
     one_run_per_job = False
+    init_key = "model.init"
 
     def checks(self, config: MLPExperimentConfig) -> list[tuple[bool, str, str]]:
         return mlp_checks(config)

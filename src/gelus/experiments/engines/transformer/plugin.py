@@ -6,6 +6,7 @@ device (:func:`~gelus.experiments.engines.transformer.config.stacks_runs`); a ru
 so a text file's path is a dataset for it; its step is priced on random bytes.
 """
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from gelus.experiments.engine import EnginePlugin
@@ -19,6 +20,7 @@ from gelus.experiments.engines.transformer.config import (
     stored_dict,
     weight_count,
 )
+from gelus.experiments.engines.transformer.describe import blocks_setup, lm_training_set
 from gelus.experiments.engines.transformer.engine import TransformerEngine
 from gelus.experiments.engines.transformer.stacked import StackedTransformerEngine
 
@@ -33,7 +35,12 @@ class BlocksPlugin(EnginePlugin):
     train stacked (the trainer ``<name>-stacked``) where ``stacks_runs`` says."""
 
     steps_timed = True
+    init_key = "model.init"
     omitted_defaults: ClassVar[dict[str, Any]] = OMITTED_DEFAULTS  # stored only when set
+
+    def describe_setup(self, flat: Mapping[str, Any], metadata: Mapping[str, Any]) -> dict:
+        """The blocks' shape and the AdamW recipe (:mod:`.describe`)."""
+        return blocks_setup(flat)
 
     def config_to_dict(self, config: Any) -> dict[str, Any]:
         return stored_dict(config)  # model.init only when not gpt2: the old runs' hashes hold
@@ -56,6 +63,10 @@ class TransformerPlugin(BlocksPlugin):
 
     def checks(self, config: TransformerExperimentConfig) -> list[tuple[bool, str, str]]:
         return lm_checks(config)
+
+    def describe_setup(self, flat: Mapping[str, Any], metadata: Mapping[str, Any]) -> dict:
+        """The blocks' shape, the recipe, and the windows an epoch draws as its training set."""
+        return blocks_setup(flat) | lm_training_set(flat, metadata)
 
     def parameter_count(self, config: TransformerExperimentConfig) -> int:
         """N of :func:`~gelus.experiments.engines.transformer.config.weight_count`."""
