@@ -33,7 +33,7 @@ __all__ = ["bias_gelu", "bias_gelu_backward_op", "bias_gelu_grads_op", "bias_gel
 def _sum(x: Tensor, bias: Tensor) -> tuple[Tensor, torch.dtype]:
     """(h = x + bias in the compute dtype, the result dtype): half types add in fp32, as the CUDA
     kernels do, so that h is not rounded to 8 or 11 bits before the GELU sees it."""
-    dtype = torch.promote_types(x.dtype, bias.dtype)
+    dtype = torch.result_type(x, bias)  # x + bias's dtype: a 0-dim bias does not promote x
     compute = compute_dtype(dtype)
     return x.to(compute) + bias.to(compute), dtype
 
