@@ -17,6 +17,7 @@ import torch
 import gelus.functional as G
 from gelus import _gelu
 from gelus import _swish as swish_kernels
+from gelus.conformance import grid  # noqa: F401  (re-exported: the grid `gelus check` measures)
 from oracles import gelu_oracle, swish, swish_slope, tanh_form, tanh_slope
 
 NUMERICS = Path(__file__).resolve().parents[2] / "docs" / "NUMERICS.md"
@@ -26,29 +27,6 @@ FLT_MIN = float(np.finfo(np.float32).tiny)
 # the tanh form's ulp are counted for x ≥ −10: below, fp32 σ(z) underflows (the table's note)
 TANH_ULP_FROM = -10.0
 
-
-# The worst inputs of the exhaustive sweeps of the [−3, 3) cells (every fp32 value of [−3, −1/4]
-# and [1/4, 3], AVX-512 and the default kernels; docs/NUMERICS.md), which the rest of the grid
-# misses: tanh form value and slope, sigmoid form value and slope, SiLU's slope, generalized
-# GELU's value and slope.
-SWEPT_WORST = (-2.97835636138916, -2.751713275909424, 2.9953982830047607, -2.5902252197265625,
-               -2.591273307800293, 2.9680697917938232, 2.9852490425109863, 2.991748809814453,
-               -2.828922986984253, 0.9610923528671265)  # fmt: skip
-
-
-def grid() -> np.ndarray:
-    """Every ~1e5th fp32 in [−20, 20] (both signs) plus 2^20 random points (uniform, and uniform
-    in the bit pattern, which covers every binade), the sweeps' worst inputs, and 2^17 uniform
-    points each on [−3, −2] and [2, 3] (where the forms' [−3, 3) cells peak)."""
-    top = np.float32(20.0).view(np.int32)
-    every = np.arange(0, top + 1, 100_003, dtype=np.int32).view(np.float32)
-    rng = np.random.default_rng(1606)
-    uniform = rng.uniform(-20.0, 20.0, 2**19).astype(np.float32)
-    binades = rng.integers(0, top, 2**19, dtype=np.int32).view(np.float32)
-    binades = binades * rng.choice(np.float32([-1.0, 1.0]), 2**19)
-    peaks = np.concatenate([rng.uniform(-3.0, -2.0, 2**17), rng.uniform(2.0, 3.0, 2**17)])
-    parts = [every, -every, uniform, binades, np.float32(SWEPT_WORST), peaks.astype(np.float32)]
-    return np.concatenate(parts).astype(np.float32)
 
 
 def _kernels(approximate: str, accurate: bool = False):
