@@ -34,6 +34,7 @@ from gelus._operator import (
     cast,
     fast_apply,
     kernel_for,
+    register_input_only_autograd,
     route,
     tangent_sum,
 )
@@ -238,18 +239,7 @@ def _grad(grad, x, alpha, limit, interleaved, dim) -> Tensor:
         return call_kernel(kernel, op, (grad, x, alpha, limit, interleaved, dim), None)
 
 
-def _setup(ctx, inputs, output):
-    x, *options = inputs  # alpha, limit, interleaved, dim: only x is saved
-    ctx.save_for_backward(x)
-    ctx.options = options
-
-
-def _backward(ctx, grad):
-    (x,) = ctx.saved_tensors
-    return (_grad(grad, x, *ctx.options),) + (None,) * len(ctx.options)
-
-
-clamped_swiglu_op.register_autograd(_backward, setup_context=_setup)
+_setup, _backward = register_input_only_autograd(clamped_swiglu_op, _grad)  # only x is saved
 
 
 class _Function(torch.autograd.Function):

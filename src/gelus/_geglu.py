@@ -16,6 +16,7 @@ from gelus._operator import (
     cast,
     fast_apply,
     kernel_for,
+    register_input_only_autograd,
     route,
     tame_hint,
     tangent_sum,
@@ -147,18 +148,7 @@ def _grad(grad, x, dim, approximate, accurate, tame=None) -> Tensor:
     return torch.cat([grad_value, grad_gate], dim=dim)
 
 
-def _setup(ctx, inputs, output):
-    x, *options = inputs  # dim, approximate, accurate (, tame: the eager Function's)
-    ctx.save_for_backward(x)
-    ctx.options = options
-
-
-def _backward(ctx, grad):
-    (x,) = ctx.saved_tensors
-    return (_grad(grad, x, *ctx.options),) + (None,) * len(ctx.options)
-
-
-geglu_op.register_autograd(_backward, setup_context=_setup)
+_setup, _backward = register_input_only_autograd(geglu_op, _grad)  # only x is saved
 
 
 class _Function(torch.autograd.Function):

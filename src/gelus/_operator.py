@@ -71,6 +71,7 @@ __all__ = [
     "fx_leaf",
     "keep_operator_under_compile",
     "kernel_for",
+    "register_input_only_autograd",
     "register_unary_autograd",
     "route",
     "tame_hint",
@@ -361,6 +362,26 @@ class UnaryFunction(torch.autograd.Function):
     def jvp(ctx, x_t: Tensor, *_) -> Tensor:
         (x,) = ctx.saved_tensors
         return cast(x_t * ctx.member.slope(x, *ctx.options), x.dtype)
+
+
+def register_input_only_autograd(
+    op, grad_of_input: Callable[..., Tensor]
+) -> tuple[Callable, Callable]:
+    """Autograd for ``op(x, *options)`` that saves only x (memory-lean): the backward is
+    ``grad_of_input(grad, x, *options)``, the options get no gradient. Returns (setup_context,
+    backward), for the eager ``autograd.Function`` of the same member to reuse."""
+
+    def setup_context(ctx, inputs, output):
+        x, *options = inputs
+        ctx.save_for_backward(x)
+        ctx.options = options
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return (grad_of_input(grad, x, *ctx.options),) + (None,) * len(ctx.options)
+
+    op.register_autograd(backward, setup_context=setup_context)
+    return setup_context, backward
 
 
 def register_unary_autograd(forward_op, member: Unary) -> None:
