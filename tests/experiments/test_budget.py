@@ -68,6 +68,22 @@ def test_cli_plan_prints_the_table_and_refuses_bad_counts(capsys):
     assert "valid experiments" in capsys.readouterr().err
 
 
+def test_run_plan_prices_the_sweep_asked_for_one_row_per_config_of_its_axes(capsys):
+    argv = ["run", "twitter-pos", "--quick", "--plan", "--device", "cpu", "--workers", "2"]
+    assert gelus_main([*argv, "--seeds", "2", "--set", "optim.lr=1e-3,1e-2,1e-1"]) == 0
+    one_lr = capsys.readouterr().out
+    assert "whole sweep" in one_lr and "2 devices" in one_lr
+    rows = [line.split() for line in one_lr.splitlines() if line.startswith("twitter-pos")]
+    assert len(rows) == 1 and int(rows[0][1]) == 3 * 2 * len(
+        PRESETS["twitter-pos"].config.activations
+    )
+    assert gelus_main([*argv, "--set", "train.batch_size=16,32"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("twitter-pos")]
+    assert len(rows) == 2  # an axis: one config per value
+    assert gelus_main([*argv, "--activations", "gelu", "nope"]) == 2
+    assert "Valid names" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a CPU-only machine")
 def test_cli_plan_on_cuda_without_a_gpu_is_one_clear_error(capsys):
     assert gelus_main(["reproduce", "--plan", "--device", "cuda", "--experiments", "timit"]) == 2

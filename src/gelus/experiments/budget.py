@@ -20,6 +20,8 @@ process start (seconds per job), ``torch.compile`` warm-up, and slowdown from sh
 
 import dataclasses
 import math
+import os
+import sys
 import time
 from dataclasses import dataclass
 
@@ -44,6 +46,7 @@ __all__ = [
     "cached_price",
     "makespan",
     "price",
+    "priced_plan",
     "step_functions",
     "workload",
     "workloads",
@@ -396,9 +399,11 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
-def budget_table(costs: list[Cost], devices: tuple[int, ...] = (1,)) -> str:
+def budget_table(
+    costs: list[Cost], devices: tuple[int, ...] = (1,), total: str = "whole paper"
+) -> str:
     """The plan as text: per preset its runs, jobs, epochs, one job's epoch time, and the wall time
-    on each number of ``devices``; then the whole paper (presets one after another, each spread
+    on each number of ``devices``; then the ``total`` (presets one after another, each spread
     over the devices)."""
     width = max([20, *(len(cost.work.label) for cost in costs)])
     head = f"{'experiment':<{width}} {'runs':>5} {'jobs':>5} {'r/job':>5} {'epochs':>6}"
@@ -414,7 +419,7 @@ def budget_table(costs: list[Cost], devices: tuple[int, ...] = (1,)) -> str:
         line += f" {cost.job_epoch_seconds:>11.2f}" + "".join(f" {_hours(s):>11}" for s in walls)
         lines.append(line)
     lines.append(
-        f"{'whole paper':<{width}} {sum(c.work.runs for c in costs):>5} {'':>5} {'':>5} {'':>6}"
+        f"{total:<{width}} {sum(c.work.runs for c in costs):>5} {'':>5} {'':>5} {'':>6}"
         + f" {'':>11}"
         + "".join(f" {_hours(s):>11}" for s in totals)
     )
@@ -426,3 +431,24 @@ def budget_table(costs: list[Cost], devices: tuple[int, ...] = (1,)) -> str:
     if any(not math.isfinite(c.job_seconds) for c in costs):
         lines.append("some presets could not be priced")
     return "\n".join(lines)
+
+
+def priced_plan(
+    work: list[Workload], device: str, devices: tuple[int, ...], total: str, command: str
+) -> str:
+    """``work`` priced (:func:`cached_price`) as :func:`budget_table`'s text, then when and under
+    what load the prices were calibrated: what ``gelus reproduce --plan`` and ``gelus run --plan``
+    print. Warnings of the calibration go to stderr, after ``command``."""
+    priced = [cached_price(w, device) for w in work]
+    for warning in dict.fromkeys(c["warning"] for _, c in priced if "warning" in c):
+        print(f"{command}: warning: {warning}", file=sys.stderr)
+    loads = sorted({round(c["load"], 1) for _, c in priced if c["load"] == c["load"]})
+    when = sorted({c.get("when", "?") for _, c in priced})
+    cached = sum(c["cached"] for _, c in priced)
+    note = (
+        f"\ncalibrated {when[0] if len(when) == 1 else f'{when[0]} to {when[-1]}'} at load average "
+        f"{', '.join(map(str, loads)) or 'unknown'} on {os.cpu_count()} cores ({cached} of "
+        f"{len(priced)} from the cache, delete {_cache_path()} to calibrate again); a calibration "
+        "under load prices slower"
+    )
+    return budget_table([cost for cost, _ in priced], devices, total) + note

@@ -96,6 +96,13 @@ def _add_run_parser(subparsers: argparse._SubParsersAction) -> None:
         help="autocast the CNN experiments to bfloat16 or float16 (fp16: CUDA only); "
         "the same as --set cnn.amp_dtype=...",
     )
+    run.add_argument(
+        "--plan",
+        action="store_true",
+        help="run nothing: price this sweep (every config, activation, lr and seed asked for; "
+        "runs already in --out included) by timed steps of its network and print its wall time "
+        "on 1 worker and on --workers",
+    )
     add_executor_arguments(run)
     _add_skip_flags(run)
     run.set_defaults(func=_run)
@@ -185,6 +192,9 @@ def _list(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from gelus.experiments.run import RunOptions
 
+    if args.plan:
+        print(_priced_sweep(args))
+        return 0
     options = RunOptions(
         args.experiment,
         args.out or f"runs/{args.experiment}",
@@ -208,6 +218,29 @@ def _run(args: argparse.Namespace) -> int:
         if executor is not None:
             executor.shutdown()  # also when the run stopped before starting its jobs
     return 0
+
+
+def _priced_sweep(args: argparse.Namespace) -> str:
+    """``gelus run --plan``: the sweep the arguments ask for, one row per config of its axes,
+    priced by :func:`gelus.experiments.budget.priced_plan` on one worker and on ``--workers``
+    (default: one per core)."""
+    import os
+
+    from gelus.experiments.budget import priced_plan, workloads
+    from gelus.experiments.device import local_device
+    from gelus.experiments.errors import CommandError
+    from gelus.experiments.run import RunOptions, find_preset, option_overrides
+
+    preset = find_preset(args.experiment)
+    flags = RunOptions(args.experiment, ".", args.activations, args.seeds, args.epochs)
+    overrides = [*option_overrides(preset, flags), *_overrides(args)]
+    try:
+        device = local_device(args.device)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    workers = args.workers or os.cpu_count() or 1
+    work = workloads(preset, args.quick, device, overrides)
+    return priced_plan(work, device, tuple(dict.fromkeys((1, workers))), "whole sweep", "gelus run")
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:

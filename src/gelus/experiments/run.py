@@ -178,7 +178,7 @@ def _runs(
     (activation_spec.py), the device, its stamp and each config's runs checked to fit it
     (device.py), then per config its data (datasets.py), its hash (config.py) and its records
     (records.py: the database read once)."""
-    fixed = _explicit(preset, options)  # the overrides the flags stand for: no axes
+    fixed = option_overrides(preset, options)  # the overrides the flags stand for: no axes
     try:
         configs = resolve_configs(preset.config, fixed, options.overrides, preset.axes)
     except ConfigError as error:
@@ -315,7 +315,7 @@ def resolve_config(
     )
     preset = find_preset(name)
     _check_counts(options)
-    fixed = _explicit(preset, options)
+    fixed = option_overrides(preset, options)
     try:
         configs = resolve_configs(preset.config, fixed, options.overrides)  # not preset.axes
         if len(configs) > 1:
@@ -328,8 +328,9 @@ def resolve_config(
     return preset, config, specs
 
 
-def _explicit(preset: Preset, options: RunOptions) -> list[str]:
-    """The overrides the options stand for: ``--quick``'s, then the explicit counts."""
+def option_overrides(preset: Preset, options: RunOptions) -> list[str]:
+    """The overrides the options stand for: ``--quick``'s, then the explicit activations, seeds
+    and epochs (before the ``--set`` ones, which win)."""
     explicit = list(preset.quick) if options.quick else []
     explicit += [f"activations={','.join(options.activations)}"] if options.activations else []
     explicit += [f"train.seeds={options.seeds}"] if options.seeds is not None else []

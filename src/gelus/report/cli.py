@@ -1,7 +1,6 @@
 """`gelus report RUN_DIR` and `gelus reproduce`: from records to a readable report."""
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -257,7 +256,7 @@ def plan(
     *, quick: bool, device: str, devices: tuple[int, ...], experiments: list[str] | None = None
 ) -> str:
     """The priced plan of ``gelus reproduce --plan`` (see :mod:`gelus.experiments.budget`)."""
-    from gelus.experiments.budget import budget_table, cached_price, workloads
+    from gelus.experiments.budget import priced_plan, workloads
     from gelus.experiments.device import local_device
     from gelus.experiments.errors import CommandError
     from gelus.report.sources import presets
@@ -272,24 +271,13 @@ def plan(
         device = local_device(device)
     except ValueError as error:
         raise CommandError(str(error)) from None
-    priced = [
-        cached_price(work, device)
+    work = [
+        work
         for name, preset in chosen.items()
         if name in (experiments or [n for n, p in chosen.items() if p.in_reproduce])
         for work in workloads(preset, quick, device)  # one per config of the preset's axes
     ]
-    costs = [cost for cost, _ in priced]
-    for warning in dict.fromkeys(c["warning"] for _, c in priced if "warning" in c):
-        print(f"gelus reproduce: warning: {warning}", file=sys.stderr)
-    loads = sorted({round(c["load"], 1) for _, c in priced if c["load"] == c["load"]})
-    when = sorted({c.get("when", "?") for _, c in priced})
-    cached = sum(c["cached"] for _, c in priced)
-    note = (
-        f"\ncalibrated {when[0] if len(when) == 1 else f'{when[0]} to {when[-1]}'} at load average "
-        f"{', '.join(map(str, loads)) or 'unknown'} on {os.cpu_count()} cores ({cached} of "
-        f"{len(priced)} from the cache, {_cache_note()}); a calibration under load prices slower"
-    )
-    return budget_table(costs, devices) + note
+    return priced_plan(work, device, devices, "whole paper", "gelus reproduce")
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -299,12 +287,6 @@ def _export(args: argparse.Namespace) -> int:
     for path in export(args.run_dir, args.out or args.run_dir / "export", args.format, loaded):
         print(f"wrote {path}")
     return 0
-
-
-def _cache_note() -> str:
-    from gelus.experiments.budget import _cache_path
-
-    return f"delete {_cache_path()} to calibrate again"
 
 
 def _reproduce(args: argparse.Namespace) -> int:
