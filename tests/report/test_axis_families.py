@@ -463,3 +463,39 @@ def test_a_stored_config_is_the_presets_config_with_its_values_and_a_wrong_value
     assert (config.model.d_model, config.model.layers, config.train.epochs) == (256, 6, 3)
     with pytest.raises(ConfigError, match=r"model\.d_model: expected int"):
         config_from_stored(PRESETS["transformer-lm"].config, {"model.d_model": "wide"})
+
+
+def test_the_warmup_claim_follows_the_rule_fixed_before_the_runs():
+    from gelus.report.axes import AxisResult, Family
+    from gelus.report.folklore import warmup_claim
+    from gelus.report.stats import Comparison
+
+    labels = ("optim.warmup=0.05", "optim.warmup=0")
+    family = Family("categorical", ("optim.warmup",), ("a", "b"), labels)
+
+    def compared(treatment, baseline, verdict, variant="optim.warmup=0 vs optim.warmup=0.05"):
+        return Comparison(
+            "transformer-scale", "", "loss", treatment, baseline, (0, 1), (0.1, 0.2), 0.15,
+            (0.0, 0.3), verdict, variant=variant,
+        )  # fmt: skip
+
+    # GELU is worse without warmup (read 0 vs 0.05): it benefits from warmup
+    gelu = compared("gelu", "gelu", Verdict.WORSE)
+    # relu's gap to GELU is better without warmup: with warmup it moves toward GELU, GELU gains more
+    relu = compared("relu", "gelu", Verdict.BETTER)
+    swiglu = compared("swiglu", "gelu", Verdict.TIE)
+    found = warmup_claim(AxisResult(family, (relu, swiglu), (gelu,)))
+    assert "GELU under optim.warmup=0.05 against under optim.warmup=0, test loss: better" in found
+    assert found.endswith(
+        "supported, for GELU in particular against relu (not against swiglu)."
+    ), found
+    shared = warmup_claim(AxisResult(family, (swiglu,), (gelu,)))
+    assert shared.endswith("supported as a benefit of warmup, not shown to be GELU's in particular.")
+    tie = warmup_claim(AxisResult(family, (relu,), (gelu._replace(verdict=Verdict.TIE),)))
+    assert tie.endswith(": refuted.")
+    unresolved = gelu._replace(verdict=Verdict.UNRESOLVED)
+    assert warmup_claim(AxisResult(family, (), (unresolved,))).endswith(": not settled.")
+    # another axis, or no GELU: no claim
+    other = family._replace(keys=("model.init",))
+    assert warmup_claim(AxisResult(other, (relu,), (gelu,))) is None
+    assert warmup_claim(AxisResult(family, (relu,), ())) is None

@@ -9,7 +9,7 @@ from pathlib import Path
 from gelus.report.axes import AXES, AxisResult, Family, Trend
 from gelus.report.axes_figure import base_metric, trend_figure
 from gelus.report.blocks import Block
-from gelus.report.folklore import init_claims, scale_claim
+from gelus.report.folklore import init_claims, scale_claim, warmup_claim
 from gelus.report.robust import INSIDE_MARGIN, inside_margin
 from gelus.report.stats import EQUIVALENCE_MARGINS, Aggregate, Comparison, Design
 from gelus.report.words import format_difference, interval, p_exact, p_text, verdict_cell
@@ -210,6 +210,7 @@ def axes_blocks(
             blocks += _interaction_blocks(result, aggregate, design) if result.comparisons else []
             blocks += _effect_blocks(result, aggregate, design) if result.effects else []
             blocks += [Block("p", text) for text in init_claims(result)]
+            blocks += [Block("p", text)] if (text := warmup_claim(result)) else []
         else:
             blocks += _trend_blocks(result, aggregate, design)
         if figure is not None:

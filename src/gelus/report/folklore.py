@@ -9,7 +9,7 @@ from gelus.report.axes import AxisResult
 from gelus.report.axes_figure import base_metric
 from gelus.report.stats import Comparison
 
-__all__ = ["init_claims", "scale_claim"]
+__all__ = ["init_claims", "scale_claim", "warmup_claim"]
 
 
 def _word(c: Comparison) -> str:
@@ -122,6 +122,52 @@ def init_claims(result: AxisResult) -> list[str]:
         found.append(_he_claim(result, values["he"], values["xavier"]))
     found.append(_init_dependence(result))
     return [text for text in found if text]
+
+
+def _is_pair(c: Comparison, values: set[str]) -> bool:
+    """True when ``c`` compares exactly these two values of an axis ("a vs b", either order)."""
+    return set(c.variant.split(" vs ")) == values
+
+
+WARMUP_KEY = "optim.warmup"  # the fraction of the steps spent warming the lr up
+
+
+def warmup_claim(result: AxisResult) -> str | None:
+    """'GELU often benefits from learning rate warmup', judged as docs/REPORT.md fixed: GELU with
+    warmup (the larger fraction) against GELU without (the smaller), paired by seed: supported when
+    ▲ better, refuted when a tie or ▼ worse, else not settled; "GELU in particular" only against an
+    activation whose interaction shows GELU gaining more (its gap to GELU moves toward GELU with
+    warmup: ▼ worse for it), a gain shared (interaction a tie) supports warmup, not a GELU
+    property. None where the family is not one along ``optim.warmup`` with GELU in it."""
+    if result.family.keys != (WARMUP_KEY,):
+        return None
+    values = sorted(result.family.labels, key=lambda label: float(label.partition("=")[2]))
+    without, warm = values[0], values[-1]
+    between = {without, warm}
+    mine = [c for c in _headline(result.effects) if _is_pair(c, between) and c.treatment == "gelu"]
+    if not mine:
+        return None
+    word = _facing(mine[0], warm)[1]
+    verdict = {"better": "supported", "tie": "refuted", "worse": "refuted"}.get(word, "not settled")
+    pairs = [
+        c for c in _headline(result.comparisons) if _is_pair(c, between) and c.baseline == "gelu"
+    ]
+    faced = [(c.treatment, _facing(c, warm)[1]) for c in pairs]
+    particular = [a for a, w in faced if w == "worse"]
+    shared = [a for a, w in faced if w in ("tie", "better", "unresolved")]
+    said = "; ".join(f"{a}: {w}" for a, w in faced) or "none ran"
+    if verdict == "supported":
+        verdict += (
+            f", for GELU in particular against {', '.join(particular)}"
+            if particular
+            else " as a benefit of warmup, not shown to be GELU's in particular"
+        ) + (f" (not against {', '.join(shared)})" if particular and shared else "")
+    return (
+        'The seed documents\' claim that GELU "often benefits from learning rate warmup" (GELU '
+        f"under {warm} against under {without}, test {mine[0].metric}: {word}; each "
+        f"activation's gap to GELU under {warm} against under {without}: {said}): "
+        f"{verdict}." + _rule_note([*mine, *pairs])
+    )
 
 
 SCALE_CLAIM = "more pronounced in larger models"  # the seed documents, of GELU's benefits
