@@ -7,6 +7,8 @@
 #   tools/transformer_results.sh            # both sweeps, then pack and regenerate both reports
 #   tools/transformer_results.sh lm_init    # the LM under torch's init, beside lm's records
 #   tools/transformer_results.sh scale      # the LM at three sizes (transformer-scale)
+#   tools/transformer_results.sh factorial  # d 48 and d 80 at three budgets, beside scale's records
+#   tools/transformer_results.sh warmup     # warmup 0 beside 0.05 at d 48 and d 80
 #   OUT=/elsewhere tools/transformer_results.sh lm
 #
 # LM: d 128, 4 layers, context 128, batch 16, 1,000 AdamW steps (5 evaluations of 200 steps, on
@@ -60,6 +62,33 @@ scale() {
         --set optim.lr=1e-3,2e-3,4e-3,8e-3,1.6e-2
 }
 
+# Size and training length apart (issue 45): d 48 and d 80 each at 1.25 and 10 training bytes per
+# weight beside the committed 2.5 (three budgets spanning 8× per size), GELU, ReLU, squared ReLU and
+# SwiGLU, 5 seeds; lr 2e-3, 4e-3, 8e-3 per cell but 2e-3, 4e-3 at d 80 × 10 (the slowest cell, its
+# runs ≈ 4× the 2.5 cell's steps; more steps favour smaller rates). `gelus run transformer-scale
+# --plan` priced it at 44 min in two workers for the first 160 runs, 57 min with the 8e-3 runs.
+factorial() {
+    local run=("$PYTHON" -m gelus run transformer-scale --out "$OUT/results-transformer-scale")
+    "${run[@]}" --set 'model.d_model,model.layers=48,2;80,3' --set train.tokens_per_param=1.25,10 \
+        --set optim.lr=2e-3,4e-3
+    "${run[@]}" --set 'model.d_model,model.layers=48,2' --set train.tokens_per_param=1.25,10 \
+        --set optim.lr=2e-3,4e-3,8e-3
+    "${run[@]}" --set 'model.d_model,model.layers=80,3' --set train.tokens_per_param=1.25 \
+        --set optim.lr=2e-3,4e-3,8e-3
+}
+
+# The warmup claim (docs/REPORT.md, "The folklore"): optim.warmup=0 beside the committed 0.05, at
+# d 48 and d 80 (2.5 bytes per weight), the four activations, lr 2e-3, 4e-3, 8e-3, 5 seeds: 120
+# runs, ≈ 20 min in two workers. The d-128 LM's version (transformer-lm --set optim.warmup=0, its
+# grid) is priced by `gelus run transformer-lm --plan --set optim.warmup=0 --activations gelu relu
+# relu2 swiglu --set optim.lr=2e-3,4e-3,8e-3` (and the committed sweep's epochs, steps and eval bytes) at 2.35 h in two
+# workers here, under load.
+warmup() {
+    "$PYTHON" -m gelus run transformer-scale --out "$OUT/results-transformer-scale" \
+        --set 'model.d_model,model.layers=48,2;80,3' --set optim.warmup=0 \
+        --set optim.lr=2e-3,4e-3,8e-3
+}
+
 vit() {
     "$PYTHON" -m gelus run transformer-vit --activations "${ACTIVATIONS[@]}" --seeds 5 \
         --epochs 4 --set optim.lr=5e-4,1e-3,2e-3,4e-3 --out "$OUT/results-transformer-vit"
@@ -69,6 +98,7 @@ for preset in "${@:-lm vit}"; do
     for name in $preset; do
         "$name"
         folder=${name%%_*}  # lm_init adds to lm's records
+        case "$name" in factorial | warmup) folder=scale ;; esac
         "$PYTHON" tools/regenerate_results.py "docs/results/transformer-$folder" \
             --from "$OUT/results-transformer-$folder"
     done
