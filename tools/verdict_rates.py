@@ -10,9 +10,9 @@ Prints, with each rate's Monte-Carlo standard error:
     (Exp(1) − 1) and centred lognormal (exp(Z) − e^{1/2}) differences, at n = 3, 5, 10; and the
     exact sign-flip test's rate beside it;
   - the power of a Holm verdict for one real Gaussian effect among 5 comparisons, exact
-    (robust.holm_power) and simulated, with the lone test's;
-  - how often the fragility rule (robust.fragile_marks) marks the false positives of skewed
-    nulls and the true positives of Gaussian effects of 1 and 1.5 SD, at n = 5, in families of 5.
+    (robust.holm_power) and simulated, with the lone test's.
+
+What a mark built on dropping one seed can tell: tools/simulate_marks.py.
 """
 
 import argparse
@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from gelus.report.robust import fragile_marks, holm_adjust, holm_power, paired_t_p, sign_flip_p
+from gelus.report.robust import holm_adjust, holm_power, paired_t_p, sign_flip_p
 from gelus.report.stats import power
 
 ALPHA = 0.05
@@ -82,34 +82,6 @@ def holm_powers(draws: int, seed: int) -> None:
               f"{_rate(hits, draws)}")  # fmt: skip
 
 
-def fragility_rates(draws: int, seed: int) -> None:
-    n = 5
-    print(f"\nFragility rule at n = {n}, families of {M}, {draws:,} families per row")
-    print("case                              verdicts   marked fragile   ≥ 1 drop loses it")
-    cases = [("exponential nulls", "exponential", None), ("lognormal nulls", "lognormal", None),
-             ("Gaussian effect 1.0 SD", "gaussian", 1.0),
-             ("Gaussian effect 1.5 SD", "gaussian", 1.5)]  # fmt: skip
-    for label, shape, effect in cases:
-        rng = np.random.default_rng([seed, 7, len(label)])
-        verdicts = marked = weak = 0
-        for start in range(0, draws, CHUNK):
-            d = SHAPES[shape](rng, (min(CHUNK, draws - start), M, n))
-            if effect is not None:
-                d[:, 0] += effect  # one real effect; its verdicts are the true positives
-            significant, fragile, _, _ = fragile_marks(d)
-            # any single drop losing it (the rule marks only when exactly one does)
-            keep = np.array([[k for k in range(n) if k != j] for j in range(n)])
-            dropped = np.moveaxis(d[..., keep], -2, 0)
-            lost = ~(holm_adjust(paired_t_p(dropped)) < ALPHA)
-            if effect is not None:
-                significant, fragile, lost = significant[:, :1], fragile[:, :1], lost[:, :, :1]
-            verdicts += int(significant.sum())
-            marked += int((fragile & significant).sum())
-            weak += int((lost.any(axis=0) & significant).sum())
-        print(f"{label:32s}  {verdicts:8,d}   {_rate(marked, verdicts)}    "
-              f"{_rate(weak, verdicts)}")  # fmt: skip
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=200_000)
@@ -117,7 +89,6 @@ def main() -> None:
     args = parser.parse_args()
     null_rates(args.draws, args.seed)
     holm_powers(args.draws, args.seed)
-    fragility_rates(args.draws, args.seed)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Verdicts that hold up: the power of a Holm-adjusted verdict, an exact sign-flip p, fragility
-to one seed, and a significant difference that is inside its margin.
+"""Verdicts that hold up: the power of a Holm-adjusted verdict, an exact sign-flip p, the
+leave-one-seed-out range of an effect, and a significant difference that is inside its margin.
 
 Pure functions of values (and of :class:`~gelus.report.stats.Comparison` results); the one random
 route (:func:`sign_flip_p` beyond 20 pairs) takes an explicit ``numpy.random.Generator``.
@@ -7,7 +7,7 @@ route (:func:`sign_flip_p` beyond 20 pairs) takes an explicit ``numpy.random.Gen
 
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -17,9 +17,7 @@ from gelus.report.stats import (  # holm_power, pairs_for_holm_power: re-exporte
     HEADLINE,
     Aggregate,
     Comparison,
-    holm,
     holm_power,
-    paired_t_test,
     pairs_for_holm_power,
 )
 
@@ -27,15 +25,15 @@ __all__ = [
     "INSIDE_MARGIN",
     "NULL_RATES",
     "NULL_RATES_ALPHA",
-    "Fragility",
-    "fragile_marks",
-    "fragility",
     "holm_adjust",
     "holm_power",
     "inside_margin",
+    "loso_means",
+    "loso_range",
     "paired_t_p",
     "pairs_for_holm_power",
     "robust_marks",
+    "seed_drop_losses",
     "sign_flip_p",
     "skewed_rates",
 ]
@@ -114,7 +112,7 @@ def sign_flip_p(
     return (1 + hits) / (1 + resamples)
 
 
-# --------------------------------------------------------------------------- fragility
+# --------------------------------------------------------------------------- one seed left out
 def paired_t_p(differences: Any) -> np.ndarray:
     """:func:`~gelus.report.stats.paired_t_test`'s two-sided p along the last axis, vectorised:
     p = 2·P(T_{n−1} > |d̄/(s/√n)|); with s = 0, 0 for a nonzero mean and 1 for a zero one; NaN
@@ -147,104 +145,69 @@ def holm_adjust(pvalues: Any, axis: int = -1) -> np.ndarray:
     return np.moveaxis(np.where(missing, np.nan, adjusted), -1, axis)
 
 
-def fragile_marks(
-    differences: Any, alpha: float = ALPHA
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The fragility rule on families of comparisons that share their n seeds, vectorised.
+def loso_means(differences: Any) -> np.ndarray:
+    """The mean difference with each seed left out in turn, along the last axis, vectorised:
+    for n paired differences d (shape (..., n)),
+
+        d̄₍₋ⱼ₎ = (Σᵢ dᵢ − d_j)/(n − 1),  j = 0 … n − 1,
+
+    of the same shape (seed j's value at index j); NaN below 2 pairs."""
+    d = np.asarray(differences, dtype=np.float64)
+    n = d.shape[-1]
+    if n < 2:
+        return np.full(d.shape, np.nan)
+    return (d.sum(axis=-1, keepdims=True) - d) / (n - 1)
+
+
+def loso_range(differences: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The leave-one-seed-out range of a mean difference, (low, high) of shape (...) for
+    differences of shape (..., n): the smallest and largest :func:`loso_means`,
+
+        [(Σd − max d)/(n − 1), (Σd − min d)/(n − 1)],
+
+    how far one seed moves the estimate, in the effect's own units. It is a description, not a
+    test: it never crosses 0 for a verdict the paired t-test calls significant at α ≤ 0.3 (if
+    leaving d_k out moves the mean to the other side of 0 then s > |Σd|/√n, so t < 1), and at
+    n = 5 no rule built on dropping a seed tells a real effect from a null one
+    (tools/simulate_marks.py, docs/REPORT.md). NaN below 2 pairs."""
+    means = loso_means(differences)
+    return means.min(axis=-1), means.max(axis=-1)
+
+
+def seed_drop_losses(differences: Any, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
+    """How many single seeds a significant verdict depends on, on families of comparisons that
+    share their n seeds, vectorised (what the fragility mark this replaced counted).
 
     ``differences`` has shape (..., m, n): m comparisons (one Holm family) of n paired
     differences, seed j at index j in each. A comparison is *significant* when its Holm-adjusted
-    paired-t p < ``alpha``. A significant one is *fragile* when dropping one seed (from every
-    comparison, then the same t-test and Holm over the family)
-
-    - reverses the sign of its mean difference (reason 1), or
-    - carries it: dropping that seed leaves it not significant in its direction while dropping
-      any other seed keeps it (reason 2).
-
-    A reversal cannot follow a significant t-test: if dropping x_k flips the sign of S = Σx then
-    s > S/√n, so t < 1 (p > 0.3); at usual levels only "carries it" marks.
-
-    Returns (significant, fragile, reason, seed) of shape (..., m): reason 0 when not fragile,
-    seed the index of the seed named (−1 when none; for a reversal, the one that moves the mean
-    furthest the other way).
-    """
+    paired-t p < ``alpha``; seed j's drop *loses* it when, with seed j removed from every
+    comparison and the same t-test and Holm run again, it is no longer significant with the sign
+    of its full mean. Returns (significant, losses) of shape (..., m): losses counts the seeds
+    whose drop loses it (0 … n; counted for every comparison, significant or not). The retired
+    mark was losses = 1 ("one seed carries it")."""
     d = np.asarray(differences, dtype=np.float64)
     n = d.shape[-1]
-    mean = d.mean(axis=-1)
     significant = holm_adjust(paired_t_p(d), axis=-1) < alpha
     keep = np.array([[k for k in range(n) if k != j] for j in range(n)], dtype=np.intp)
     dropped = np.moveaxis(d[..., keep], -2, 0)  # (n, ..., m, n − 1): seed j dropped
-    kept_mean = dropped.mean(axis=-1)
-    still = (holm_adjust(paired_t_p(dropped), axis=-1) < alpha) & (kept_mean * mean > 0)
-    reversal = np.where(kept_mean * mean < 0, -kept_mean * np.sign(mean), -np.inf)
-    reverses = np.isfinite(reversal).any(axis=0)
-    losses = (~still).sum(axis=0)
-    carried = (losses == 1) & ~reverses
-    seed = np.where(reverses, np.argmax(reversal, axis=0), np.argmax(~still, axis=0))
-    reason = np.where(significant & reverses, 1, np.where(significant & carried, 2, 0))
-    return significant, reason > 0, reason, np.where(reason > 0, seed, -1)
-
-
-class Fragility(NamedTuple):
-    """Whether a verdict survives dropping one seed (:func:`fragility`)."""
-
-    fragile: bool
-    seed: int | None = None  # the seed named
-    reason: str = ""  # "reverses the sign" | "carries it" | "" (not fragile)
-
-
-def fragility(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Fragility]:
-    """:func:`fragile_marks`' rule on one Holm family of comparisons (those passed to
-    :func:`~gelus.report.stats.adjust` together), which may hold different seeds: each seed of
-    any of them is dropped in turn wherever it appears, and the paired t-test and Holm are run
-    again. Only a significant verdict (better or worse) can be fragile; the others get
-    ``Fragility(False)``."""
-    full = holm([c.p for c in comparisons])
-    seeds = sorted({s for c in comparisons for s in c.seeds})
-    outcomes = []  # per dropped seed: (mean, still significant) per comparison
-    for seed in seeds:
-        rest = [
-            [d for s, d in zip(c.seeds, c.differences, strict=True) if s != seed]
-            for c in comparisons
-        ]
-        tests = [paired_t_test(r) for r in rest]
-        adjusted = holm([t.p for t in tests])
-        outcomes.append([(t.mean, p < alpha) for t, p in zip(tests, adjusted, strict=True)])
-    marks = []
-    for i, (c, p_holm) in enumerate(zip(comparisons, full, strict=True)):
-        if not p_holm < alpha:
-            marks.append(Fragility(False))
-            continue
-        sign = math.copysign(1.0, c.mean)
-        moved = [(-sign * found[i][0], s) for s, found in zip(seeds, outcomes, strict=True)]
-        reversing = [(shift, s) for shift, s in moved if shift > 0]
-        if reversing:
-            _, seed = max(reversing, key=lambda found: (found[0], -found[1]))
-            marks.append(Fragility(True, seed, "reverses the sign"))
-            continue
-        losing = [
-            s for s, found in zip(seeds, outcomes, strict=True)
-            if not (found[i][1] and found[i][0] * sign > 0)
-        ]  # fmt: skip
-        marks.append(
-            Fragility(True, losing[0], "carries it") if len(losing) == 1 else Fragility(False)
-        )
-    return marks
+    same_way = dropped.mean(axis=-1) * d.mean(axis=-1) > 0
+    still = (holm_adjust(paired_t_p(dropped), axis=-1) < alpha) & same_way
+    return significant, (~still).sum(axis=0)
 
 
 def robust_marks(
-    comparisons: Sequence[Comparison], alpha: float = ALPHA, aggregate: Aggregate = HEADLINE
+    comparisons: Sequence[Comparison], aggregate: Aggregate = HEADLINE
 ) -> list[Comparison]:
-    """One Holm family of adjusted comparisons (:func:`~gelus.report.stats.adjust`) with each one's
-    exact sign-flip p (:func:`sign_flip_p`; beyond its exact range, ``aggregate``'s generator of
-    the comparison's own key) and its fragility mark (:func:`fragility`) filled in: ``fragile``
-    says which seed and how ("seed 3 carries it", "seed 3 reverses the sign"), "" when not."""
+    """Adjusted comparisons (:func:`~gelus.report.stats.adjust`) with each one's exact sign-flip p
+    (:func:`sign_flip_p`; beyond its exact range, ``aggregate``'s generator of the comparison's
+    own key) and its leave-one-seed-out range (:func:`loso_range` of its own differences) filled
+    in: ``p_sign`` and ``loso``."""
     marked = []
-    for c, mark in zip(comparisons, fragility(comparisons, alpha), strict=True):
+    for c in comparisons:
         key = (c.experiment, c.variant, c.setting, c.metric, c.treatment, c.baseline, c.lr)
         p_sign = sign_flip_p(c.differences, rng=aggregate.rng("sign-flip", *key))
-        fragile = f"seed {mark.seed} {mark.reason}" if mark.fragile else ""
-        marked.append(c._replace(p_sign=p_sign, fragile=fragile))
+        low, high = loso_range(c.differences)
+        marked.append(c._replace(p_sign=p_sign, loso=(float(low), float(high))))
     return marked
 
 
