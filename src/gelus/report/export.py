@@ -8,7 +8,7 @@ The records, and every table the report shows, one row per observation:
     records.csv        one row per run × epoch × split × metric (NaN: a diverged run)
     results.csv        each selection's summary over seeds: the median, its interval, mean, IQM
     verdicts.csv       the paired comparisons: difference, 95 % t interval, p, Holm p, verdict,
-                       marks
+                       leave-one-seed-out range (loso_low, loso_high), marks
     claims.csv         the paper's claims, each one's verdict
     sensitivity.csv    the learning-rate sensitivity's paired regret comparisons
     axis_verdicts.csv  the interactions over an axis and each activation across it

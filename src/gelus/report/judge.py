@@ -4,7 +4,7 @@ again under every lr-selection rule.
 :func:`judge` is used by the per-config tables (:mod:`gelus.report.analysis`), the axis tables
 (:mod:`gelus.report.axes`), the paper's claims (:mod:`gelus.report.claims`) and the learning-rate
 sensitivity table: Holm over each family, the verdict (:class:`~gelus.report.metrics.Verdict`),
-the pairs an unresolved one needs, the exact sign-flip p and the fragility mark.
+the pairs an unresolved one needs, the exact sign-flip p and the leave-one-seed-out range.
 :func:`rule_dependence` recomputes verdicts with the lr every selection rule the records allow
 chooses and says, per verdict, where the rules disagree.
 """
@@ -40,15 +40,15 @@ def judge(
 ) -> list[Comparison]:
     """The unadjusted ``tests`` judged: Holm over each family (``families[i]`` names the family of
     ``tests[i]``; None: one family), the verdict by the adjusted p and TOST; with ``marks`` also
-    the pairs an unresolved verdict needs, the sign-flip p and the fragility mark (a verdict
-    recomputed only for its word goes without). The order of ``tests`` is kept."""
+    the pairs an unresolved verdict needs, the sign-flip p and the leave-one-seed-out range (a
+    verdict recomputed only for its word goes without). The order of ``tests`` is kept."""
     keys = list(families) if families is not None else [None] * len(tests)
     judged: dict[int, Comparison] = {}
     for family in dict.fromkeys(keys):
         index = [i for i, key in enumerate(keys) if key == family]
         adjusted = adjust([tests[i] for i in index], design, pairs=marks)
         if marks:
-            adjusted = robust_marks(adjusted, design.alpha, aggregate)
+            adjusted = robust_marks(adjusted, aggregate)
         judged.update(zip(index, adjusted, strict=True))
     return [judged[i] for i in range(len(tests))]
 

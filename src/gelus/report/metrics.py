@@ -98,7 +98,6 @@ class Mark(enum.Enum):
     """What a judged comparison is marked with beside its verdict; the value is the glyph the
     forest figure draws and the verdict table shows."""
 
-    FRAGILE = "†"  # one seed carries it, or dropping one reverses its sign
     SELECTION_RULE = "§"  # another lr-selection rule gives another verdict
     REFERENCE_LR = "‡"  # the reference at its runner-up lr gives another verdict
     INSIDE_MARGIN = "≈"  # significant, but the difference is inside the metric's margin
@@ -109,7 +108,6 @@ class Mark(enum.Enum):
 
 
 _MEANINGS = {
-    Mark.FRAGILE: "fragile: one seed carries it",
     Mark.SELECTION_RULE: "depends on the selection rule",
     Mark.REFERENCE_LR: "depends on the reference's lr",
     Mark.INSIDE_MARGIN: "significant but inside the margin",

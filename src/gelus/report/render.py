@@ -34,6 +34,7 @@ from gelus.report.words import (
     format_value,
     how_to_read,
     interval,
+    loso_text,
     p_text,
     power_text,
     sensitivity_claim,
@@ -157,11 +158,12 @@ def _front_section(results, runs, source: str, quick: bool, aggregate) -> list[B
 
 def verdict_row(c, design: Design = DESIGN, *, config: bool = True, setting: bool = True):
     """One comparison in the short verdict table: the verdict, what is compared, the effect with
-    its interval, the adjusted p and the marks' glyphs."""
+    its interval, its range with one seed left out, the adjusted p and the marks' glyphs."""
     marks = "".join(m.value for m in c.marks(design.alpha))
     effect = f"{format_difference(c.metric, c.mean)} {interval(c.metric, c.ci, difference=True)}"
     label = comparison_label(c, config=config, setting=setting)
-    return (str(c.verdict), label, effect, p_text(c.p_holm), marks or "—")
+    loso = loso_text(c.metric, c.loso)
+    return (str(c.verdict), label, effect, loso, p_text(c.p_holm), marks or "—")
 
 
 def _glance(result: ExperimentResult, forest: Path | None, aggregate, design) -> list[Block]:
@@ -182,8 +184,8 @@ def _glance(result: ExperimentResult, forest: Path | None, aggregate, design) ->
     configs = len({c.variant for c in comparisons}) > 1
     settings = len({c.setting for c in comparisons}) > 1
     headers = (
-        "verdict", "comparison", f"difference [{aggregate.level} CI]", f"p ({design.correction})",
-        "marks",
+        "verdict", "comparison", f"difference [{aggregate.level} CI]", "one seed left out",
+        f"p ({design.correction})", "marks",
     )  # fmt: skip
     rows = tuple(verdict_row(c, design, config=configs, setting=settings) for c in comparisons)
     blocks.append(Block("table", headers=headers, rows=rows))

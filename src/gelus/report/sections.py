@@ -304,14 +304,16 @@ def _experiment_time_and_setup(result: ExperimentResult) -> list[Block]:
 # --------------------------------------------------------------------------- rows for gelus export
 def comparison_row(c: Any, design: Design = DESIGN) -> dict[str, Any]:
     """One judged comparison as a row: what was compared, the difference, its interval, the
-    p-values, the verdict's word and its marks (the same columns in every table of them)."""
+    p-values, the verdict's word, the mean difference's leave-one-seed-out range (loso_low,
+    loso_high) and its marks (the same columns in every table of them)."""
     power = f"pairs_for_{100 * design.power:g}_percent_power"
     return {
         "experiment": c.experiment, "config": c.variant, "setting": c.setting, "lr": c.lr,
         "metric": c.metric, "treatment": c.treatment, "baseline": c.baseline,
         "pairs": len(c.seeds), "mean_difference": c.mean, "ci_low": c.ci[0], "ci_high": c.ci[1],
         "p": c.p, "p_holm": c.p_holm, "verdict": c.verdict.word, power: c.pairs_needed,
-        "depends_on_selection_rule": c.depends, "p_sign_flip": c.p_sign, "fragile": c.fragile,
+        "depends_on_selection_rule": c.depends, "p_sign_flip": c.p_sign,
+        "loso_low": c.loso[0], "loso_high": c.loso[1],
         "depends_on_reference_lr": c.reference_lr,
         "marks": "".join(m.value for m in c.marks(design.alpha)),
     }  # fmt: skip

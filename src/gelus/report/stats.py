@@ -348,17 +348,17 @@ class Comparison(NamedTuple):
     lower_is_better: bool = True
     depends: str = ""  # each selection rule's verdict, when they disagree ("" when they agree)
     p_sign: float = float("nan")  # exact sign-flip p, unadjusted (robust.sign_flip_p)
-    fragile: str = ""  # "seed S carries it" / "seed S reverses the sign" (robust.fragility)
+    # the mean difference's (lowest, highest) with one seed left out (robust.loso_range)
+    loso: tuple[float, float] = (float("nan"), float("nan"))
     reference_lr: str = ""  # the verdict with the reference at its runner-up lr, where it changes
 
     def marks(self, alpha: float = ALPHA) -> tuple[Mark, ...]:
-        """The marks beside the verdict, as values: fragile to one seed, depends on the selection
-        rule, depends on the reference's lr, significant (at ``alpha``) but inside the margin."""
+        """The marks beside the verdict, as values: depends on the selection rule, depends on the
+        reference's lr, significant (at ``alpha``) but inside the margin."""
         margin = METRICS[self.metric].margin if self.metric in METRICS else None
         inside = margin is not None and self.p_holm < alpha and abs(self.mean) < margin
         found = (
             (Mark.INSIDE_MARGIN, inside),
-            (Mark.FRAGILE, bool(self.fragile)),
             (Mark.SELECTION_RULE, bool(self.depends)),
             (Mark.REFERENCE_LR, bool(self.reference_lr)),
         )
