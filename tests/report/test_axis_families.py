@@ -377,7 +377,18 @@ def _scale_records():
     return records, runs, x
 
 
-def test_the_trend_is_each_seeds_least_squares_slope_and_a_t_test_with_holm():
+def _welch_slope(x, cells) -> tuple[float, float, float]:
+    """(slope, its sandwich variance, Satterthwaite df) of the cells' mean gaps on x, by hand:
+    numpy's least squares for the slope, w = (x − x̄)/Σ(x − x̄)² for its variance."""
+    means = [np.mean(d) for d in cells]
+    slope = np.linalg.lstsq(np.column_stack([np.ones(len(x)), x]), means, rcond=None)[0][1]
+    w = (np.asarray(x) - np.mean(x)) / np.sum((np.asarray(x) - np.mean(x)) ** 2)
+    parts = np.array([wi**2 * np.var(d, ddof=1) / len(d) for wi, d in zip(w, cells, strict=True)])
+    df = parts.sum() ** 2 / sum(p**2 / (len(d) - 1) for p, d in zip(parts, cells, strict=True))
+    return float(slope), float(parts.sum()), float(df)
+
+
+def test_the_trend_is_the_least_squares_slope_of_the_cells_gaps_with_welch_and_holm():
     records, runs, x = _scale_records()
     (result,) = analyse(records, runs, PRESETS)
     (axis,) = result.axes
@@ -386,16 +397,19 @@ def test_the_trend_is_each_seeds_least_squares_slope_and_a_t_test_with_holm():
     assert [t.comparison.treatment for t in bpb] == ["relu", "swiglu"]
     expected_p = []
     for t in bpb:
-        gaps = np.stack([
+        cells = [
             _test_values(records, h, t.comparison.treatment, "bpb", 2)
             - _test_values(records, h, "gelu", "bpb", 2)
             for h in ("s1", "s2", "s3")
-        ], axis=1)  # fmt: skip
-        slopes = [np.polyfit(x, g, 1)[0] for g in gaps]
-        assert np.allclose(t.comparison.differences, slopes, atol=1e-12)
-        assert np.allclose([t.gaps[s] for s in SEEDS], gaps, atol=1e-12)
-        expected_p.append(scipy_stats.ttest_1samp(slopes, 0.0).pvalue)
+        ]  # fmt: skip
+        slope, variance, df = _welch_slope(x, cells)
+        assert t.comparison.mean == pytest.approx(slope, abs=1e-12)
+        assert [c.mean for c in t.cells] == pytest.approx([np.mean(d) for d in cells], abs=1e-12)
+        assert np.allclose([t.gaps[s] for s in SEEDS], np.stack(cells, axis=1), atol=1e-12)
+        expected_p.append(2 * scipy_stats.t.sf(abs(slope) / math.sqrt(variance), df))
         assert t.comparison.p == pytest.approx(expected_p[-1], rel=1e-9)
+        half = scipy_stats.t.ppf(0.975, df) * math.sqrt(variance)
+        assert t.comparison.ci == pytest.approx((slope - half, slope + half), rel=1e-9)
     holm = _holm(expected_p)
     assert [t.comparison.p_holm for t in bpb] == pytest.approx(holm, rel=1e-9)
     relu = bpb[0]

@@ -10,7 +10,10 @@ along one axis only:
   differs between them moving with N (``model.d_model`` with ``model.layers``, the heads, the
   training length where it is tied to N), at x = log₂ N;
 - a *budget* family: configs of one N that differ in T (``EnginePlugin.token_count``), at
-  x = log₂ T.
+  x = log₂ T;
+- a *factorial* family: configs that differ in N and T only (every differing key moving with the
+  pair), two or more values of N, T varied at one N at least, the cells off one line (three or
+  more), at (log₂ N, log₂ T).
 
 The sweep keys (activations, lrs, seeds, the settings such as ``train.keep``) are not part of a
 config's identity, so a config that ran fewer settings than another is no other axis: the
@@ -19,7 +22,9 @@ verdicts compare the same (activation, setting) across the family's configs.
 :func:`axis_results` judges each family: a categorical one by the interaction
 (:func:`~gelus.report.sensitivity.interaction`) of each pair of values (the preset's default, else
 the first value, against each other value first) and each activation's own change between them,
-a scale or budget one by the trend (:func:`~gelus.report.trend.trend`);
+a scale or budget one by the trend (:func:`~gelus.report.trend.trend`), a factorial one by the
+slopes on log₂ N and log₂ T fitted together (:func:`~gelus.report.factorial.factorial`; Holm over
+its activations × slopes), each over independent cells (a seed is paired only within a config);
 Holm over the family's comparisons of one metric (:func:`~gelus.report.stats.adjust`), the
 fragility marks, all by :func:`~gelus.report.judge.judge`.
 """
@@ -33,6 +38,7 @@ from typing import Any, NamedTuple
 from gelus.experiments.config import ConfigError, config_from_stored, plugin_for, plugin_for_task
 from gelus.experiments.engine import EnginePlugin
 from gelus.experiments.selection import Selection, variant_labels
+from gelus.report.factorial import CellGap, cell_gap, factorial, identified
 from gelus.report.judge import judge
 from gelus.report.metrics import Verdict, lower_is_better
 from gelus.report.sensitivity import interaction
@@ -45,7 +51,6 @@ from gelus.report.stats import (
     compare_paired,
     paired_t_test,
 )
-from gelus.report.trend import trend
 
 __all__ = [
     "AXES",
@@ -59,18 +64,20 @@ __all__ = [
 ]
 
 AXES = {"scale": "log₂ parameters", "budget": "log₂ tokens"}  # a family's x, by its kind
+FACTORIAL_AXES = (AXES["scale"], AXES["budget"])  # a factorial family's two slopes
 UNITS = {"scale": "parameters", "budget": "tokens"}
 
 
 class Family(NamedTuple):
     """Configs of one experiment that differ along one axis."""
 
-    kind: str  # "categorical" | "scale" | "budget"
+    kind: str  # "categorical" | "scale" | "budget" | "factorial"
     keys: tuple[str, ...]  # the keys whose values differ between the members
     members: tuple[str, ...]  # config hashes: the base value first, or by x ascending
     labels: tuple[str, ...]  # each member's values of ``keys``, "model.init=xavier"
     sizes: tuple[int, ...] = ()  # scale, budget: each member's parameters or tokens
     x: tuple[float, ...] = ()  # scale, budget: log₂ of ``sizes``
+    points: tuple[tuple[float, float], ...] = ()  # factorial: each member's (log₂ N, log₂ T)
 
 
 class Trend(NamedTuple):
@@ -80,6 +87,7 @@ class Trend(NamedTuple):
     x: tuple[float, ...]  # the family's points
     gaps: dict[int, tuple[float, ...]]  # seed -> its gap to the reference at each point
     holds: dict[str, int]  # the per-point verdict's word (activation vs reference) -> points
+    cells: tuple[CellGap, ...] = ()  # each point's within-cell gap (its seeds, lrs, edge flag)
 
 
 class AxisResult(NamedTuple):
@@ -88,7 +96,7 @@ class AxisResult(NamedTuple):
     family: Family
     comparisons: tuple[Comparison, ...] = ()  # categorical: the interactions
     effects: tuple[Comparison, ...] = ()  # categorical: each activation, value against base
-    trends: tuple[Trend, ...] = ()  # scale, budget
+    trends: tuple[Trend, ...] = ()  # scale, budget; factorial: per activation its two slopes
 
 
 def sizes(configs: Mapping[str, Mapping[str, Any]], base: Any) -> dict[str, tuple[Any, Any]]:
@@ -191,6 +199,30 @@ def _scaled(configs: Mapping, counts: Mapping) -> list[Family]:
     return found
 
 
+def _factorial(configs: Mapping, counts: Mapping) -> list[Family]:
+    """Factorial families: configs whose differing keys all move with (N, T) together, two or
+    more values of N, two or more values of T at one N at least (a T that only moves with N is a
+    scale family's), the cells not on one line (so three or more); by N, then T."""
+    known = sorted(h for h in configs if None not in counts[h])
+    tied = _tied(known, configs, lambda h: tuple(counts[h]))
+    rest = [k for k in _differing(known, configs) if k not in tied]
+    found = []
+    for group in _groups(known, configs, rest):
+        group.sort(key=lambda h: tuple(counts[h]))
+        points = tuple((math.log2(counts[h][0]), math.log2(counts[h][1])) for h in group)
+        budgets = defaultdict(set)  # N -> its Ts: T must vary at some N, not only with N
+        for n, t in points:
+            budgets[n].add(t)
+        if len(budgets) < 2 or max(map(len, budgets.values())) < 2 or not identified(points):
+            continue
+        keys = tuple(_differing(group, configs))
+        labels = tuple(variant_labels(group, configs)[h] for h in group)
+        size = tuple(int(counts[h][0]) for h in group)
+        x = tuple(p[0] for p in points)
+        found.append(Family("factorial", keys, tuple(group), labels, size, x, points))
+    return found
+
+
 def families(
     configs: Mapping[str, Mapping[str, Any]],
     counts: Mapping[str, tuple[Any, Any]] | None = None,
@@ -198,11 +230,12 @@ def families(
 ) -> list[Family]:
     """The families among an experiment's stored configs (``{config hash: flat identity config}``,
     :func:`~gelus.experiments.selection.run_configs`): categorical ones, then scale and budget
-    ones. ``counts``: {hash: (N, T)} (:func:`sizes`; None: neither known); ``defaults``: the
+    ones, then factorial ones. ``counts``: {hash: (N, T)} (:func:`sizes`; None: neither known); ``defaults``: the
     preset's flat config, whose value of a categorical key comes first (the interactions' base).
     A config that differs from every other in two or more keys at one size is in no family."""
     counts = counts if counts is not None else dict.fromkeys(configs, (None, None))
-    return _categorical(configs, counts, defaults or {}) + _scaled(configs, counts)
+    found = _categorical(configs, counts, defaults or {}) + _scaled(configs, counts)
+    return found + _factorial(configs, counts)
 
 
 SelectionKey = tuple[str, str, str, str, Any]  # config hash, activation, setting, metric, lr
@@ -277,25 +310,45 @@ def _holds(family: Family, verdicts: Mapping, cell: tuple, reference: str) -> di
     return dict(words) if len(words) > 1 or "not compared" not in words else {}
 
 
-def _trends(family: Family, by_key: Mapping, cells, reference: str, verdicts) -> list[Trend]:
-    """Each activation's trend against the reference over the family's points, unadjusted."""
+def _coordinates(family: Family) -> tuple[tuple[float, ...], ...]:
+    """Each member's coordinates: (log₂ N, log₂ T) in a factorial family, (x,) on one axis."""
+    return family.points if family.kind == "factorial" else tuple((x,) for x in family.x)
+
+
+def _trends(family: Family, by_key: Mapping, cells, reference: str, verdicts, confidence) -> list:
+    """Each activation's trend against the reference over the family's cells, unadjusted: one
+    slope on a scale or budget family, two (log₂ N, log₂ T) on a factorial one, over the cells
+    where both ran two or more finite pairs (:func:`~gelus.report.factorial.factorial`)."""
+    axes = FACTORIAL_AXES if family.kind == "factorial" else (AXES[family.kind],)
     found = []
     for activation, setting, metric, lr in cells:
         points = [
-            (x, by_key.get((h, activation, setting, metric, lr)), by_key.get((h, reference, setting, metric, lr)))
-            for x, h in zip(family.x, family.members, strict=True)
+            (xy, by_key.get((h, activation, setting, metric, lr)), by_key.get((h, reference, setting, metric, lr)))
+            for xy, h in zip(_coordinates(family), family.members, strict=True)
         ]  # fmt: skip
-        points = [p for p in points if p[1] is not None and p[2] is not None]
-        if len({x for x, _, _ in points}) < 2:
+        points = [p for p in points if None not in p and len(cell_gap(*p).seeds) > 1]
+        if not identified([xy for xy, _, _ in points]):
             continue
-        c = trend(points, axis=AXES[family.kind], lower_is_better=lower_is_better(metric))
-        seeds = c.seeds
-        gaps = {s: tuple(t.values[s] - b.values[s] for _, t, b in points) for s in seeds}
+        slopes, gaps = factorial(
+            points, axes, lower_is_better=lower_is_better(metric), confidence=confidence
+        )
+        common = sorted(set.intersection(*(set(g.seeds) for g in gaps)))
+        by_seed = [dict(zip(g.seeds, g.differences, strict=True)) for g in gaps]
+        seeds = {s: tuple(d[s] for d in by_seed) for s in common}
         holds = _holds(family, verdicts, (activation, setting, metric, lr), reference)
-        x = tuple(x for x, _, _ in points)
         variant = f"{family.labels[0]} … {family.labels[-1]}"
-        found.append(Trend(c._replace(variant=variant), x, gaps, holds))
+        for i, c in enumerate(slopes):
+            x = tuple(g.coordinates[i] for g in gaps)
+            found.append(Trend(c._replace(variant=variant), x, seeds, holds, cells=tuple(gaps)))
     return found
+
+
+def _judged_slopes(slopes: Sequence[Comparison], design: Design, aggregate: Aggregate) -> list:
+    """Holm over the slopes of each base metric (a factorial family's activations × its two
+    slopes are one family), the verdicts by :func:`~gelus.report.judge.judge` without the marks
+    of paired differences (a slope over independent cells has none); their intervals kept."""
+    metrics = [c.metric.split(" gap per unit of ")[0] for c in slopes]
+    return judge(slopes, design, aggregate, families=metrics, marks=False)
 
 
 def _judged(comparisons: Sequence[Comparison], design: Design, aggregate: Aggregate) -> list:
@@ -319,8 +372,9 @@ def axis_results(
 ) -> list[AxisResult]:
     """Each family's verdicts from the experiment's ``selections`` (each config's own chosen lr,
     as the verdict tables use): a categorical family's interactions of each pair of values and
-    each activation's change between them, a scale or budget family's trend per activation and setting; Holm over the
-    family's comparisons of one metric. ``comparisons``: the experiment's per-config verdicts,
+    each activation's change between them, a scale or budget family's trend per activation and
+    setting, a factorial family's two slopes per activation and setting; Holm over the family's
+    comparisons of one metric. ``comparisons``: the experiment's per-config verdicts,
     counted per trend for where its verdict holds. A family with no comparison is left out."""
     by_key = {_key(s): s for s in selections}
     cells = _cells(selections, reference)
@@ -337,8 +391,8 @@ def axis_results(
             effects = _judged(_effects(family, by_key, every), design, aggregate)
             result = AxisResult(family, comparisons=tuple(judged), effects=tuple(effects))
         else:
-            trends = _trends(family, by_key, cells, reference, verdicts)
-            judged = _judged([t.comparison for t in trends], design, aggregate)
+            trends = _trends(family, by_key, cells, reference, verdicts, aggregate.confidence)
+            judged = _judged_slopes([t.comparison for t in trends], design, aggregate)
             trends = [t._replace(comparison=c) for t, c in zip(trends, judged, strict=True)]
             result = AxisResult(family, trends=tuple(trends))
         if result.comparisons or result.effects or result.trends:
