@@ -59,11 +59,15 @@ def test_the_first_blocks_are_the_scope_then_a_figure_then_the_verdict_table(rep
     assert glance.index("![mnist-classification-verdicts]") < glance.index("| verdict |")
     assert "How to read:" not in text[: text.index("## How to read")]
     for result in results:
-        for c, _ in result.comparisons:  # each comparison: its verdict, effect, interval, Holm p
+        for c, _ in result.comparisons:  # its verdict, effect, interval, one seed out, Holm p
             low, high = (format_difference(c.metric, v) for v in c.ci)
             effect = f"{format_difference(c.metric, c.mean)} \\[{low}, {high}\\]"
+            n, total = len(c.differences), sum(c.differences)
+            means = [(total - x) / (n - 1) for x in c.differences]  # each seed left out, by hand
+            loso = " to ".join(format_difference(c.metric, v) for v in (min(means), max(means)))
             label = comparison_label(c, config=False, setting=bool(c.setting))
-            row = f"| {c.verdict} | {label} | {effect} | {p_text(c.p_holm).replace('<', '&lt;')} |"
+            p = p_text(c.p_holm).replace("<", "&lt;")
+            row = f"| {c.verdict} | {label} | {effect} | {loso} | {p} |"
             assert row in glance
 
 
@@ -83,10 +87,10 @@ def test_the_forest_draws_each_comparison_with_its_interval_colour_zero_and_glyp
     inside = _comparison([-0.007, -0.006, -0.008, -0.0075, -0.0065], "silu")
     noisy = _comparison([0.05, -0.04, 0.03, -0.06, 0.02], "elu")
     found = adjust([better, inside, noisy])
-    found[0] = found[0]._replace(fragile="seed 3 carries it", depends="a better, b tie")
+    found[0] = found[0]._replace(reference_lr="runner-up lr 4e-3: tie", depends="a better, b tie")
     assert found[0].verdict is Verdict.BETTER and found[2].verdict is Verdict.UNRESOLVED
     assert found[1].marks() == (Mark.INSIDE_MARGIN,)
-    assert found[0].marks() == (Mark.FRAGILE, Mark.SELECTION_RULE)
+    assert found[0].marks() == (Mark.SELECTION_RULE, Mark.REFERENCE_LR)
     ax = Figure().add_subplot()
     assert plot_forest(ax, found) is ax
     labels = [t.get_text() for t in ax.get_yticklabels()]
@@ -98,7 +102,7 @@ def test_the_forest_draws_each_comparison_with_its_interval_colour_zero_and_glyp
     zero = [line for line in ax.lines if tuple(line.get_xdata()) == (0, 0)]
     assert zero  # zero is drawn
     glyphs = sorted(t.get_text() for t in ax.texts)
-    assert glyphs == ["†§", "≈"]
+    assert glyphs == ["§‡", "≈"]
     unresolved = [
         line for line in ax.lines if line.get_marker() == "o" and line.get_ydata()[0] == 0
     ]
