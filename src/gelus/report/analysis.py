@@ -362,7 +362,7 @@ def _sensitivity(finished: _Finished) -> LrSensitivity | None:
     """The experiment's learning-rate sensitivity (:func:`~gelus.report.sensitivity.lr_sensitivity`)
     on the metric and epoch rule its lr is chosen by, on validation (the reported split where no
     validation split was recorded, e.g. the autoencoder: a regret chooses nothing), against the
-    protocol's reference (else GELU); its comparisons carry the sign-flip p and fragility marks.
+    protocol's reference (else GELU); its comparisons carry the sign-flip p and one-seed-out ranges.
     None with fewer than two common lrs or no such records."""
     protocol, records = finished.protocol, finished.records
     recorded = {(r.split, r.metric) for r in records}

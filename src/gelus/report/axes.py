@@ -26,7 +26,7 @@ a scale or budget one by the trend (:func:`~gelus.report.trend.trend`), a factor
 slopes on log₂ N and log₂ T fitted together (:func:`~gelus.report.factorial.factorial`; Holm over
 its activations × slopes), each over independent cells (a seed is paired only within a config);
 Holm over the family's comparisons of one metric (:func:`~gelus.report.stats.adjust`), the
-fragility marks, all by :func:`~gelus.report.judge.judge`.
+leave-one-seed-out ranges, all by :func:`~gelus.report.judge.judge`.
 """
 
 import json
@@ -353,7 +353,7 @@ def _judged_slopes(slopes: Sequence[Comparison], design: Design, aggregate: Aggr
 
 def _judged(comparisons: Sequence[Comparison], design: Design, aggregate: Aggregate) -> list:
     """Holm over the comparisons of each metric (one family per metric), the verdicts and the
-    fragility marks (:func:`~gelus.report.judge.judge`), the t interval at the aggregate's
+    leave-one-seed-out ranges (:func:`~gelus.report.judge.judge`), the t interval at the aggregate's
     confidence; the order kept."""
     comparisons = [
         c._replace(ci=paired_t_test(c.differences, aggregate.confidence).ci) for c in comparisons

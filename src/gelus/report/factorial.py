@@ -23,7 +23,7 @@ which with two cells is Welch's unequal-variance t-test. A cell enters with two 
 pairs; a seed whose run of either side diverged is left out of its cell and counted. The interval
 is b_j ± t_{(1+c)/2, ν_j} · √Var b_j. Holm over the family (activations × slopes) and the verdict
 are :func:`~gelus.report.stats.adjust`'s; the slopes carry no paired differences, so no sign-flip
-p, fragility mark or tie (a slope has no margin).
+p, leave-one-seed-out range or tie (a slope has no margin).
 
 How often the whole procedure, the lr chosen per cell included, calls a slope where there is none,
 and how often it finds slopes like the observed ones, is simulated at the design that ran by
