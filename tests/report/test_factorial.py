@@ -200,3 +200,83 @@ def test_the_verdicts_of_a_family_are_holm_over_activations_and_slopes():
     judged = adjust(slopes, pairs=False)
     assert [c.p_holm for c in judged] == pytest.approx(holm([c.p for c in slopes]), rel=1e-12)
     assert all(c.verdict.word in ("better", "worse", "unresolved") for c in judged)
+
+
+def _scale_config(d_model, layers, per_param, steps, **values):
+    from gelus.experiments.config import (
+        config_to_dict,
+        flat_config,
+        identity_keys,
+        stored_defaults,
+    )
+    from gelus.experiments.presets import PRESETS
+
+    flat = identity_keys(stored_defaults(flat_config(config_to_dict(PRESETS["transformer-scale"].config))))  # fmt: skip
+    keys = {"model.d_model": d_model, "model.layers": layers, "train.steps_per_epoch": steps}
+    return {**flat, **keys, "train.tokens_per_param": per_param, **values}
+
+
+def test_the_factorial_family_and_a_scale_axis_per_budget_are_found():
+    from gelus.experiments.presets import PRESETS
+    from gelus.report.axes import families, sizes
+
+    grid = {  # (d_model, layers, bytes per weight) -> steps per epoch, as the preset derives them
+        (48, 2, 1.25): 8, (48, 2, 2.5): 16, (48, 2, 10.0): 66,
+        (80, 3, 1.25): 31, (80, 3, 2.5): 61, (80, 3, 10.0): 245, (128, 4, 2.5): 200,
+    }  # fmt: skip
+    configs = {f"d{d}x{r:g}": _scale_config(d, k, r, steps) for (d, k, r), steps in grid.items()}
+    configs["warm"] = _scale_config(48, 2, 2.5, 16, **{"optim.warmup": 0.0})
+    base = PRESETS["transformer-scale"].config
+    counts = sizes(configs, base)
+    found = {}
+    for f in families(configs, counts):
+        found.setdefault(f.kind, []).append(f.members)
+    (factorial_family,) = [f for f in families(configs, counts) if f.kind == "factorial"]
+    assert set(factorial_family.members) == set(configs) - {"warm"}
+    assert factorial_family.points == tuple(
+        (math.log2(counts[h][0]), math.log2(counts[h][1])) for h in factorial_family.members
+    )
+    assert sorted(found["scale"]) == [
+        ("d48x1.25", "d80x1.25"), ("d48x10", "d80x10"), ("d48x2.5", "d80x2.5", "d128x2.5"),
+    ]  # fmt: skip
+    assert sorted(found["budget"]) == [("d48x1.25", "d48x2.5", "d48x10"), ("d80x1.25", "d80x2.5", "d80x10")]  # fmt: skip
+    assert [set(m) for m in found["categorical"]] == [{"d48x2.5", "warm"}]
+    # three sizes at one budget per weight: T moves only with N, a scale axis and no factorial
+    one_budget = {h: configs[h] for h in ("d48x2.5", "d80x2.5", "d128x2.5")}
+    assert [f.kind for f in families(one_budget, sizes(one_budget, base))] == ["scale"]
+
+
+def test_the_factorial_section_shows_the_slopes_the_cells_with_their_edges_and_the_rates():
+    from gelus.report.axes import Family, axis_results
+    from gelus.report.factorial_render import factorial_blocks
+    from gelus.report.stats import DESIGN, HEADLINE
+
+    rng = np.random.default_rng(11)
+    selections = []
+    for i, xy in enumerate(CELLS):
+        config = f"cell{i}"
+        gelu = {s: 1.0 + rng.normal(0, 0.02) for s in range(5)}
+        for activation, slope in (("relu", -0.03), ("swiglu", 0.0)):
+            values = {s: v + slope * xy[0] + rng.normal(0, 0.005) for s, v in gelu.items()}
+            lr = 2e-3 if (activation, i) == ("relu", 0) else 4e-3  # relu at d 48's lowest lr
+            selections.append(_selection(activation, values, config=config, lr=lr))
+        selections.append(_selection("gelu", gelu, config=config))
+    members = tuple(f"cell{i}" for i in range(len(CELLS)))
+    family = Family("factorial", ("model.d_model",), members, members, points=tuple(CELLS))
+    (result,) = axis_results([family], selections, [], "gelu")
+    assert [(t.comparison.treatment, t.comparison.metric) for t in result.trends] == [
+        ("relu", "bpb gap per unit of log₂ parameters"), ("relu", "bpb gap per unit of log₂ tokens"),
+        ("swiglu", "bpb gap per unit of log₂ parameters"), ("swiglu", "bpb gap per unit of log₂ tokens"),
+    ]  # fmt: skip
+    relu_n = result.trends[0].comparison
+    assert relu_n.verdict.word == "better" and relu_n.p_holm == pytest.approx(
+        holm([t.comparison.p for t in result.trends])[0], rel=1e-12
+    )
+    blocks = factorial_blocks(result, HEADLINE, DESIGN)
+    slopes, cells = [b for b in blocks if b.kind == "table"]
+    assert [row[3] for row in slopes.rows] == ["per doubling of N", "per doubling of T"] * 2
+    assert len(cells.rows) == 2 * len(CELLS) and cells.rows[0][-1] == "relu at lowest"
+    assert all(row[-1] == "—" for row in cells.rows[1:])
+    text = " ".join(b.text for b in blocks if b.kind == "p")
+    assert "relu, test bpb: its gap to gelu moves per doubling of N -0.029" in text
+    assert "a slope is called where there is none in" in text and "relu b_N 100 %" in text

@@ -87,6 +87,7 @@ class Trend(NamedTuple):
     x: tuple[float, ...]  # the family's points
     gaps: dict[int, tuple[float, ...]]  # seed -> its gap to the reference at each point
     holds: dict[str, int]  # the per-point verdict's word (activation vs reference) -> points
+    alternatives: tuple[Comparison, ...] = ()  # at the matched lr, under the mean rule (lr_choice)
     cells: tuple[CellGap, ...] = ()  # each point's within-cell gap (its seeds, lrs, edge flag)
 
 
@@ -182,13 +183,32 @@ def _measured(kind: str, group: Sequence[str], configs: Mapping, counts: Mapping
     return Family(kind, keys, tuple(group), labels, size, tuple(math.log2(n) for n in size))
 
 
+def _scale_groups(known: Sequence[str], configs: Mapping, counts: Mapping) -> list[list[str]]:
+    """Groups of configs that differ in N, every differing key moving with N: among all of
+    ``known``, then among those that share a value of a key that does not move with N over all
+    of them (a training length per parameter varied too: each of its values its own scale axis);
+    each group once."""
+    tied = _tied(known, configs, lambda h: counts[h][0])
+    rest = [k for k in _differing(known, configs) if k not in tied]
+    subsets = [list(known)] + [
+        [h for h in known if _value(configs[h], k) == value]
+        for k in rest
+        for value in sorted({_value(configs[h], k) for h in known})
+    ]
+    found: dict[frozenset, list[str]] = {}
+    for subset in subsets:
+        tied = _tied(subset, configs, lambda h: counts[h][0])
+        rest = [k for k in _differing(subset, configs) if k not in tied]
+        for group in _groups(subset, configs, rest):
+            found.setdefault(frozenset(group), group)
+    return list(found.values())
+
+
 def _scaled(configs: Mapping, counts: Mapping) -> list[Family]:
     """Scale families (N differs, every differing key moves with N) and budget families (one N,
     T differs, every differing key moves with T)."""
     known = sorted(h for h in configs if counts[h][0] is not None)
-    tied = _tied(known, configs, lambda h: counts[h][0])
-    rest = [k for k in _differing(known, configs) if k not in tied]
-    found = [_measured("scale", g, configs, counts) for g in _groups(known, configs, rest)]
+    found = [_measured("scale", g, configs, counts) for g in _scale_groups(known, configs, counts)]
     by_n: dict[Any, list[str]] = defaultdict(list)
     for h in sorted(h for h in configs if counts[h][1] is not None):
         by_n[counts[h][0]].append(h)

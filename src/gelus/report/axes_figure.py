@@ -60,7 +60,10 @@ def plot_trend(ax: Axes, trend: Trend, *, title: str = "") -> Axes:
 
 
 def trend_figure(result: AxisResult, title: str) -> Figure | None:
-    """One panel per trend of ``result`` on its first metric (the headline); None without."""
+    """One panel per trend of ``result`` on its first metric (the headline); None without, or for
+    a factorial family (its cells are a table)."""
+    if result.family.kind not in UNITS:
+        return None
     trends: Sequence[Trend] = [t for t in result.trends if t.gaps]
     trends = [t for t in trends if t.comparison.metric == trends[0].comparison.metric] if trends else []  # fmt: skip
     if not trends:

@@ -54,8 +54,11 @@ __all__ = [
     "fit_slopes",
     "grid_edge",
     "identified",
+    "rates_at_design",
     "simulate",
 ]
+
+DEPTHS = (0.0, 1.0, 3.0)  # the lr grids simulated: the off-centre lrs this many run sds worse
 
 Point = tuple[Sequence[float], Selection, Selection]  # (coordinates, activation's, reference's)
 
@@ -295,5 +298,32 @@ def simulate(
     rejected = _holm_rejected(p.reshape(reps, -1), alpha).reshape(p.shape)
     false = rejected & (true == 0)[None]
     right = rejected & (np.sign(slopes) == np.sign(true)[None])
-    power = np.where(true != 0, right.mean(0), np.nan)
+    power = np.where(true != 0, right.mean(0), np.nan).tolist()
     return SimulatedRates(reps, float(false.any(axis=(1, 2)).mean()), tuple(map(tuple, power)))
+
+
+def rates_at_design(
+    cells: Sequence[Sequence[CellGap]],
+    observed: Sequence[Sequence[float]],
+    *,
+    reps: int = 2_000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> tuple[float, tuple[tuple[float, ...], ...]] | None:
+    """(the family-wise error under the null, the highest over the lr grids :data:`DEPTHS`; each
+    activation's power per slope with its ``observed`` slopes true, at depth 1) of
+    :func:`simulate` at the design that ran: each activation's fitted ``cells``, those every
+    activation has. None where those cells identify no slope."""
+    common = set.intersection(*({c.coordinates for c in a} for a in cells)) if cells else set()
+    if not identified(sorted(common)):
+        return None
+    aligned = [
+        sorted((c for c in a if c.coordinates in common), key=lambda c: c.coordinates)
+        for a in cells
+    ]
+    worst = max(
+        simulate(aligned, reps=reps, seed=seed, depth=depth, alpha=alpha).family_wise
+        for depth in DEPTHS
+    )
+    found = simulate(aligned, reps=reps, seed=seed + 1, effects=observed, depth=1.0, alpha=alpha)
+    return worst, found.power
