@@ -10,6 +10,7 @@ from gelus.report.axes import AXES, AxisResult, Family, Trend
 from gelus.report.axes_figure import base_metric, trend_figure
 from gelus.report.blocks import Block
 from gelus.report.factorial_render import factorial_blocks
+from gelus.report.factorial_render import factorial_blocks
 from gelus.report.folklore import init_claims, scale_claim, warmup_claim
 from gelus.report.robust import INSIDE_MARGIN, inside_margin
 from gelus.report.stats import EQUIVALENCE_MARGINS, Aggregate, Comparison, Design
@@ -212,6 +213,8 @@ def axes_blocks(
             blocks += _effect_blocks(result, aggregate, design) if result.effects else []
             blocks += [Block("p", text) for text in init_claims(result)]
             blocks += [Block("p", text)] if (text := warmup_claim(result)) else []
+        elif result.family.kind == "factorial":
+            blocks += factorial_blocks(result, aggregate, design)
         elif result.family.kind == "factorial":
             blocks += factorial_blocks(result, aggregate, design)
         else:

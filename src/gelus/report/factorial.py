@@ -107,10 +107,18 @@ def cell_gap(coordinates: Sequence[float], treatment: Selection, reference: Sele
     variance = float(d.var(ddof=1) / d.size) if d.size > 1 else math.nan
     edges = [f"{s.activation} at {edge}" for s in (treatment, reference) if (edge := grid_edge(s))]
     return CellGap(
-        treatment.config_hash, treatment.variant, tuple(float(x) for x in coordinates), seeds,
-        tuple(d.tolist()), float(d.mean()) if d.size else math.nan, variance, treatment.lr,
-        reference.lr, ", ".join(edges), len(shared) - len(seeds),
-    )  # fmt: skip
+        treatment.config_hash,
+        treatment.variant,
+        tuple(float(x) for x in coordinates),
+        seeds,
+        tuple(d.tolist()),
+        float(d.mean()) if d.size else math.nan,
+        variance,
+        treatment.lr,
+        reference.lr,
+        ", ".join(edges),
+        len(shared) - len(seeds),
+    )
 
 
 def design_matrix(coordinates: Sequence[Sequence[float]]) -> np.ndarray:

@@ -45,6 +45,8 @@ def factorial_sentence(slopes: Sequence[Trend], design: Design) -> str:
 
 
 def _slope_rows(trends: Sequence[Trend], aggregate: Aggregate, design: Design) -> list[tuple]:
+    """One row per slope (its Welch–Satterthwaite df refitted from its cells), each followed by
+    its rows at the matched lr and under the mean rule where they were judged."""
     rows = []
     for t in trends:
         metric, slope = _metric(t), _PER[_axis(t)]
@@ -53,13 +55,22 @@ def _slope_rows(trends: Sequence[Trend], aggregate: Aggregate, design: Design) -
             (t.comparison, t.comparison.treatment),
             *((a, f"{a.treatment} ({a.lr})") for a in t.alternatives),
         ):
-            rows.append((
-                label, c.setting or "—", f"test {metric}", f"per doubling of {slope}",
-                str(len(t.cells)), str(len(c.seeds)) + (f" ({c.diverged} left out)" if c.diverged else ""),
-                format_difference(metric, c.mean), interval(metric, c.ci, difference=True),
-                f"{df:.1f}" if c is t.comparison else "—", p_text(c.p), p_text(c.p_holm),
-                verdict_cell(c, design),
-            ))  # fmt: skip
+            rows.append(
+                (
+                    label,
+                    c.setting or "—",
+                    f"test {metric}",
+                    f"per doubling of {slope}",
+                    str(len(t.cells)),
+                    str(len(c.seeds)) + (f" ({c.diverged} left out)" if c.diverged else ""),
+                    format_difference(metric, c.mean),
+                    interval(metric, c.ci, difference=True),
+                    f"{df:.1f}" if c is t.comparison else "—",
+                    p_text(c.p),
+                    p_text(c.p_holm),
+                    verdict_cell(c, design),
+                )
+            )
     return rows
 
 
@@ -74,12 +85,20 @@ def _cell_rows(trends: Sequence[Trend], confidence: float) -> list[tuple]:
         for cell in t.cells:
             n = len(cell.seeds)
             half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * cell.variance**0.5
-            rows.append((
-                t.comparison.treatment, cell.variant, f"{2 ** cell.coordinates[0]:,.0f}",
-                f"{2 ** cell.coordinates[1]:,.0f}", str(n), format_difference(metric, cell.mean),
-                interval(metric, (cell.mean - half, cell.mean + half), difference=True),
-                f"{cell.lr:g}", f"{cell.reference_lr:g}", cell.edge or "—",
-            ))  # fmt: skip
+            rows.append(
+                (
+                    t.comparison.treatment,
+                    cell.variant,
+                    f"{2 ** cell.coordinates[0]:,.0f}",
+                    f"{2 ** cell.coordinates[1]:,.0f}",
+                    str(n),
+                    format_difference(metric, cell.mean),
+                    interval(metric, (cell.mean - half, cell.mean + half), difference=True),
+                    f"{cell.lr:g}",
+                    f"{cell.reference_lr:g}",
+                    cell.edge or "—",
+                )
+            )
     return rows
 
 
@@ -96,11 +115,10 @@ def _rates_text(trends: Sequence[Trend], design: Design) -> str:
         return ""
     worst, power = found
     said = "; ".join(
-        f"{s[0].comparison.treatment} " + ", ".join(
-            f"b_{_PER[_axis(t)]} {100 * p:.0f} %" for t, p in zip(s, row, strict=True)
-        )
+        f"{s[0].comparison.treatment} "
+        + ", ".join(f"b_{_PER[_axis(t)]} {100 * p:.0f} %" for t, p in zip(s, row, strict=True))
         for s, row in zip(slopes, power, strict=True)
-    )  # fmt: skip
+    )
     return (
         "Simulated at this design (these cells, their seeds and spreads, each side's lr chosen per "
         "cell among 3 on validation, 2,000 families each): a slope is called where there is none "
@@ -110,14 +128,9 @@ def _rates_text(trends: Sequence[Trend], design: Design) -> str:
     )
 
 
-def factorial_blocks(result: AxisResult, aggregate: Aggregate, design: Design) -> list[Block]:
-    """The factorial family's section: how it is fitted, the slopes' table (with the rows at the
-    matched lr and under the mean rule, where judged), the sentences, the simulated rates, and
-    the headline metric's cells (gap, interval, lrs, grid edge)."""
-    family, trends = result.family, result.trends
-    reference = trends[0].comparison.baseline
-    headline = [t for t in trends if _metric(t) == _metric(trends[0])]
-    how = (
+def _how(result: AxisResult, design: Design) -> str:
+    family, reference = result.family, result.trends[0].comparison.baseline
+    return (
         f"Configs that differ in {', '.join(family.keys)} only: {'; '.join(family.labels)}. Per "
         f"config (a cell) each activation's gap to {reference}: the mean over seeds of the paired "
         "difference within the cell (same seed, same data order; each side at its own chosen lr), "
@@ -128,29 +141,37 @@ def factorial_blocks(result: AxisResult, aggregate: Aggregate, design: Design) -
         "this table's activations × slopes of one metric. ▲ better: the gap moves in the "
         "activation's favour per doubling; ▼ worse: toward the reference; a slope has no margin."
     )
-    headers = (
-        "activation", "setting", "metric", "slope", "cells", "n seeds",
-        "per doubling", f"{aggregate.level} CI (t)", "df", "p", f"p ({design.correction})",
-        "verdict",
-    )  # fmt: skip
+
+
+def factorial_blocks(result: AxisResult, aggregate: Aggregate, design: Design) -> list[Block]:
+    """The factorial family's section: how it is fitted, the slopes' table (with the rows at the
+    matched lr and under the mean rule, where judged), the sentences, the simulated rates, and
+    the headline metric's cells (gap, interval, lrs, grid edge)."""
+    trends = result.trends
+    reference, headline = trends[0].comparison.baseline, _metric(trends[0])
+    level, correction = aggregate.level, design.correction
+    headers = ("activation", "setting", "metric", "slope", "cells", "n seeds", "per doubling")
+    headers += (f"{level} CI (t)", "df", "p", f"p ({correction})", "verdict")
     slopes = Block("table", headers=headers, rows=tuple(_slope_rows(trends, aggregate, design)))
     grouped: dict[tuple, list[Trend]] = defaultdict(list)
     for t in trends:
         grouped[(t.comparison.treatment, t.comparison.setting, _metric(t))].append(t)
     words = " ".join(factorial_sentence(s, design) for s in grouped.values())
-    cell_headers = (
-        "activation", "config", "N", "T", "n pairs", "gap", f"{aggregate.level} CI (t)", "lr",
-        f"{reference} lr", "at the grid's edge",
-    )  # fmt: skip
-    firsts = [s[0] for key, s in grouped.items() if key[2] == _metric(trends[0])]
-    cells = Block(
-        "table", headers=cell_headers, rows=tuple(_cell_rows(firsts, aggregate.confidence))
+    cell_headers = ("activation", "config", "N", "T", "n pairs", "gap", f"{level} CI (t)", "lr")
+    cell_headers += (f"{reference} lr", "at the grid's edge")
+    firsts = [s[0] for key, s in grouped.items() if key[2] == headline]
+    rows = tuple(_cell_rows(firsts, aggregate.confidence))
+    rates = _rates_text([t for t in trends if _metric(t) == headline], design)
+    edges = (
+        f"Each cell's gap (test {headline}), lrs and grid edge: an lr at its cell's grid edge may "
+        "have a better value beyond the grid."
     )
-    rates = _rates_text(headline, design)
     return [
-        Block("h3", "Gap over size and training length together"), Block("p", how), slopes,
-        Block("p", words), *([Block("p", rates)] if rates else []),
-        Block("p", f"Each cell's gap (test {_metric(trends[0])}), lrs and grid edge: an lr at "
-              "its cell's grid edge may have a better value beyond the grid."),
-        cells,
-    ]  # fmt: skip
+        Block("h3", "Gap over size and training length together"),
+        Block("p", _how(result, design)),
+        slopes,
+        Block("p", words),
+        *([Block("p", rates)] if rates else []),
+        Block("p", edges),
+        Block("table", headers=cell_headers, rows=rows),
+    ]
