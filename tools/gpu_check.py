@@ -1464,7 +1464,7 @@ def part_compiled(config: Config, recorder: Recorder) -> None:
 def _compiled_accuracy(chosen, layout, dtype, config, recorder) -> None:
     import torch
 
-    torch._dynamo.reset()
+    torch.compiler.reset()
     inputs = {v.name: _compiled_input(v, layout, dtype, config.device) for v in chosen}
 
     def forward_all(inputs):
@@ -1539,7 +1539,7 @@ def _compiled_timing(config: Config, recorder: Recorder, dtype) -> None:
     size = 2**12 if config.quick else 2**24
     members = kernels_cuda.MEMBERS[:2] if config.quick else kernels_cuda.MEMBERS
     rounds, min_seconds = (2, 0.0) if config.quick else (7, 2e-3)
-    torch._dynamo.reset()
+    torch.compiler.reset()
     case = kernels_cuda.Case.make(size, dtype, "normal", config.device)
     gelu_compiled = torch.compile(lambda x, p: F.gelu(x), backend=config.compile_backend,
                                   dynamic=False)  # fmt: skip

@@ -27,7 +27,6 @@ Triton's versions and the arch: generating one costs ~5-10 s of CPU, compiling i
 
 import argparse
 import collections
-import contextlib
 import hashlib
 import importlib.util
 import json
@@ -36,7 +35,6 @@ import os
 import re
 import sys
 import tempfile
-import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,108 +55,10 @@ def _compile_kernels():
 ck = _compile_kernels()
 
 
-# ---------------------------------------------------------------- a fake sm_<arch> device
-
-
-@contextlib.contextmanager
-def fake_cuda(arch: int = 90):
-    """inductor's view of a CUDA device of compute capability ``arch`` in a CPU-only torch.
-
-    Patched while the context is open: ``torch.cuda``'s availability, device, capability and
-    properties (an H100's), dynamo's CUDA device interface, Triton's backend for the target (no
-    driver), the RNG state dynamo saves, and constant folding, which evaluates constant nodes
-    (``scalar_tensor`` on cuda) for real: those run on the CPU, where they give the same values.
-    The attention and matmul-padding pattern sets (traced once, for the device of the first
-    graph) are built for the CPU: they do not match a pointwise graph on any device."""
-    import torch
-    import torch.utils._triton as torch_triton
-    from torch._dynamo import device_interface
-    from torch._inductor import constant_folding
-    from torch._inductor.fx_passes import fuse_attention, misc_patterns, pad_mm
-    from torch._inductor.runtime import triton_helpers
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler.compiler import make_backend
-
-    major, minor = divmod(arch, 10)
-    props = types.SimpleNamespace(
-        name="NVIDIA H100 80GB HBM3", major=major, minor=minor, multi_processor_count=132,
-        regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048,
-        max_threads_per_block=1024, warp_size=32, total_memory=80 << 30, gcnArchName="",
-        L2_cache_size=50 << 20, shared_memory_per_block_optin=227 << 10,
-    )  # fmt: skip
-
-    class OnCpu(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
-            kwargs = dict(kwargs or {})
-            if torch.device(kwargs.get("device", "cpu")).type == "cuda":
-                kwargs["device"] = torch.device("cpu")
-            return func(*args, **kwargs)
-
-    run_node = constant_folding.ConstantFolder.run_node
-
-    def run_node_on_cpu(self, node):
-        with OnCpu():
-            return run_node(self, node)
-
-    def on_cpu(init):
-        return lambda device=None: init(torch.device("cpu"))
-
-    cuda = {
-        "is_available": lambda: True,
-        "device_count": lambda: 1,
-        "current_device": lambda: 0,
-        "get_device_properties": lambda *a, **k: props,
-        "get_device_capability": lambda *a, **k: (major, minor),
-        "get_rng_state": lambda *a, **k: torch.zeros(16, dtype=torch.uint8),
-        "set_rng_state": lambda *a, **k: None,
-        "_exchange_device": lambda device: 0,
-        "_maybe_exchange_device": lambda device: 0,
-    }
-    interface = {
-        "get_device_properties": lambda *a, **k: props,
-        "current_device": lambda: 0,
-        "device_count": lambda: 1,
-        "exchange_device": lambda device: 0,
-        "maybe_exchange_device": lambda device: 0,
-        "set_device": lambda device: None,
-        "get_raw_stream": lambda device: 0,
-        "synchronize": lambda *a: None,
-    }
-    saved = []
-
-    def patch(owner, name, value):
-        saved.append((owner, name, owner.__dict__.get(name, _ABSENT)))
-        setattr(owner, name, value)
-
-    try:
-        for name, value in cuda.items():
-            patch(torch.cuda, name, value)
-        for name, value in interface.items():
-            patch(device_interface.CudaInterface, name, staticmethod(value))
-        patch(torch_triton, "triton_backend", lambda: make_backend(GPUTarget("cuda", arch, 32)))
-        patch(constant_folding.ConstantFolder, "run_node", run_node_on_cpu)
-        patch(triton_helpers, "set_driver_to_gpu", lambda: None)  # a kernel module's import
-        patch(fuse_attention, "_sfdp_init", on_cpu(fuse_attention._sfdp_init))
-        patch(pad_mm, "_pad_mm_init", on_cpu(pad_mm._pad_mm_init))
-        patch(misc_patterns, "_misc_patterns_init", on_cpu(misc_patterns._misc_patterns_init))
-        yield
-    finally:
-        for owner, name, value in reversed(saved):
-            if value is _ABSENT:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
-
-
-_ABSENT = object()
-
-
 # ---------------------------------------------------------------- generating the wrapper
-
-
-class _Captured(Exception):
-    """Raised in place of loading the generated module: its source is the payload."""
+# inductor's internals (a fake sm_<arch> device, the generated code taken before it loads, the
+# launcher's compile options) are reached through gelus._torch_compat, the project's one place
+# for private torch API: inductor_fake_cuda, inductor_captured_code, inductor_kernel_build.
 
 
 def _torch_dtype(dtype: str):
@@ -187,26 +87,13 @@ def _backward(grad, x):
 def generate(dtype: str, backward: bool, arch: int = 90) -> str:
     """The Python wrapper inductor generates for the route on a fake sm_<arch> CUDA device."""
     import torch
-    from torch._inductor import config
-    from torch._inductor import graph as inductor_graph
-    from torch._subclasses.fake_tensor import FakeTensorMode
 
-    captured = []
+    from gelus._torch_compat import inductor_captured_code, inductor_fake_cuda
 
-    def capture(self):
-        code, _ = self.codegen()
-        captured.append(code.value)
-        raise _Captured()
-
-    torch._dynamo.reset()
+    torch.compiler.reset()
     function = _backward if backward else _forward
     compiled = torch.compile(function, backend="inductor", fullgraph=True, dynamic=False)
-    with (
-        fake_cuda(arch),
-        config.patch(fx_graph_cache=False, compile_threads=1),
-        _patched(inductor_graph.GraphLowering, "_compile_to_module", capture),
-        FakeTensorMode(),
-    ):
+    with inductor_fake_cuda(arch), inductor_captured_code() as captured:
         x = torch.empty(NUMEL, device="cuda", dtype=_torch_dtype(dtype))
         grad = torch.empty(NUMEL, device="cuda", dtype=_torch_dtype(dtype))
         try:
@@ -214,18 +101,8 @@ def generate(dtype: str, backward: bool, arch: int = 90) -> str:
         except Exception as error:  # the capture ends the compile, wrapped by dynamo
             if not captured:
                 raise RuntimeError(f"inductor generated nothing for {dtype}") from error
-    torch._dynamo.reset()
+    torch.compiler.reset()
     return captured[0]
-
-
-@contextlib.contextmanager
-def _patched(owner, name, value):
-    old = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, old)
 
 
 _KERNEL = re.compile(
@@ -279,17 +156,10 @@ def route_kernels(dtype: str, backward: bool, arch: int = 90) -> list[tuple[str,
 # ---------------------------------------------------------------- compiling a kernel
 
 
-def _load_kernel(name: str, source: str):
-    """The kernel module's CachingAutotuner (its ``fn``, ``triton_meta``, ``configs``)."""
-    from torch._inductor.codecache import PyCodeCache
-
-    return getattr(PyCodeCache.load(source), name)
-
-
 def compile_kernel(name: str, source: str, arch: int = 90):
     """(Triton's compiled kernel for sm_<arch>, the inductor config it was built with).
 
-    The compile inductor's launcher makes (``CachingAutotuner._precompile_config``): the same
+    The compile inductor's launcher makes (its autotuner's precompile step): the same
     signature, constants, specialization, ``num_warps``/``num_stages`` and ``triton_meta`` options
     (``enable_fp_fusion`` and the rest), for the first of its configs (a pointwise kernel of a
     static size has one)."""
@@ -297,12 +167,11 @@ def compile_kernel(name: str, source: str, arch: int = 90):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    with fake_cuda(arch):
-        tuner = _load_kernel(name, source)
-        config = tuner.configs[0]
-        meta = tuner._create_compile_meta(config)
-        options = tuner._create_compile_options(config, meta)
-    source_ = ASTSource(tuner.fn, meta["signature"], meta["constants"], meta["configs"][0])
+    from gelus._torch_compat import inductor_fake_cuda, inductor_kernel_build
+
+    with inductor_fake_cuda(arch):
+        fn, meta, options, config = inductor_kernel_build(name, source)
+    source_ = ASTSource(fn, meta["signature"], meta["constants"], meta["configs"][0])
     compiled = triton.compile(source_, target=GPUTarget("cuda", arch, 32), options=options)
     return compiled, config
 

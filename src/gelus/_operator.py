@@ -37,8 +37,9 @@ a fake (meta) kernel, a vmap rule and the autograd formula. A call then takes on
 docs/ARCHITECTURE.md describes where a device kernel plugs in.
 """
 
+import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -46,6 +47,7 @@ from torch import Tensor
 from gelus._common import is_tame, result_dtype
 from gelus._torch_compat import (
     below_autograd,
+    default_kernel_as,
     dispatch_mode_active,
     function_apply,
     functorch_active,
@@ -66,10 +68,12 @@ __all__ = [
     "call_kernel",
     "cast",
     "compiled_clamp",
+    "cpu_takes_route_of",
     "device_kernel",
     "fast_apply",
     "fx_leaf",
     "keep_operator_under_compile",
+    "kernel_device",
     "kernel_for",
     "register_input_only_autograd",
     "register_unary_autograd",
@@ -238,6 +242,41 @@ def fast_apply(function: type[torch.autograd.Function], *args):
     return function_apply(function, args)
 
 
+# ---------------------------------------------------------------- another device's route on CPU
+# "cpu" -> the device type whose route CPU tensors take, inside cpu_takes_route_of() alone: the
+# bench's host time of the CUDA route without a GPU, and the Triton kernels' checks on CPU
+# (gelus.bench.device_timing.cuda_route_on_cpu). Empty otherwise; changed by nothing else.
+_ROUTED: dict[str, str] = {}
+
+
+def kernel_device(x: Tensor) -> str:
+    """The device type whose registered kernels a call on x takes: x's own, or inside
+    :func:`cpu_takes_route_of` the device a CPU tensor stands in for."""
+    device = x.device.type
+    return _ROUTED.get(device, device) if _ROUTED else device
+
+
+@contextlib.contextmanager
+def cpu_takes_route_of(device_type: str, ops: Iterable[Callable]) -> Iterator[None]:
+    """Inside the block, calls on CPU tensors take the route ``device_type`` tensors take: every
+    choice of this module (:func:`kernel_for`, :func:`device_kernel`, no :func:`tame_hint`) and
+    ``gelus._triton.available`` answers for ``device_type``, and each operator of ``ops`` (those
+    with a kernel for ``device_type``) runs that kernel when dispatched on a CPU tensor. The
+    Python, the dispatcher and the host functions run as on the device; the kernels then need
+    CPU tensors (Triton's interpreter) or stubbed launches (``gelus._triton.launches_stubbed``).
+    Undone on exit; one route at a time."""
+    if _ROUTED:
+        raise RuntimeError(f"CPU already takes the {_ROUTED['cpu']} route: leave that block first")
+    with contextlib.ExitStack() as defaults:
+        for op in ops:
+            defaults.enter_context(default_kernel_as(op, device_type))
+        _ROUTED["cpu"] = device_type
+        try:
+            yield
+        finally:
+            _ROUTED.clear()
+
+
 def kernel_for(
     op: Callable, default: Callable, x: Tensor, *others: Tensor, direct: bool = False
 ) -> Callable:
@@ -252,9 +291,10 @@ def kernel_for(
     that pass the operator's arguments only, no ``tame`` hint)."""
     if functorch_active() or dispatch_mode_active() or not all(map(is_plain, (x, *others))):
         return op
-    if not has_device_kernel(op, x.device.type):
+    device = kernel_device(x)
+    if not has_device_kernel(op, device):
         return default
-    return (registered_kernel(op, x.device.type) or op) if direct else op
+    return (registered_kernel(op, device) or op) if direct else op
 
 
 def device_kernel(op: Callable, x: Tensor, *others: Tensor) -> Callable | None:
@@ -264,11 +304,12 @@ def device_kernel(op: Callable, x: Tensor, *others: Tensor) -> Callable | None:
     only a device's kernels need (one-pass parameter gradients, the stochastic mask drawn in the
     kernel): the default route composes torch ops instead, which autograd and tracers can
     follow."""
-    if torch.compiler.is_compiling() or not has_device_kernel(op, x.device.type):
+    device = kernel_device(x)
+    if torch.compiler.is_compiling() or not has_device_kernel(op, device):
         return None  # has_device_kernel: a dict lookup, the common CPU case stops here
     if functorch_active() or dispatch_mode_active() or not all(map(is_plain, (x, *others))):
         return None
-    return registered_kernel(op, x.device.type) or op
+    return registered_kernel(op, device) or op
 
 
 def call_kernel(kernel: Callable, op: Callable, args: Sequence, tame: bool | None):
@@ -281,11 +322,13 @@ def tame_hint(x: Tensor, bound: float | None) -> bool | None:
     """Whether every element of x is finite with |x| <= bound, for the default kernels' fast
     path: checked once in the eager forward and passed to both default kernels (not to the
     operators: a kernel registered for a device checks what it needs). None (the kernel decides)
-    off CPU, where the check would synchronize, and under torch.func."""
+    off CPU, where the check would synchronize, while CPU takes another device's route
+    (:func:`cpu_takes_route_of`), and under torch.func."""
     if (
         bound is None
         or x.dtype not in (torch.float32, torch.float64)  # half types: checked after upcasting
         or x.device.type != "cpu"
+        or _ROUTED
         or functorch_active()
     ):
         return None

@@ -7,6 +7,7 @@ import torch
 from gelus._triton import interpreting
 from gelus.bench import gpt2_step
 from gelus.bench.timing import verdict
+from gelus.experiments.activation_spec import ActivationError
 
 TINY = ["--device", "cpu", "--layers", "1", "--width", "32", "--heads", "2", "--vocab", "64",
         "--context", "16", "--batch", "2", "--warmup", "2"]  # fmt: skip
@@ -80,19 +81,33 @@ def test_bad_options_are_refused(bad, capsys):
     assert bad[0] in capsys.readouterr().err
 
 
+def test_the_bench_has_no_kernel_route_of_its_own():
+    # its rows are torch's two baselines and the registry's public modules, nothing else
+    assert gpt2_step.BENCH_ACTIVATIONS == ("torch-tanh", "torch-exact")
+    with pytest.raises(ActivationError, match="unknown activation 'triton-exact'"):
+        gpt2_step.activation_spec("triton-exact")
+
+
 @pytest.mark.skipif(
     not interpreting(),
     reason="runs the kernels on CPU tensors: needs TRITON_INTERPRET=1 (tests/conftest.py sets it "
     "without CUDA)",
 )
-def test_gpt2_triton_activation_matches_torch():
-    from gelus.bench.gpt2_step import make_activation
+def test_the_gelu_row_takes_the_triton_kernels_on_the_cuda_route():
+    # what the "gelu" row runs on a GPU: the public module on the library's CUDA route, here on
+    # CPU tensors with the kernels interpreted; the value and gradient against float64 torch
+    from gelus.bench.device_timing import cuda_route_on_cpu, stubbed_launches
 
+    module = gpt2_step.make_activation("gelu")
     x = torch.randn(4, 33, requires_grad=True)
     x64 = x.detach().double().requires_grad_()
-    y = make_activation("triton-exact")(x)
+    with cuda_route_on_cpu():
+        with stubbed_launches() as launches:
+            torch.autograd.grad(module(x).sum(), x)
+        y = module(x)
+        (grad,) = torch.autograd.grad(y.sum(), x)
+    assert launches == ["pointwise_kernel", "pointwise_kernel"]  # forward, backward: the kernels
     reference = torch.nn.functional.gelu(x64)
     torch.testing.assert_close(y.double(), reference, rtol=1e-6, atol=1e-7)
-    y.sum().backward()
-    reference.sum().backward()
-    torch.testing.assert_close(x.grad.double(), x64.grad, rtol=1e-6, atol=1e-7)
+    (reference_grad,) = torch.autograd.grad(reference.sum(), x64)
+    torch.testing.assert_close(grad.double(), reference_grad, rtol=1e-6, atol=1e-7)

@@ -22,15 +22,19 @@ kernel in its own file (``_clamped_swiglu``: kernel, launch constants and host f
 ``_math``'s σ and ``_kernels``' rounding; ``tools/compile_kernels.py`` gates it too.
 """
 
+import contextlib
 import functools
 import importlib
 import importlib.util
 import os
+from collections.abc import Iterator
 from types import ModuleType
 
 import torch
 
-__all__ = ["available", "interpreting", "load"]
+from gelus._operator import kernel_device
+
+__all__ = ["available", "interpreting", "launch", "launches_stubbed", "load"]
 
 
 def interpreting() -> bool:
@@ -45,13 +49,42 @@ def _triton_installed() -> bool:
 
 def available(x: torch.Tensor) -> bool:
     """Whether the operators should send ``x`` to the kernels: a floating-point CUDA tensor, with
-    Triton installed. CPU tensors never are (CPU keeps its routes, also when the interpreter is
-    on); tests reach the kernels on CPU through :func:`load` directly. Imports nothing."""
+    Triton installed. CPU tensors are not (CPU keeps its routes, also when the interpreter is
+    on), except inside ``gelus._operator.cpu_takes_route_of("cuda", ...)``; tests also reach the
+    kernels on CPU through :func:`load` directly. Imports nothing."""
     floating = x.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-    return floating and x.device.type == "cuda" and _triton_installed()
+    return floating and kernel_device(x) == "cuda" and _triton_installed()
 
 
 @functools.cache
 def load() -> ModuleType:
     """Import and return :mod:`gelus._triton.ops` (compiles nothing until a kernel first runs)."""
     return importlib.import_module("gelus._triton.ops")
+
+
+# One list per open launches_stubbed() block, innermost last: the names of the kernels launch()
+# skipped. Empty otherwise (launch for real); changed in place by launches_stubbed() alone.
+_STUBBED: list[list[str]] = []
+
+
+def launch(kernel, grid: tuple[int, ...], *args, **options) -> None:
+    """``kernel[grid](*args, **options)``: every Triton launch of the host functions
+    (:mod:`gelus._triton.ops`, ``_clamped_swiglu``) goes through here, so that
+    :func:`launches_stubbed` can skip them all (the bench's host time of the library alone)."""
+    if _STUBBED:
+        _STUBBED[-1].append(getattr(kernel, "__name__", type(kernel).__name__))
+    else:
+        kernel[grid](*args, **options)
+
+
+@contextlib.contextmanager
+def launches_stubbed() -> Iterator[list[str]]:
+    """Inside the block :func:`launch` launches nothing and records the kernel's name instead, in
+    the list it yields, in order. The host functions' outputs are then left unwritten: time
+    them, don't read them. Blocks nest; each yields its own list."""
+    launches: list[str] = []
+    _STUBBED.append(launches)
+    try:
+        yield launches
+    finally:
+        _STUBBED.pop()  # blocks close innermost first

@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from gelus._triton import ops
+from gelus._triton import launch, ops
 from gelus._triton._kernels import _folded_program, _rounded, _widen
 from gelus._triton._math import swish_slope, swish_value
 
@@ -161,8 +161,17 @@ def _launch(x, grad, out, alpha, limit, interleaved, dim):
         grid = _grid(outer, inner, config)
         config["FOLDED"] = len(grid) > 2
         size = 2 * outer if inner == 1 else outer  # PAIRS counts elements (no int32 product)
-        clamped_swiglu_kernel[grid](
-            x, x if grad is None else grad, out, size, inner, alpha, limit, **config
+        launch(
+            clamped_swiglu_kernel,
+            grid,
+            x,
+            x if grad is None else grad,
+            out,
+            size,
+            inner,
+            alpha,
+            limit,
+            **config,
         )
     return out
 

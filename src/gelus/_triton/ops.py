@@ -37,7 +37,7 @@ import triton
 from torch import Tensor
 
 from gelus._triton import _kernels as kernels
-from gelus._triton import _math, interpreting
+from gelus._triton import _math, interpreting, launch
 
 __all__ = [
     "bias_gelu_backward",
@@ -244,8 +244,17 @@ def _launch_pointwise(x, grad, member, beta=1.0, seed=0, offset=0):
     n = x.numel()
     if n:
         grid, config = _pointwise_launch(n, x.dtype, member, grad is not None)
-        kernels.pointwise_kernel[grid](
-            x, x if grad is None else grad, out, n, float(beta), int(seed), int(offset), **config
+        launch(
+            kernels.pointwise_kernel,
+            grid,
+            x,
+            x if grad is None else grad,
+            out,
+            n,
+            float(beta),
+            int(seed),
+            int(offset),
+            **config,
         )
     return out
 
@@ -517,7 +526,9 @@ def _run_parametric(member, form, x, grad, p, q, wants=(False, False), wide=Fals
     p = _on_device(p, x, dtype)
     q = p if q is p else _on_device(q, x, dtype)
     partial = torch.empty(plan.partial, dtype=dtype, device=device) if plan.sums else out
-    getattr(kernels, plan.kernel)[plan.grid](
+    launch(
+        getattr(kernels, plan.kernel),
+        plan.grid,
         x,
         x if grad is None else _as_layout_of(grad, x),
         out,
@@ -529,7 +540,9 @@ def _run_parametric(member, form, x, grad, p, q, wants=(False, False), wide=Fals
         **plan.options,
     )
     if plan.sums:
-        kernels.finish_kernel[plan.finish_grid](
+        launch(
+            kernels.finish_kernel,
+            plan.finish_grid,
             partial,
             partial if dp is None else dp,
             partial if dq is None else dq,
@@ -643,7 +656,9 @@ def _launch_geglu(x, grad, out, half, approximate):
     outer = x.numel() // (2 * half) if half else 0
     if outer:
         grid, config = _geglu_launch(outer, half, x.dtype, form, grad is not None)
-        kernels.geglu_kernel[grid](x, x if grad is None else grad, out, outer, half, **config)
+        launch(
+            kernels.geglu_kernel, grid, x, x if grad is None else grad, out, outer, half, **config
+        )
     return out
 
 

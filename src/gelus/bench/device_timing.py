@@ -132,84 +132,30 @@ def host_times(fn: Callable[[], object], calls: int, device: str) -> list[float]
 
 @contextlib.contextmanager
 def stubbed_launches() -> Iterator[list[str]]:
-    """Every Triton kernel launch (``kernel[grid](...)``, compiled or interpreted) becomes a
-    no-op inside the block; yields the list of the kernels' names that were called, in order.
-    The outputs the host functions allocate are then left unwritten: time, don't read them."""
-    import triton.runtime.jit as jit
+    """Every Triton kernel launch of the library (compiled or interpreted) becomes a no-op inside
+    the block (``gelus._triton.launches_stubbed``: the host functions launch through the
+    library's one ``launch``); yields the list of the kernels' names that were called, in
+    order. The outputs the host functions allocate are then left unwritten: time, don't read
+    them."""
+    from gelus._triton import launches_stubbed
 
-    classes = [jit.JITFunction]
-    with contextlib.suppress(ImportError):
-        from triton.runtime.interpreter import InterpretedFunction
-
-        classes.append(InterpretedFunction)
-    launches: list[str] = []
-
-    def run(self, *args, **kwargs):
-        if not kwargs.get("warmup", False):
-            launches.append(getattr(self, "__name__", type(self).__name__))
-
-    originals = {cls: cls.__dict__.get("run") for cls in classes}
+    # Unwritten outputs hold whatever memory held: subnormal garbage would slow the CPU's
+    # arithmetic on them 100-fold (torch's default is not to flush; restored below).
+    torch.set_flush_denormal(True)
     try:
-        for cls in classes:
-            cls.run = run
-        # Unwritten outputs hold whatever memory held: subnormal garbage would slow the CPU's
-        # arithmetic on them 100-fold (torch's default is not to flush; restored below).
-        torch.set_flush_denormal(True)
-        yield launches
+        with launches_stubbed() as launches:
+            yield launches
     finally:
         torch.set_flush_denormal(False)
-        for cls, original in originals.items():
-            if original is None:
-                del cls.run
-            else:
-                cls.run = original
 
 
-def _replace_everywhere(original: object, replacement: object) -> list[tuple[object, str]]:
-    """Set every name bound to ``original`` in the library's loaded modules to ``replacement``
-    (a name imported with ``from … import`` is a binding of its own); returns what was set."""
-    import sys
+def cuda_route_on_cpu() -> contextlib.AbstractContextManager[None]:
+    """Inside the block, CPU floating-point tensors take the library's CUDA route
+    (``gelus._operator.cpu_takes_route_of("cuda", ...)``): every operator of
+    :data:`gelus._cuda.CUDA_KERNELS` runs its CUDA kernel (the Triton host functions) where a
+    CUDA tensor would, through the same Python and dispatcher, and the eager forward skips the
+    CPU-only finiteness hint. Undone on exit. The kernels themselves then need Triton's
+    interpreter, or :func:`stubbed_launches`."""
+    from gelus import _cuda, _operator
 
-    replaced = []
-    for name, module in list(sys.modules.items()):
-        if name == "gelus" or (name.startswith("gelus.") and not name.startswith("gelus.bench")):
-            for attribute, value in list(vars(module).items()):
-                if value is original:
-                    setattr(module, attribute, replacement)
-                    replaced.append((module, attribute))
-    return replaced
-
-
-@contextlib.contextmanager
-def cuda_route_on_cpu() -> Iterator[None]:
-    """Inside the block, CPU floating-point tensors take the library's CUDA route: every operator
-    of :data:`gelus._cuda.CUDA_KERNELS` runs its CUDA kernel (the Triton host functions) in
-    place of its default kernel, as ``torch.library.register_kernel(op, "cpu", ...)`` would, but
-    undone on exit (a registration stays for the process), and the eager forward skips the
-    CPU-only finiteness hint (``tame_hint`` is None off CPU). The kernels themselves then need
-    Triton's interpreter, or :func:`stubbed_launches`."""
-    from gelus import _cuda, _operator, _triton
-
-    routed = _cuda.CUDA_KERNELS
-    has_device_kernel = _operator.has_device_kernel
-    defaults = {op: op._backend_fns[None] for op in routed}  # the custom op's default kernel
-    replacements = {
-        _triton.available: lambda x: x.dtype.is_floating_point,
-        has_device_kernel: lambda op, device: op in routed or has_device_kernel(op, device),
-        _operator.tame_hint: lambda x, bound: None,
-    }
-    replaced = []
-    try:
-        for original, replacement in replacements.items():
-            replaced += [
-                (module, name, original)
-                for module, name in _replace_everywhere(original, replacement)
-            ]
-        for op, kernel in routed.items():
-            op._backend_fns[None] = kernel  # looked up per call by the op's default entry
-        yield
-    finally:
-        for module, name, original in replaced:
-            setattr(module, name, original)
-        for op, kernel in defaults.items():
-            op._backend_fns[None] = kernel
+    return _operator.cpu_takes_route_of("cuda", _cuda.CUDA_KERNELS)

@@ -1,7 +1,7 @@
 """A GPT-2-small training step with each activation, eager and compiled: the end-to-end check.
 
     python -m gelus.bench.gpt2_step                      # CUDA: 12 layers, batch 8 × 1024
-    python -m gelus.bench.gpt2_step --activations torch-tanh,torch-exact,gelu,gelu_new,triton-exact
+    python -m gelus.bench.gpt2_step --activations torch-tanh,torch-exact,gelu,gelu_new,geglu
 
 One step = forward under bf16 autocast, cross-entropy, backward, fused AdamW, zero_grad. The model
 is the transformer-lm preset's :class:`~gelus.experiments.engines.transformer.models.ByteGPT` (the
@@ -15,10 +15,9 @@ parameters) and no dropout; a step's time barely depends on either. A gated regi
 does not depend on the weights or the text.
 
 Activations: ``torch-tanh`` (``nn.GELU(approximate="tanh")``) and ``torch-exact`` (``nn.GELU()``)
-are the baselines; any gelus registry name (``gelu``, ``gelu_new``, ...) is the library as it
-stands (its CUDA route once the operators use the Triton kernels); ``triton-exact`` /
-``triton-tanh`` call the Triton kernels directly through a minimal autograd Function, to measure
-them before they are wired into the operators.
+are the baselines; any gelus registry name (``gelu``, ``gelu_new``, ...) is the library's public
+module as a user gets it, which on CUDA calls the Triton kernels by itself (``gelus._cuda``): the
+bench has no kernel route of its own.
 
 Timing: every row (activation × mode) is warmed up (``--warmup`` steps, the first of a compiled
 row compiling it), then all rows, eager and compiled together, are timed in ``--steps``
@@ -64,18 +63,18 @@ from dataclasses import dataclass
 from functools import partial
 
 import torch
-import torch._dynamo
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gelus._torch_compat import compile_counts, compile_settings
 from gelus.experiments.activation_spec import ActivationSpec, resolve_activation
 from gelus.experiments.engines.transformer.config import TransformerModelConfig
 from gelus.experiments.engines.transformer.models import ByteGPT, init_parameters
 
 __all__ = ["GPTConfig", "activation_spec", "gpt2_model", "main", "make_activation", "measure"]
 
-# The rows that are not registry names: torch's baselines and the Triton kernels called directly.
-BENCH_ACTIVATIONS = ("torch-tanh", "torch-exact", "triton-exact", "triton-tanh")
+# The rows that are not registry names: torch's baselines.
+BENCH_ACTIVATIONS = ("torch-tanh", "torch-exact")
 
 
 @dataclass(frozen=True)
@@ -101,46 +100,12 @@ class GPTConfig:
         )
 
 
-class _TritonGELU(torch.autograd.Function):
-    """gelu through gelus._triton.ops, saving only x (the operators' design, minus everything else).
-
-    ``ops`` is set by :class:`TritonGELU` when a model is built, outside any compiled region:
-    dynamo warns when it traces through ``load()``'s functools cache."""
-
-    ops = None
-
-    @staticmethod
-    def forward(ctx, x: Tensor, approximate: str) -> Tensor:
-        ctx.save_for_backward(x)
-        ctx.approximate = approximate
-        return _TritonGELU.ops.gelu_forward(x, approximate)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        (x,) = ctx.saved_tensors
-        return _TritonGELU.ops.gelu_backward(grad, x, ctx.approximate), None
-
-
-class TritonGELU(nn.Module):
-    def __init__(self, approximate: str = "none") -> None:
-        super().__init__()
-        from gelus._triton import load
-
-        _TritonGELU.ops = load()  # cached: every module sets the same ops
-        self.approximate = approximate
-
-    def forward(self, x: Tensor) -> Tensor:
-        return _TritonGELU.apply(x, self.approximate)
-
-
 def make_activation(name: str) -> nn.Module:
     """A fresh activation module for a row name (see the module docstring)."""
     if name == "torch-tanh":
         return nn.GELU(approximate="tanh")
     if name == "torch-exact":
         return nn.GELU()
-    if name in ("triton-exact", "triton-tanh"):
-        return TritonGELU("none" if name == "triton-exact" else "tanh")
     from gelus.registry import get_activation
 
     return get_activation(name)
@@ -149,7 +114,7 @@ def make_activation(name: str) -> nn.Module:
 def activation_spec(name: str) -> ActivationSpec:
     """The row's activation as the spec ByteGPT builds its FFNs from: a registry name through the
     harness's resolver (which knows the gated ones; an unknown name fails with the list of names),
-    the torch baselines and the Triton Function as plain factories."""
+    the torch baselines as plain factories."""
     if name not in BENCH_ACTIVATIONS:
         return resolve_activation(name)
     return ActivationSpec(
@@ -209,13 +174,6 @@ class Row:
         return f"{self.name}/{'compiled' if self.compiled else 'eager'}"
 
 
-def _dynamo_counts() -> tuple[int, int]:
-    """(graphs produced, graph breaks) so far in this process, from dynamo's counters."""
-    from torch._dynamo.utils import counters
-
-    return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
-
-
 def _row(config, name, compiled, settings, inputs, targets, device) -> Row:
     """The row's model, fused AdamW and training step (one forward under bf16 autocast, the
     cross-entropy in fp32, backward, optimizer step, zero_grad)."""
@@ -266,11 +224,11 @@ def measure(
     tokens = torch.randint(config.vocab, (config.batch, config.context + 1), generator=generator)
     inputs, targets = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
     rows = []
-    with torch._dynamo.config.patch(_DYNAMO_SETTINGS):
+    with compile_settings(_DYNAMO_SETTINGS):
         for mode in modes:
             for name in activations:
                 row = _row(config, name, mode == "compiled", settings, inputs, targets, device)
-                graphs, breaks = _dynamo_counts()
+                graphs, breaks = compile_counts()
                 for index in range(warmup):
                     start = time.perf_counter()
                     row.step()
@@ -278,18 +236,18 @@ def measure(
                     if index == 0 and row.compiled:
                         row.compile_seconds = time.perf_counter() - start
                 row.graphs, row.graph_breaks = (
-                    a - b for a, b in zip(_dynamo_counts(), (graphs, breaks), strict=True)
+                    a - b for a, b in zip(compile_counts(), (graphs, breaks), strict=True)
                 )
                 rows.append(row)
                 log(f"{row.key}: warmed up")
-        graphs, _ = _dynamo_counts()
+        graphs, _ = compile_counts()
         times = interleaved_rounds(
             {row.key: row.step for row in rows},
             steps,
             calls=dict.fromkeys((row.key for row in rows), 1),
             timer=device_timer(device),
         )
-        recompiled = _dynamo_counts()[0] - graphs
+        recompiled = compile_counts()[0] - graphs
     for row in rows:  # dynamo's counters are per process: a recompile is not pinned to a row
         row.recompiles_in_timing = recompiled if row.compiled else 0
     return rows, times
@@ -381,9 +339,7 @@ def _parser() -> argparse.ArgumentParser:
     """The options of ``python -m gelus.bench.gpt2_step``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument(
-        "--activations", default="torch-tanh,torch-exact,gelu,gelu_new,triton-exact,triton-tanh"
-    )
+    parser.add_argument("--activations", default="torch-tanh,torch-exact,gelu,gelu_new")
     parser.add_argument("--modes", default="eager,compiled", help="eager, compiled or both")
     parser.add_argument("--steps", type=int, default=20, help="interleaved rounds (default 20)")
     parser.add_argument("--warmup", type=int, default=5)

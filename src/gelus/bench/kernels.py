@@ -250,7 +250,7 @@ def run(
     log: Callable[[str], None] = print,
 ) -> list[Result]:
     """Measure every candidate at every size; one interleaved set of rounds per size."""
-    import torch._dynamo
+    from gelus._torch_compat import compile_settings
 
     results = []
     generator = torch.Generator().manual_seed(0)
@@ -260,14 +260,14 @@ def run(
         calls: dict[str, int] = {}
         at_size: dict[tuple[str, bool], Result] = {}
         if compile:
-            torch._dynamo.reset()  # one compiled graph per member, mode and size; nothing stale
+            torch.compiler.reset()  # one compiled graph per member, mode and size; nothing stale
         for compiled in (False, True) if compile else (False,):
             for candidate in selected:
                 if compiled and not candidate.compile:
                     continue
                 result = Result(size, candidate.key, compiled)
                 try:
-                    with torch._dynamo.config.patch(_DYNAMO_SETTINGS):
+                    with compile_settings(_DYNAMO_SETTINGS):
                         closures = _prepare(candidate, inputs, compiled, backend, result)
                         for measure, closure in closures.items():
                             name = f"{candidate.key}/{int(compiled)}/{measure}"
@@ -281,7 +281,7 @@ def run(
                 results.append(result)
                 at_size[candidate.key, compiled] = result
         log(f"  2^{math.log2(size):g}: timing {len(timed)} measurements x {rounds} rounds")
-        with torch._dynamo.config.patch(_DYNAMO_SETTINGS):
+        with compile_settings(_DYNAMO_SETTINGS):
             times = interleaved_rounds(timed, rounds, calls=calls)
         for name, values in times.items():
             key, compiled, measure = name.split("/")

@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gelus._torch_compat import fused_adam_, has_fused_adam
+
 __all__ = [
     "MemberRandomness",
     "StackedAdam",
@@ -229,7 +231,7 @@ class StackedAdam:
     @torch.no_grad()
     def step(self) -> None:
         self.step_count += 1
-        if hasattr(torch, "_fused_adam_"):
+        if has_fused_adam():
             self._fused_step()
             return
         bias_correction1 = 1 - self.beta1**self.step_count
@@ -263,20 +265,16 @@ class StackedAdam:
         grads = [p.grad.contiguous() for p in self.params]
         step = self._step.fill_(float(self.step_count))
         for lr, members, params, exp_avgs, exp_avg_sqs in self._groups:
-            torch._fused_adam_(
+            fused_adam_(
                 params,
                 [g[k] for g in grads for k in members],
                 exp_avgs,
                 exp_avg_sqs,
-                [],
                 [step] * len(params),
                 lr=lr,
                 beta1=self.beta1,
                 beta2=self.beta2,
-                weight_decay=0.0,
                 eps=self.eps,
-                amsgrad=False,
-                maximize=False,
             )
 
     def zero_grad(self) -> None:
