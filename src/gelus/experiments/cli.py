@@ -96,6 +96,14 @@ def _add_run_parser(subparsers: argparse._SubParsersAction) -> None:
         help="autocast the CNN experiments to bfloat16 or float16 (fp16: CUDA only); "
         "the same as --set cnn.amp_dtype=...",
     )
+    add_executor_arguments(run)
+    _add_switches(run)
+    run.set_defaults(func=_run)
+
+
+def _add_switches(run: argparse.ArgumentParser) -> None:
+    """--plan (price, train nothing), and --no-verify and --no-step-times: the checks and
+    measurements a user may skip."""
     run.add_argument(
         "--plan",
         action="store_true",
@@ -103,13 +111,6 @@ def _add_run_parser(subparsers: argparse._SubParsersAction) -> None:
         "runs already in --out included) by timed steps of its network and print its wall time "
         "on 1 worker and on --workers",
     )
-    add_executor_arguments(run)
-    _add_skip_flags(run)
-    run.set_defaults(func=_run)
-
-
-def _add_skip_flags(run: argparse.ArgumentParser) -> None:
-    """--no-verify and --no-step-times: the checks and measurements a user may skip."""
     run.add_argument(
         "--no-verify",
         action="store_true",
