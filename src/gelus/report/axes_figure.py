@@ -1,10 +1,12 @@
 """The trend figure: an activation's gap to the reference against the scale (or budget) axis.
 
-One panel per activation: each seed's gaps as dots with its least-squares fit faint, the mean
-fit bold (the mean of the seeds' fits, the slope the trend verdict tests), 0 (no gap) dashed.
+One panel per activation: each seed's within-cell gap as a dot, each cell's mean gap with its t
+interval, the least-squares fit of the cells' means bold (the slope the trend verdict tests), 0
+(no gap) dashed. No line joins a seed across cells: seed s at two sizes are different models.
 Plot functions take an ``ax`` and return it, as in :mod:`gelus.report.figures`.
 """
 
+import math
 import textwrap
 from collections.abc import Sequence
 
@@ -35,21 +37,24 @@ def _size(n: float) -> str:
 
 
 def plot_trend(ax: Axes, trend: Trend, *, title: str = "") -> Axes:
-    """The trend's seeds: gap_s(x) dots, each seed's fit faint, the mean fit bold; x in log₂ of
-    the axis' unit, labelled with the counts."""
+    """The trend's cells: each seed's within-cell gap as a dot (no line joins a seed across cells:
+    they are different models), each cell's mean gap with its t interval, the least-squares fit
+    of the cells' gaps bold (the slope the verdict tests); x in log₂ of the axis' unit, labelled
+    with the counts."""
+    from scipy import stats
+
     metric = base_metric(trend)
     scale = 100.0 if metric in _PERCENT else 1.0
     x = np.asarray(trend.x, dtype=float)
     color = color_for(trend.comparison.treatment)
-    fits = []
-    for gaps in trend.gaps.values():
-        y = scale * np.asarray(gaps, dtype=float)
-        fit = np.polyfit(x, y, 1)
-        fits.append(fit)
-        ax.scatter(x, y, s=12, color=color, alpha=0.6)
-        ax.plot(x, np.polyval(fit, x), color=color, alpha=0.25, linewidth=0.8)
-    if fits:
-        ax.plot(x, np.polyval(np.mean(fits, axis=0), x), color=color, linewidth=2.2)
+    for xi, cell in zip(x, trend.cells, strict=True):
+        ax.scatter([xi] * len(cell.differences), scale * np.asarray(cell.differences), s=12,
+                   color=color, alpha=0.45)  # fmt: skip
+        half = float(stats.t.ppf(0.975, len(cell.seeds) - 1)) * math.sqrt(cell.variance)
+        ax.errorbar(xi, scale * cell.mean, yerr=scale * half, fmt="o", color=color, capsize=3)
+    if trend.cells:
+        fit = np.polyfit(x, [scale * cell.mean for cell in trend.cells], 1)
+        ax.plot(x, np.polyval(fit, x), color=color, linewidth=2.2)
     ax.axhline(0.0, color="0.4", linestyle="--", linewidth=0.8)
     ax.set_xticks(x, [_size(2.0**v) for v in x], fontsize=7)
     c = trend.comparison
@@ -78,7 +83,8 @@ def trend_figure(result: AxisResult, title: str) -> Figure | None:
         ax.set_xlabel(f"{UNITS[result.family.kind]} (log₂ scale)", fontsize=8)
     text = (
         f"{title}: gap to {trends[0].comparison.baseline} against "
-        f"{UNITS[result.family.kind]}; seeds as dots, each seed's fit faint, the mean fit bold"
+        f"{UNITS[result.family.kind]}; seeds as dots, each cell's mean with its 95 % t interval, the "
+        "least-squares fit of the cells' means bold"
     )
     fig.suptitle(textwrap.fill(text, width=int(width * 15)), fontsize=9)  # ~15 characters an inch
     return fig
