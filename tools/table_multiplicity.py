@@ -88,7 +88,14 @@ def _short(variant: str) -> str:
 
 def _key(c: Any) -> tuple:
     """The test's identity: treatment, baseline and its per-seed differences scaled to unit
-    length (a positive factor, nats to bits, is the same test)."""
+    length (a positive factor, nats to bits, is the same test). A trend over cells has no per-seed
+    differences: its identity is its config range, its axis (the metric's words after the unit)
+    and what a unit does not change, its p and its estimate over its interval's width."""
+    if not c.differences:
+        width = c.ci[1] - c.ci[0]
+        ratio = c.mean / width if width else c.mean
+        axis = c.metric.split(" ", 1)[-1]
+        return (c.treatment, c.baseline, c.variant, axis, f"{c.p:.9g}", f"{ratio:.9g}")
     norm = math.sqrt(sum(d * d for d in c.differences)) or 1.0
     return (c.treatment, c.baseline, tuple(f"{d / norm:.9f}" for d in c.differences))
 

@@ -86,6 +86,23 @@ def test_the_same_differences_in_other_units_are_the_same_test():
     assert TOOL._key(C(nats)) != TOOL._key(C(tuple(-d for d in nats)))
 
 
+def test_a_trend_in_other_units_is_the_same_test_and_another_axis_is_not():
+    class Slope:  # a trend over cells: no per-seed differences
+        treatment, baseline, variant, differences = "relu2", "gelu", "d 48 … d 128", ()
+
+        def __init__(self, metric, mean, half, p):
+            self.metric, self.mean, self.ci, self.p = metric, mean, (mean - half, mean + half), p
+
+    bits = Slope("bpb gap per unit of log₂ parameters", -0.068, 0.04, 0.0106)
+    nats = Slope(
+        "loss gap per unit of log₂ parameters", -0.068 * math.log(2), 0.04 * math.log(2), 0.0106
+    )
+    tokens = Slope("bpb gap per unit of log₂ tokens", -0.068, 0.04, 0.0106)
+    other = Slope("bpb gap per unit of log₂ parameters", -0.05, 0.04, 0.0106)
+    assert TOOL._key(bits) == TOOL._key(nats)
+    assert len({TOOL._key(s) for s in (bits, tokens, other)}) == 3
+
+
 def test_every_scope_has_its_sentence_and_the_documents_say_it():
     said = TOOL.sentences(LIST)
     assert [scope for _, scope, _ in said] == [s.name for s in TOOL.SCOPES]
