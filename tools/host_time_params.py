@@ -1,9 +1,11 @@
 """Host time and torch calls of the parameter members' CUDA route, measured without a GPU.
 
-The CUDA kernels of the operators (``gelus._cuda``) are registered for CPU tensors and every
-Triton launch is replaced by a no-op that only counts, so what is timed is the Python and torch
-work around the launches: the member's autograd Function, the operator dispatch, the host
-functions of ``gelus._triton.ops`` (layout checks, grids, buffers, parameter vectors, reductions).
+CPU tensors take the library's CUDA route (``gelus.bench.device_timing.cuda_route_on_cpu``) and
+every Triton launch is a no-op that only counts (``gelus._triton.launches_stubbed``), so what is
+timed is the Python and torch work around the launches: the member's autograd Function, the
+operator dispatch, the host functions of ``gelus._triton.ops`` (layout checks, grids, buffers,
+parameter vectors, reductions). On CUDA the launches are counted by the same seam's names in a
+first, stubbed call, then timed for real.
 
     python3 tools/host_time_params.py [--repeat 2000] [--ops]
     python3 tools/host_time_params.py --device cuda     # on a GPU: real launches, CUDA tensors
@@ -21,6 +23,7 @@ between calls, outside the timing).
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
@@ -29,35 +32,8 @@ import torch
 import torch.nn.functional as TF
 
 import gelus
-from gelus import _cuda, _generalized, _triton
+from gelus import _triton
 from gelus import functional as F
-
-LAUNCHES = []
-
-
-class _Counted:
-    """A kernel whose ``kernel[grid](...)`` records the launch, and launches it unless stubbed."""
-
-    def __init__(self, name, kernel, stub):
-        self.name, self.kernel, self.stub = name, kernel, stub
-
-    def __getitem__(self, grid):
-        LAUNCHES.append(self.name)
-        return (lambda *args, **kwargs: None) if self.stub else self.kernel[grid]
-
-
-def _count_launches(stub: bool) -> None:
-    from gelus._triton import _kernels  # imports triton (after TRITON_INTERPRET is decided)
-
-    for name in dir(_kernels):
-        if name.endswith("_kernel"):
-            setattr(_kernels, name, _Counted(name, getattr(_kernels, name), stub))
-
-
-def _route_cpu_to_the_cuda_kernels() -> None:
-    _triton.available = lambda x: x.dtype.is_floating_point
-    for op, kernel in _cuda.CUDA_KERNELS.items():
-        torch.library.register_kernel(op, "cpu", kernel)
 
 
 def _cases(device):
@@ -97,13 +73,26 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
     cuda = args.device == "cuda"
-    if not cuda:
-        os.environ.setdefault("TRITON_INTERPRET", "1")  # (nothing is launched: only counted)
-        _route_cpu_to_the_cuda_kernels()
-        # σ > 0 is checked (a sync) only for CPU tensors; a CUDA σ skips it
-        _generalized.check_sigma = lambda sigma: None
-    _triton.load()
-    _count_launches(stub=not cuda)
+    with contextlib.ExitStack() as route:
+        if not cuda:
+            os.environ.setdefault("TRITON_INTERPRET", "1")  # (nothing is launched: only counted)
+            from gelus.bench.device_timing import cuda_route_on_cpu  # (σ unchecked, as on CUDA)
+
+            route.enter_context(cuda_route_on_cpu())
+            route.enter_context(_triton.launches_stubbed())
+        _triton.load()
+        _table(args, cuda)
+
+
+def _launches(f, grad, leaves) -> int:
+    """The Triton launches of one forward + backward (counted with the launches stubbed)."""
+    with _triton.launches_stubbed() as launches:
+        _step(f, grad, leaves)
+    return len(launches)
+
+
+def _table(args, cuda: bool) -> None:
+    """One line per case: host µs, top-level torch ops, sums, launches."""
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     launches = "launches timed" if cuda else "launches stubbed"
     print(f"torch {torch.__version__}, gelus {gelus.__version__}; fwd + bwd, {launches}")
@@ -117,13 +106,12 @@ def main() -> None:
             start = time.perf_counter()
             _step(f, grad, leaves)
             times.append(time.perf_counter() - start)
-        LAUNCHES.clear()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             _step(f, grad, leaves)
         top = [e for e in prof.events() if e.name.startswith("aten::") and _top(e)]
         sums = sum(e.name in ("aten::sum", "aten::sum_to_size") for e in top)
         us = statistics.median(times) * 1e6
-        print(f"{name:36} {us:8.1f} {len(top):9d} {sums:5d} {len(LAUNCHES):8d}")
+        print(f"{name:36} {us:8.1f} {len(top):9d} {sums:5d} {_launches(f, grad, leaves):8d}")
         if args.ops:
             print("    " + " ".join(e.name.removeprefix("aten::") for e in top))
 

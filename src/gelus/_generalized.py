@@ -27,6 +27,7 @@ from gelus._operator import (
     cast,
     device_kernel,
     fast_apply,
+    kernel_device,
     kernel_for,
     route,
     tangent_sum,
@@ -54,10 +55,10 @@ def positive_sigma(sigma: Tensor) -> Tensor:
 def check_sigma(sigma: Tensor) -> None:
     """ValueError for a tensor σ with an element that is not > 0, on the eager route for a plain
     CPU tensor outside torch.func (elsewhere the check would sync a device or meet a tracer;
-    :func:`positive_sigma` gives nan there)."""
+    :func:`positive_sigma` gives nan there), and not while CPU takes the CUDA route."""
     if (
         route(sigma) != "eager"
-        or sigma.device.type != "cpu"
+        or kernel_device(sigma) != "cpu"
         or functorch_active()
         or dispatch_mode_active()
         or not is_plain(sigma)
