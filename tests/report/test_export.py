@@ -211,8 +211,13 @@ def test_the_export_writes_each_sections_tables_with_a_row_per_row_the_report_sh
     column = shown[0].headers.index("median")  # the median column, as the report writes it
     medians = [row[column] for row in shown[0].rows]
     assert medians == [format_value(r["metric"], r["median"]) for r in found["results"]]
-    assert [r["verdict"] for r in found["verdicts"]] == [
-        c.verdict.word for c, _ in result.comparisons
+    headline = [r for r in found["verdicts"] if r["lr_choice"] == "protocol"]
+    assert [r["verdict"] for r in headline] == [c.verdict.word for c, _ in result.comparisons]
+    # under each headline row, its rows at the matched lr and under the mean rule (lr_choice.py)
+    assert [r["lr_choice"] for r in found["verdicts"][:3]] == [
+        "protocol",
+        "matched lr",
+        "mean rule",
     ]
     # and the report renders exactly the sections' blocks, in their order, after its front matter
     blocks = report_blocks([result], {}, runs=runs)

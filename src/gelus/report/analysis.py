@@ -39,6 +39,17 @@ from gelus.report.axes import (
 )
 from gelus.report.claims import check_claims
 from gelus.report.judge import judge, judge_pairs, rule_dependence
+from gelus.report.lr_choice import (
+    MATCHED,
+    MEAN_RULE,
+    beside,
+    epoch_rule_note,
+    labelled,
+    mark_axes,
+    matched_records,
+    mean_rule,
+    relabel,
+)
 from gelus.report.metrics import Verdict
 from gelus.report.sensitivity import LrSensitivity, lr_sensitivity
 from gelus.report.setup import (
@@ -127,6 +138,9 @@ class ExperimentResult(NamedTuple):
     steps_per_epoch: tuple[tuple[str, int], ...] = ()  # (config hash, optimizer steps per epoch)
     sensitivity: LrSensitivity | None = None  # learning-rate sensitivity, paired against GELU
     axes: tuple[AxisResult, ...] = ()  # families of configs along one axis, and their verdicts
+    # each comparison's rows at the matched lr and under the mean rule (report.lr_choice)
+    alternatives: tuple[tuple[Comparison, ...], ...] = ()
+    rule_note: str = ""  # when the selection-rule check is vacuous (lr_choice.epoch_rule_note)
 
 
 def _pairs(
@@ -174,11 +188,16 @@ class _Finished(NamedTuple):
     design: Design
     claimed: frozenset[str] = frozenset()  # the configs the paper's claims are judged on (all)
 
-    def selections(self, protocol: Protocol | None = None) -> list[Selection]:
-        """The selections under ``protocol`` (default: the experiment's)."""
-        if not self.records:
+    def selections(
+        self, protocol: Protocol | None = None, *, records=None, aggregate: Aggregate | None = None
+    ) -> list[Selection]:
+        """The selections under ``protocol`` (default: the experiment's), of ``records`` (default:
+        the experiment's), the lr chosen by ``aggregate`` (default: the experiment's)."""
+        records = self.records if records is None else records
+        if not records:
             return []
-        return select(self.records, protocol or self.protocol, self.configs, self.aggregate)
+        chosen = protocol or self.protocol
+        return select(records, chosen, self.configs, aggregate or self.aggregate)
 
     def compare(
         self, pairs: Sequence[tuple[Selection, Selection]], *, marks: bool = True
@@ -358,6 +377,65 @@ def _comparisons(preset: Preset | None, finished: _Finished, selections) -> list
     return comparisons
 
 
+def _lr_choice(finished: _Finished, selections, comparisons) -> tuple[list[tuple], tuple]:
+    """(``comparisons`` marked where the verdict at the matched lr or under the mean rule has
+    another word, each one's rows under both): every activation of a config at its matched point
+    (:func:`~gelus.report.lr_choice.matched_records`, per config), and the lr chosen by the mean
+    over seeds; each judged as the headline (one Holm family per config). Only comparisons whose
+    lr was chosen on validation have alternatives."""
+    protocol = finished.protocol
+    if not finished.records:
+        return list(comparisons), ()
+    # each config is its own judgment
+    matched, _ = matched_records(finished.records, selections, lambda h: h, protocol.tune_setting)
+    rows: list[Comparison] = []
+    for kind, chosen in (
+        (MATCHED, finished.selections(records=matched)),
+        (MEAN_RULE, finished.selections(aggregate=mean_rule(finished.aggregate))),
+    ):
+        pairs = _pairs(chosen, protocol.reference)
+        kept = [
+            (c, p) for c, p in zip(finished.compare(pairs), pairs, strict=True) if c.lr == "chosen"
+        ]
+        rows += labelled([c for c, _ in kept], [p for _, p in kept], kind)
+
+    def key(c: Comparison) -> tuple:
+        setting = "" if protocol.tune_setting else c.setting
+        return (c.variant, setting, c.treatment, c.baseline, c.metric)
+
+    tests = [c for c, _ in comparisons]
+    found = beside(tests, rows, key, finished.design.correction)
+    marked = [(c, paper) for (c, _), (_, paper) in zip(found, comparisons, strict=True)]
+    return marked, tuple(rows for _, rows in found)
+
+
+def _axis_lr_choice(found, finished: _Finished, selections, results, reference) -> list:
+    """The trends of the axis ``results`` marked where the matched lr (one point over each scale or
+    budget family's configs) or the mean rule gives another verdict, each with its rows under
+    both; unchanged where some lr was not chosen on validation. A categorical family (an init) is
+    left as it is: one point over its values would judge each value away from its own lr."""
+    found = [family for family in found if family.kind != "categorical"]
+    if not found or not all(s.lr_selected for s in selections):
+        return list(results)
+    judged = {"design": finished.design, "aggregate": finished.aggregate}
+    tune_setting = finished.protocol.tune_setting
+    others = []
+    for family in found:
+        scope = dict.fromkeys(family.members, family.members)
+        records, points = matched_records(finished.records, selections, scope.get, tune_setting)
+        at = finished.selections(records=records)
+        again = axis_results([family], at, [], reference, **judged)
+        others += relabel(again, _matched_label(points, family.members, tune_setting))
+    mean = finished.selections(aggregate=mean_rule(finished.aggregate))
+    others += relabel(axis_results(found, mean, [], reference, **judged), lambda c: MEAN_RULE)
+    return mark_axes(results, others, finished.design.correction)
+
+
+def _matched_label(points, judgment, tune_setting: bool):
+    """The row label of a verdict at its judgment's matched point: "matched lr 0.004"."""
+    return lambda c: f"{MATCHED} {points[(judgment, '' if tune_setting else c.setting)]:g}"
+
+
 def _sensitivity(finished: _Finished) -> LrSensitivity | None:
     """The experiment's learning-rate sensitivity (:func:`~gelus.report.sensitivity.lr_sensitivity`)
     on the metric and epoch rule its lr is chosen by, on validation (the reported split where no
@@ -404,7 +482,8 @@ def _axes(preset: Preset | None, finished: _Finished, selections, comparisons) -
             axis_results(found, finished.selections(protocol), [], reference, **judged)
         ),
     )
-    return tuple(mark_rule_dependence(results, depends))
+    results = mark_rule_dependence(results, depends)
+    return tuple(_axis_lr_choice(found, finished, selections, results, reference))
 
 
 def _result(
@@ -414,13 +493,14 @@ def _result(
     rows = _rows(preset, finished)
     selections = [row.selection for row in rows]
     comparisons = _comparisons(preset, finished, selections)
+    marked, alternatives = _lr_choice(finished, selections, comparisons)
     return ExperimentResult(
         name=finished.name,
         citation=preset.citation if preset else "",
         figure=preset.figure if preset else FigureSpec(),
         rules=tuple(dict.fromkeys(s.rule for s in selections)),
         rows=tuple(rows),
-        comparisons=tuple(comparisons),
+        comparisons=tuple(marked),
         setup=setup_table(preset, runs, records),
         paper_summary=preset.paper_summary if preset else "",
         notes=" ".join(preset.fidelity) if preset else "",
@@ -433,6 +513,8 @@ def _result(
         steps_per_epoch=tuple(sorted(steps_per_epoch(runs).items())),
         sensitivity=_sensitivity(finished) if finished.records else None,
         axes=_axes(preset, finished, selections, comparisons),
+        alternatives=alternatives,
+        rule_note=epoch_rule_note(finished.records, finished.protocol),
     )
 
 

@@ -10,8 +10,8 @@ from gelus.report.axes import AXES, AxisResult, Family, Trend
 from gelus.report.axes_figure import base_metric, trend_figure
 from gelus.report.blocks import Block
 from gelus.report.factorial_render import factorial_blocks
-from gelus.report.factorial_render import factorial_blocks
 from gelus.report.folklore import init_claims, scale_claim, warmup_claim
+from gelus.report.lr_choice import alternatives_text
 from gelus.report.robust import INSIDE_MARGIN, inside_margin
 from gelus.report.stats import EQUIVALENCE_MARGINS, Aggregate, Comparison, Design
 from gelus.report.words import format_difference, interval, p_exact, p_text, verdict_cell
@@ -191,7 +191,12 @@ def _trend_blocks(result: AxisResult, aggregate: Aggregate, design: Design) -> l
         holds = ", ".join(f"{w} at {n} of {total}" for w, n in t.holds.items()) or "—"
         row = (c.treatment, c.setting or "—", f"test {metric}", str(len(t.x)), seeds)
         rows.append((*row, *_cells(c, metric, design), holds))
+        for a in t.alternatives:  # at the matched lr, under the mean rule (lr_choice)
+            row = (f"{c.treatment} ({a.lr})", c.setting or "—", f"test {metric}", str(len(t.x)))
+            rows.append((*row, str(len(a.seeds)), *_cells(a, metric, design), "—"))
     words = " ".join(trend_sentence(t, family.kind, design) for t in trends)
+    if any(t.alternatives for t in trends):
+        words += " " + alternatives_text("trend")
     title = f"Trend over {axis}"
     table = Block("table", headers=headers, rows=tuple(rows))
     claim = [Block("p", text)] if (text := scale_claim(result)) else []
@@ -213,8 +218,6 @@ def axes_blocks(
             blocks += _effect_blocks(result, aggregate, design) if result.effects else []
             blocks += [Block("p", text) for text in init_claims(result)]
             blocks += [Block("p", text)] if (text := warmup_claim(result)) else []
-        elif result.family.kind == "factorial":
-            blocks += factorial_blocks(result, aggregate, design)
         elif result.family.kind == "factorial":
             blocks += factorial_blocks(result, aggregate, design)
         else:

@@ -35,6 +35,17 @@ def _rule_note(comparisons) -> str:
     return f" Not every lr-selection rule agrees ({said})."
 
 
+def _lr_choice_note(comparisons) -> str:
+    """A sentence naming the comparisons a claim rests on whose verdict the matched lr or the
+    mean rule changes (``Comparison.lr_choice``, :mod:`gelus.report.lr_choice`), each one's
+    word; "" where they agree."""
+    moved = [c for c in comparisons if c.lr_choice]
+    if not moved:
+        return ""
+    said = "; ".join(f"{c.treatment}: {c.lr_choice}" for c in moved)
+    return f" Not every lr choice agrees ({said})."
+
+
 def _headline(comparisons) -> list[Comparison]:
     """The comparisons of the first metric among them (the protocol's headline)."""
     return [c for c in comparisons if c.metric == comparisons[0].metric] if comparisons else []
@@ -203,4 +214,5 @@ def scale_claim(result: AxisResult) -> str | None:
         + "; ".join(part for part in parts if part)
         + "."
         + _rule_note([t.comparison for t in trends])
+        + _lr_choice_note([t.comparison for t in trends])
     )

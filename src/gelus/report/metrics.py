@@ -101,6 +101,7 @@ class Mark(enum.Enum):
     SELECTION_RULE = "§"  # another lr-selection rule gives another verdict
     REFERENCE_LR = "‡"  # the reference at its runner-up lr gives another verdict
     INSIDE_MARGIN = "≈"  # significant, but the difference is inside the metric's margin
+    LR_CHOICE = "¶"  # at the matched lr or under the mean rule another verdict (lr_choice.py)
 
     @property
     def meaning(self) -> str:
@@ -111,4 +112,5 @@ _MEANINGS = {
     Mark.SELECTION_RULE: "depends on the selection rule",
     Mark.REFERENCE_LR: "depends on the reference's lr",
     Mark.INSIDE_MARGIN: "significant but inside the margin",
+    Mark.LR_CHOICE: "depends on the lr choice (matched lr, mean rule)",
 }

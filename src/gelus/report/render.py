@@ -189,6 +189,7 @@ def _glance(result: ExperimentResult, forest: Path | None, aggregate, design) ->
     )  # fmt: skip
     rows = tuple(verdict_row(c, design, config=configs, setting=settings) for c in comparisons)
     blocks.append(Block("table", headers=headers, rows=rows))
+    blocks += [Block("p", result.rule_note)] if result.rule_note else []  # § can tell nothing
     words = tuple((comparison_label(c), verdict_cell(c, design)) for c in comparisons)
     detail = Block("table", headers=("comparison", "verdict in words"), rows=words)
     return [*blocks, Block("details", "Each verdict in words, with its marks", children=(detail,))]

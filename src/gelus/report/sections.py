@@ -18,6 +18,7 @@ from gelus.experiments.selection import variant_order
 from gelus.report.analysis import ExperimentResult
 from gelus.report.axes_render import axes_blocks
 from gelus.report.blocks import Block
+from gelus.report.lr_choice import MATCHED, MEAN_RULE, alternatives_text, choice_of
 from gelus.report.stats import DESIGN, HEADLINE, Aggregate, Design
 from gelus.report.words import (
     format_difference,
@@ -30,7 +31,14 @@ from gelus.report.words import (
     verdict_cell,
 )
 
-__all__ = ["SECTIONS", "Context", "Section", "comparison_row", "median_cell"]
+__all__ = [
+    "SECTIONS",
+    "Context",
+    "Section",
+    "alternative_cells",
+    "comparison_row",
+    "median_cell",
+]
 
 Rows = list[dict[str, Any]]
 
@@ -134,9 +142,11 @@ def _comparison_table(result: ExperimentResult, aggregate: Aggregate, design: De
         f"p ({design.correction})",
         *theirs, "verdict",
     )  # fmt: skip
-    rows = [
-        _comparison_row(c, paper, variants, bool(theirs), design) for c, paper in result.comparisons
-    ]
+    rows = []
+    alternatives = result.alternatives or ((),) * len(result.comparisons)
+    for (c, paper), others in zip(result.comparisons, alternatives, strict=True):
+        rows.append(_comparison_row(c, paper, variants, bool(theirs), design))
+        rows += [_comparison_row(a, None, variants, bool(theirs), design) for a in others]
     return Block("table", headers=headers, rows=tuple(rows))
 
 
@@ -201,6 +211,7 @@ def _experiment_intro(result: ExperimentResult, quick: bool) -> list[Block]:
         lead = "The paper reports: " if result.in_paper else "The question: "
         blocks.append(Block("p", lead + result.paper_summary))
     blocks += [Block("p", "Protocol: " + rule + ".") for rule in result.rules]
+    blocks += [Block("p", result.rule_note)] if result.rule_note else []
     if result.departures and not quick:  # the quick banner already says so
         whose = "the paper's settings" if result.in_paper else "the preset's defaults"
         blocks.append(Block("banner", f"Not {whose}: " + "; ".join(result.departures)))
@@ -217,6 +228,7 @@ def _experiment_results(result: ExperimentResult, figures, aggregate, design) ->
     if result.comparisons:
         table = _comparison_table(result, aggregate, design)
         blocks += [Block("h3", "Paired differences (same seeds)"), table]
+        blocks += [Block("p", alternatives_text())] if any(result.alternatives) else []
         detect = power_text([c for c, _ in result.comparisons], design)
         blocks += [Block("p", detect)] if detect else []
     blocks += [Block("figure", caption, image=image) for image, caption in figures]
@@ -314,7 +326,8 @@ def comparison_row(c: Any, design: Design = DESIGN) -> dict[str, Any]:
         "p": c.p, "p_holm": c.p_holm, "verdict": c.verdict.word, power: c.pairs_needed,
         "depends_on_selection_rule": c.depends, "p_sign_flip": c.p_sign,
         "loso_low": c.loso[0], "loso_high": c.loso[1],
-        "depends_on_reference_lr": c.reference_lr,
+        "depends_on_reference_lr": c.reference_lr, "depends_on_lr_choice": c.lr_choice,
+        "lr_choice": choice_of(c),
         "marks": "".join(m.value for m in c.marks(design.alpha)),
     }  # fmt: skip
 
@@ -349,8 +362,24 @@ def _results_tables(result: ExperimentResult) -> dict[str, Rows]:
             "ci_low": low, "ci_high": high, "mean": m.mean, "median": m.median, "iqm": m.iqm,
             "paper": row.paper,
         })  # fmt: skip
-    verdicts = [comparison_row(c) for c, _ in result.comparisons]
+    alternatives = result.alternatives or ((),) * len(result.comparisons)
+    verdicts = []
+    for (c, _), others in zip(result.comparisons, alternatives, strict=True):
+        verdicts.append({**comparison_row(c), **alternative_cells(others)})
+        verdicts += [comparison_row(a) for a in others]  # the rows shown under it
     return {"results": rows, "verdicts": verdicts}
+
+
+def alternative_cells(others: Sequence[Any]) -> dict[str, Any]:
+    """A verdict's rows at the matched lr and under the mean rule as columns: each one's label
+    ("matched lr 0.004"), verdict word and Holm p ("" and NaN where it was not formed)."""
+    found: dict[str, Any] = {}
+    for kind, column in ((MATCHED, "matched_lr"), (MEAN_RULE, "mean_rule")):
+        a = next((a for a in others if a.lr.startswith(kind)), None)
+        found[column] = a.lr if a else ""
+        found[f"{column}_verdict"] = a.verdict.word if a else ""
+        found[f"{column}_p_holm"] = a.p_holm if a else math.nan
+    return found
 
 
 def _sensitivity_tables(result: ExperimentResult) -> dict[str, Rows]:
@@ -373,8 +402,10 @@ def _axes_tables(result: ExperimentResult) -> dict[str, Rows]:
             holds = ", ".join(f"{word} at {n}" for word, n in t.holds.items())
             trends.append({
                 **family, "x": ",".join(f"{x:g}" for x in t.x), **comparison_row(t.comparison),
-                "per_point_verdicts": holds,
+                "per_point_verdicts": holds, **alternative_cells(t.alternatives),
             })  # fmt: skip
+            x = ",".join(f"{x:g}" for x in t.x)
+            trends += [{**family, "x": x, **comparison_row(a)} for a in t.alternatives]
     return {"axis_verdicts": pairs, "trends": trends}
 
 

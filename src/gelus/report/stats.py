@@ -351,6 +351,7 @@ class Comparison(NamedTuple):
     # the mean difference's (lowest, highest) with one seed left out (robust.loso_range)
     loso: tuple[float, float] = (float("nan"), float("nan"))
     reference_lr: str = ""  # the verdict with the reference at its runner-up lr, where it changes
+    lr_choice: str = ""  # the verdicts at the matched lr and under the mean rule, where one changes
 
     def marks(self, alpha: float = ALPHA) -> tuple[Mark, ...]:
         """The marks beside the verdict, as values: depends on the selection rule, depends on the
@@ -361,6 +362,7 @@ class Comparison(NamedTuple):
             (Mark.INSIDE_MARGIN, inside),
             (Mark.SELECTION_RULE, bool(self.depends)),
             (Mark.REFERENCE_LR, bool(self.reference_lr)),
+            (Mark.LR_CHOICE, bool(self.lr_choice)),
         )
         return tuple(mark for mark, present in found if present)
 

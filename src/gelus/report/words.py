@@ -129,6 +129,10 @@ def how_to_read(aggregate: Aggregate = HEADLINE, design: Design = DESIGN) -> str
             "reference activation's two best learning rates are not told apart on validation "
             "(unresolved, or inside the margin) and the verdict changes with the reference at "
             "its runner-up.",
+            '"Depends on the lr choice" when it changes at the matched lr (every activation of a '
+            "config at one grid point, the lr they all ran with the lowest median validation "
+            "regret; one point over a family's configs for a trend) or with the lr chosen by the "
+            "mean over seeds instead of the median: both are rows beside the headline ones.",
             "Errors are in %, differences in percentage points (pp), losses in nats, a language "
             "model's bpb in bits per byte (its loss over ln 2).",
         ]
@@ -155,7 +159,8 @@ def p_exact(p: float) -> str:
 def verdict_cell(c, design: Design) -> str:
     """The verdict word and its detail (which way, or the pairs the design's power would need),
     then its range with one seed left out, its marks: inside the margin, whether another defensible
-    choice of the learning rate (the selection rule, the reference's own lr) would change it."""
+    choice of the learning rate (the selection rule, the reference's own lr, the matched lr or
+    the mean rule: :mod:`gelus.report.lr_choice`) would change it."""
     marks = [_verdict_detail(c, design)]
     if all(math.isfinite(v) for v in c.loso):  # judged with its marks (judge(marks=True))
         marks.append(f"one seed left out: {loso_text(c.metric, c.loso)}")
@@ -166,6 +171,8 @@ def verdict_cell(c, design: Design) -> str:
         marks.append(f"depends on the selection rule ({c.depends})")
     if c.reference_lr:
         marks.append(f"depends on the reference's lr ({c.reference_lr})")
+    if c.lr_choice:
+        marks.append(f"depends on the lr choice ({c.lr_choice})")
     return " — ".join(marks)
 
 
