@@ -203,6 +203,26 @@ def fused_adam_(
 _ABSENT = object()
 
 
+def _fake_cuda_properties(major: int, minor: int) -> SimpleNamespace:
+    """What ``torch.cuda.get_device_properties`` answers for the fake device: an H100's figures
+    at compute capability ``major.minor`` (inductor reads the SM count, the warp size and the
+    shared memory when it picks a kernel's launch)."""
+    return SimpleNamespace(
+        name="NVIDIA H100 80GB HBM3",
+        major=major,
+        minor=minor,
+        multi_processor_count=132,
+        regs_per_multiprocessor=65536,
+        max_threads_per_multi_processor=2048,
+        max_threads_per_block=1024,
+        warp_size=32,
+        total_memory=80 << 30,
+        gcnArchName="",
+        L2_cache_size=50 << 20,
+        shared_memory_per_block_optin=227 << 10,
+    )
+
+
 def _fake_cuda_patches(arch: int) -> list[tuple[object, str, object]]:
     """(owner, name, value) of every patch :func:`inductor_fake_cuda` makes."""
     import torch.utils._triton as torch_triton
@@ -215,12 +235,7 @@ def _fake_cuda_patches(arch: int) -> list[tuple[object, str, object]]:
     from triton.compiler.compiler import make_backend
 
     major, minor = divmod(arch, 10)
-    props = SimpleNamespace(
-        name="NVIDIA H100 80GB HBM3", major=major, minor=minor, multi_processor_count=132,
-        regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048,
-        max_threads_per_block=1024, warp_size=32, total_memory=80 << 30, gcnArchName="",
-        L2_cache_size=50 << 20, shared_memory_per_block_optin=227 << 10,
-    )  # fmt: skip
+    props = _fake_cuda_properties(major, minor)
 
     class OnCpu(TorchDispatchMode):
         def __torch_dispatch__(self, func, types_, args=(), kwargs=None):

@@ -48,8 +48,13 @@ def plot_trend(ax: Axes, trend: Trend, *, title: str = "") -> Axes:
     x = np.asarray(trend.x, dtype=float)
     color = color_for(trend.comparison.treatment)
     for xi, cell in zip(x, trend.cells, strict=True):
-        ax.scatter([xi] * len(cell.differences), scale * np.asarray(cell.differences), s=12,
-                   color=color, alpha=0.45)  # fmt: skip
+        ax.scatter(
+            [xi] * len(cell.differences),
+            scale * np.asarray(cell.differences),
+            s=12,
+            color=color,
+            alpha=0.45,
+        )
         half = float(stats.t.ppf(0.975, len(cell.seeds) - 1)) * math.sqrt(cell.variance)
         ax.errorbar(xi, scale * cell.mean, yerr=scale * half, fmt="o", color=color, capsize=3)
     if trend.cells:

@@ -44,7 +44,9 @@ def trend(
     if not points:
         raise ValueError("trend: no points")
     (found,), _ = factorial(
-        [((x,), t, b) for x, t, b in points], (axis,),
-        lower_is_better=lower_is_better, confidence=confidence,
-    )  # fmt: skip
+        [((x,), t, b) for x, t, b in points],
+        (axis,),
+        lower_is_better=lower_is_better,
+        confidence=confidence,
+    )
     return found
