@@ -116,11 +116,14 @@ def test_a_scale_axis_with_training_length_tied_to_size_and_an_init_axis_at_one_
 
 
 def test_a_budget_axis_is_configs_of_one_size_that_differ_in_training_length():
-    configs = {"e1": _lm(64, 2, 1), "e2": _lm(64, 2, 2), "e4": _lm(64, 2, 4), "big": _lm(128, 2, 1)}
-    found = {f.kind: f for f in _families(configs, "transformer-lm")}
-    assert found["budget"].members == ("e1", "e2", "e4")
-    assert found["budget"].x == pytest.approx(np.log2([t * 200 * 16 * 128 for t in (1, 2, 4)]))
-    assert found["scale"].members == ("e1", "big")  # one epoch, two sizes
+    configs = {"e1": _lm(64, 2, 1), "e2": _lm(64, 2, 2), "e4": _lm(64, 2, 4)}
+    (budget,) = _families(configs, "transformer-lm")
+    assert budget.kind == "budget" and budget.members == ("e1", "e2", "e4")
+    assert budget.x == pytest.approx(np.log2([t * 200 * 16 * 128 for t in (1, 2, 4)]))
+    # another size at one of the budgets: N and T both vary, one factorial family holds all four
+    # (its budget and scale views are not judged again)
+    found = _families({**configs, "big": _lm(128, 2, 1)}, "transformer-lm")
+    assert [(f.kind, set(f.members)) for f in found] == [("factorial", {*configs, "big"})]
 
 
 def test_one_config_or_configs_without_a_common_axis_give_no_family():
