@@ -22,6 +22,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import gelus.functional as G  # after the switch above
+from gelus import _members
 from oracles import (
     exact,
     exact_slope,
@@ -117,14 +118,16 @@ class Member:
         return (x, *self.params(dtype, generator))
 
 
-MEMBERS: dict[str, Member] = {
-    m.name: m
-    for m in [
+# table member (gelus._members) -> the ways the tests call it; MEMBERS follows the table's order
+_CASES: dict[str, list[Member]] = {
+    "gelu": [
         Member("gelu", lambda x: G.gelu(x), exact, exact_slope),
         Member("gelu-accurate", lambda x: G.gelu(x, accurate=True), exact, exact_slope),
         Member("gelu-tanh", lambda x: G.gelu(x, "tanh"), tanh_form, tanh_slope),
         Member("gelu-sigmoid", lambda x: G.gelu(x, "sigmoid"), swish(1.702), swish_slope(1.702)),
-        Member("silu", G.silu, swish(1.0), swish_slope(1.0)),
+    ],
+    "silu": [Member("silu", G.silu, swish(1.0), swish_slope(1.0))],
+    "swish": [
         Member("swish-0.5", lambda x: G.swish(x, 0.5), swish(0.5), swish_slope(0.5)),
         Member("swish-3", lambda x: G.swish(x, 3.0), swish(3.0), swish_slope(3.0)),
         Member(
@@ -135,6 +138,8 @@ MEMBERS: dict[str, Member] = {
             params=_beta,
             neutral=_neutral_swish_tensor,
         ),
+    ],
+    "generalized_gelu": [
         Member(
             "generalized-gelu",
             G.generalized_gelu,
@@ -143,6 +148,8 @@ MEMBERS: dict[str, Member] = {
             params=_mu_sigma,
             neutral=_neutral_generalized,
         ),
+    ],
+    "bias_gelu": [
         Member(
             "bias-gelu",
             lambda x, b: G.bias_gelu(x, b),
@@ -159,6 +166,8 @@ MEMBERS: dict[str, Member] = {
             params=_bias,
             neutral=_neutral_bias_tanh,
         ),
+    ],
+    "geglu": [
         Member("geglu", G.geglu, exact, exact_slope, neutral=_neutral_geglu),
         Member(
             "geglu-sigmoid",
@@ -167,6 +176,8 @@ MEMBERS: dict[str, Member] = {
             swish_slope(1.702),
             neutral=lambda x: _neutral_geglu(x, "sigmoid"),
         ),
+    ],
+    "clamped_swiglu": [
         Member(
             "clamped-swiglu",
             G.clamped_swiglu,
@@ -174,14 +185,27 @@ MEMBERS: dict[str, Member] = {
             swish_slope(1.702),
             neutral=_neutral_clamped_swiglu,
         ),
+    ],
+    "stochastic_gelu": [
         Member("stochastic-gelu-eval", lambda x: G.stochastic_gelu(x, False), exact, exact_slope),
-        # names from other libraries: their sources' definitions, no edge-case contract
-        Member("laplace", G.laplace, laplace, laplace_slope, contract=False),
-        Member("relu2", G.relu2, relu2, relu2_slope, contract=False, smooth=False),
-        Member("sqrtsoftplus", G.sqrtsoftplus, sqrtsoftplus, sqrtsoftplus_slope, contract=False),
-        Member("xielu", lambda x: G.xielu(x), xielu, xielu_slope, contract=False, smooth=False),
-        Member("hard-mish", G.hard_mish, hard_mish, hard_mish_slope, contract=False, smooth=False),
-    ]
+    ],
+    # names from other libraries: their sources' definitions, no edge-case contract
+    "laplace": [Member("laplace", G.laplace, laplace, laplace_slope, contract=False)],
+    "relu2": [Member("relu2", G.relu2, relu2, relu2_slope, contract=False, smooth=False)],
+    "sqrtsoftplus": [
+        Member("sqrtsoftplus", G.sqrtsoftplus, sqrtsoftplus, sqrtsoftplus_slope, contract=False)
+    ],
+    "xielu": [
+        Member("xielu", lambda x: G.xielu(x), xielu, xielu_slope, contract=False, smooth=False)
+    ],
+    "hard_mish": [
+        Member("hard-mish", G.hard_mish, hard_mish, hard_mish_slope, contract=False, smooth=False)
+    ],
 }
+# members whose own test files call them instead (test_glu.py; ClippedGELU in test_modules.py)
+CALLED_ELSEWHERE = ("clipped_gelu", "swiglu", "reglu")
+_unknown = set(_CASES).union(CALLED_ELSEWHERE) ^ {m.name for m in _members.MEMBERS}
+assert not _unknown, f"tests/conftest.py's cases and gelus._members disagree on {sorted(_unknown)}"
+MEMBERS: dict[str, Member] = {c.name: c for m in _members.MEMBERS for c in _CASES.get(m.name, ())}
 
 CONTRACT = [name for name, m in MEMBERS.items() if m.contract]

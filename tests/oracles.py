@@ -96,6 +96,52 @@ def hard_mish_slope(x):
     return np.where(inside, x + 1.0, np.where(x >= 0.0, 1.0, 0.0))
 
 
+silu = swish(1.0)
+
+
+# ------------------------------------------------------------------ gated units, float64 torch ops
+# Functions of a float64 torch tensor x = [a, b] on ``dim`` (differentiable by autograd), as
+# gelus._members names them for the gated members: the tests and tools/gpu_check.py use them.
+
+
+def _split(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    h = x.movedim(dim, -1)
+    return h[..., : h.shape[-1] // 2], h[..., h.shape[-1] // 2 :]
+
+
+def geglu(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """a·b·Φ(b), Φ(b) = ½·erfc(−b/√2)."""
+    a, b = _split(x, dim)
+    return (a * b * 0.5 * torch.special.erfc(-b / math.sqrt(2.0))).movedim(-1, dim)
+
+
+def swiglu(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """a·b·σ(b)."""
+    a, b = _split(x, dim)
+    return (a * b * torch.sigmoid(b)).movedim(-1, dim)
+
+
+def reglu(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """a·max(b, 0)."""
+    a, b = _split(x, dim)
+    return (a * torch.clamp(b, min=0.0)).movedim(-1, dim)
+
+
+def clamped_swiglu(x: torch.Tensor, alpha=1.702, limit=7.0, interleaved=True, dim=-1):
+    """GPT-OSS's gate, transformers' ``GptOssExperts._apply_gate`` written again: from gate, up
+    (interleaved: x[..., ::2], x[..., 1::2] on dim; else the halves, the gate first),
+    (clamp(up, ±L) + 1)·g·σ(α·g), g = min(gate, L); torch's clamp (the gradient passes at the
+    bounds, 0 beyond)."""
+    h = x.movedim(dim, -1)
+    if interleaved:
+        gate, up = h[..., ::2], h[..., 1::2]
+    else:
+        gate, up = _split(h, -1)
+    gate = gate.clamp(min=None, max=limit)
+    up = up.clamp(min=-limit, max=limit)
+    return ((up + 1) * (gate * torch.sigmoid(gate * alpha))).movedim(-1, dim)
+
+
 # ------------------------------------------------------------------ GELU by form, and its slope
 
 

@@ -58,8 +58,8 @@ GATE_GPU = "H200 SXM"  # the stricter: the same issue rate, faster memory
 # Bytes each pass moves per element, in element sizes (forward, backward): read x, write y; read
 # x and grad, write dx. GEGLU counts per output element: read a and b, write y; read a, b and
 # grad, write da and db. The parameter kernels' partial sums and parameters are < 1/4096 of that.
-TRAFFIC = {"pointwise": (2, 3), "geglu": (3, 5), "rows": (2, 3), "columns": (2, 3),
-           "clamped_swiglu": (3, 5)}  # fmt: skip
+# A kernel in a file of its own (gelus._members: OwnKernel) states its own, under its member's name.
+SHARED_TRAFFIC = {"pointwise": (2, 3), "geglu": (3, 5), "rows": (2, 3), "columns": (2, 3)}
 ITEMSIZE = {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8}
 GATED = ("fp16", "bf16", "fp32")  # float64 computes in float64 by design: counted, not gated
 
@@ -127,6 +127,16 @@ CEILINGS: dict[str, float] = {
 }
 
 
+def own_kernels() -> dict:
+    """member name -> its :class:`gelus._members.OwnKernel`: the kernels in files of their own."""
+    from gelus import _members
+
+    return {m.name: m.kernel for m in _members.MEMBERS if m.kernel is not None}
+
+
+TRAFFIC = SHARED_TRAFFIC | {name: k.traffic for name, k in own_kernels().items()}
+
+
 def allowed(record: dict) -> float:
     """The instructions per element a gated variant may take: its ceiling, or the budget."""
     return CEILINGS.get(record["name"], record["budget"])
@@ -158,47 +168,35 @@ def budget_table() -> list[tuple[str, str, int, float, float]]:
 
 def variants():
     """(name, kernel, dtype, config) of every launch the host functions make on a long tensor,
-    config from ``ops.launch_config`` (as a GPU launch takes it)."""
+    config from ``ops.launch_config`` (as a GPU launch takes it): each member's launches
+    (``gelus._members``), in kernel order, then the kernels in files of their own."""
     import torch
 
+    from gelus import _members
     from gelus._triton import _kernels as k
     from gelus._triton import ops
 
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32,
               "fp64": torch.float64}  # fmt: skip
-    forms = {"exact": 0, "tanh": 1, "sigmoid": 2}
-    parametric = {"generalized": (int(k.GENERALIZED), 0), "swish_beta": (int(k.SWISH_BETA), 0)}
-    parametric |= {f"bias_{name}": (int(k.BIAS), form) for name, form in forms.items()}
-    launches = {  # kernel: {name: (member, form)}
-        "pointwise": {name: (form, 0) for name, form in forms.items()}
-        | {"swish": (int(k.SWISH), 0), "stochastic": (int(k.STOCHASTIC), 0)},
-        "geglu": {name: (0, form) for name, form in forms.items()},
-        "rows": parametric,
-        "columns": parametric,
-    }
+    launches = [launch for m in _members.MEMBERS for launch in m.launches]
     for dtype, backward in itertools.product(dtypes, (False, True)):
-        for kernel, members in launches.items():
-            for name, (member, form) in members.items():
-                if kernel == "pointwise" and name == "swish" and dtype == "fp64":
-                    continue  # float64 Swish takes the rows kernel (its β is not an fp32 argument)
+        for kernel in SHARED_TRAFFIC:
+            for launch in (x for x in launches if x.kernel == kernel and dtype in x.dtypes):
+                member = launch.member
+                member = int(getattr(k, member)) if isinstance(member, str) else member
                 parameters = backward and kernel in ("rows", "columns")
-                for sums in _sums(name, dtype, kernel) if parameters else (0,):
+                for sums in _sums(launch, dtype, kernel) if parameters else (0,):
                     config = ops.launch_config(
-                        kernel, dtypes[dtype], member, form, backward, sums=sums, interpreted=False
-                    )
-                    usual = not parameters or sums == _SUMS[name][-1]
+                        kernel, dtypes[dtype], member, launch.form, backward, sums=sums,
+                        interpreted=False,
+                    )  # fmt: skip
+                    usual = not parameters or sums == launch.sums[-1]
                     suffix = "" if usual else f" sums={sums}"
-                    label = f"{kernel} {dtype} {name} {'bwd' if backward else 'fwd'}{suffix}"
+                    label = f"{kernel} {dtype} {launch.name} {'bwd' if backward else 'fwd'}{suffix}"
                     yield label, kernel, dtype, config
-    # GPT-OSS's gate, its own file: GPT-OSS's interleaved pairs and the [outer, 2, inner] view
-    # (α and L are fp32 arguments: float64 runs the default kernel, no variant)
-    from gelus._triton import _clamped_swiglu as clamped
-
-    for dtype, backward, pairs in itertools.product(GATED, (False, True), (True, False)):
-        config = clamped.launch_config(dtypes[dtype], backward, pairs=pairs, interpreted=False)
-        layout = "pairs" if pairs else "halves"
-        name = f"clamped_swiglu {dtype} {layout} {'bwd' if backward else 'fwd'}"
-        yield name, "clamped_swiglu", dtype, config
+    for name, own in own_kernels().items():  # e.g. GPT-OSS's gate: its layouts, its dtypes
+        for label, dtype, config in _members.resolve(f"{own.path}:gate_variants")():
+            yield f"{name} {label}", name, dtype, config
     # finish_kernel, once per dtype and number of parameter gradients (its constants do not
     # depend on the member or the layout of a long tensor)
     for dtype, sums in itertools.product(dtypes, (1, 2)):
@@ -208,28 +206,22 @@ def variants():
         yield f"finish {dtype} sums={sums}", "finish", dtype, config
 
 
-# The partial sums each parameter member's backward writes (the last is its usual one): bias-GELU
-# without a bias gradient (0) or with it (1); Swish's dβ (1; 0 for a float β, which only float64
-# sends to this kernel); generalized GELU's dμ (1) or dμ and dσ (2).
-_SUMS = {"generalized": (1, 2), "swish_beta": (0, 1)} | {
-    f"bias_{name}": (0, 1) for name in ("exact", "tanh", "sigmoid")
-}
-
-
-def _sums(name: str, dtype: str, kernel: str) -> tuple[int, ...]:
-    if name == "swish_beta" and (dtype != "fp64" or kernel != "rows"):
-        return (1,)  # a float β: the rows kernel (one row) in float64, the flat kernel otherwise
-    return _SUMS[name]
+def _sums(launch, dtype: str, kernel: str) -> tuple[int, ...]:
+    """The partial sums a parameter member's backward writes (``Launch.sums``, the last its usual
+    one): bias-GELU without a bias gradient (0) or with it (1); generalized GELU's dμ (1) or dμ
+    and dσ (2); Swish's dβ (1), and 0 for a float β, which only float64 sends to the rows
+    kernel (``Launch.fp64_sums``)."""
+    if launch.fp64_sums is not None and dtype == "fp64" and kernel == "rows":
+        return launch.fp64_sums
+    return launch.sums
 
 
 # The kernels' runtime arguments (constexprs come from the config): "x" the input's type, "acc"
 # the compute type of the parameters and partial sums (fp64 for float64 input or WIDE, else fp32).
-ARGUMENTS = {
+SHARED_ARGUMENTS = {
     "pointwise": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "n": "i32", "beta": "fp32",
                   "seed": "i64", "offset": "i64"},
     "geglu": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "outer": "i32", "half": "i32"},
-    "clamped_swiglu": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "outer": "i32",
-                       "inner": "i32", "alpha": "fp32", "limit": "fp32"},
     "rows": {"x_ptr": "x", "grad_ptr": "x", "out_ptr": "x", "p_ptr": "x", "q_ptr": "x",
              "partial_ptr": "acc", "rows": "i32", "row_length": "i32", "channels": "i32",
              "chunks": "i32", "p_stride": "i32", "q_stride": "i32"},
@@ -239,6 +231,7 @@ ARGUMENTS = {
     "finish": {"partial_ptr": "acc", "out1_ptr": "x", "out2_ptr": "x", "groups": "i32",
                "channels": "i32", "second": "i32"},
 }  # fmt: skip
+ARGUMENTS = SHARED_ARGUMENTS | {name: dict(k.arguments) for name, k in own_kernels().items()}
 
 
 def elements_per_thread(kernel: str, config: dict) -> int:
@@ -358,12 +351,11 @@ def compile_triton(variant, arch: int = 90):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from gelus._triton import _kernels as k
+    from gelus import _members
 
     _, kernel, dtype, config = variant
-    if kernel == "clamped_swiglu":  # a kernel in its own file
-        from gelus._triton import _clamped_swiglu as k
-    fn = getattr(k, f"{kernel}_kernel")
+    own = own_kernels().get(kernel)  # a kernel in its own file, or one of _kernels' layouts
+    fn = _members.resolve(f"{own.path if own else 'gelus._triton._kernels'}:{kernel}_kernel")
     wide = dtype == "fp64" or config.get("WIDE", False)
     types = {"x": f"*{dtype}", "acc": "*fp64" if wide else "*fp32"}
     signature = {a: types.get(t, t) for a, t in ARGUMENTS[kernel].items()}

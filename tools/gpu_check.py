@@ -538,11 +538,14 @@ def _halves(x, dim):
 
 
 def variants() -> list[Variant]:
-    """Every variant of every public member of ``gelus.functional``; a public function this
-    table does not know gets a variant without an oracle, which the accuracy part fails."""
+    """Every variant of every member of ``gelus._members`` that has a function: the ones written
+    here, else the member's own (:func:`member_variants`); a member with neither, and a public
+    function of ``gelus.functional`` that is no member's, gets a variant without an oracle, which
+    the accuracy part fails."""
     import torch
     from torch.nn import functional as F
 
+    from gelus import _members
     from gelus import functional as G
 
     forms = tuple(G.APPROXIMATIONS)
@@ -589,13 +592,6 @@ def variants() -> list[Variant]:
                     bound=form, gated=True, form=form)
             for form in forms
         ],
-        "clamped_swiglu": [
-            Variant(f"clamped-swiglu-{layout}", "clamped_swiglu",
-                    lambda x, p, i=interleaved: G.clamped_swiglu(x, interleaved=i, dim=p["dim"]),
-                    lambda x, p, d, i=interleaved: _clamped_swiglu64(x, p["dim"], i),
-                    gated=True)
-            for layout, interleaved in (("interleaved", True), ("halves", False))
-        ],
         "swiglu": [Variant("swiglu", "swiglu", lambda x, p: G.swiglu(x, p["dim"]),
                            lambda x, p, d: _gate(x, p["dim"], lambda b: b * torch.sigmoid(b)),
                            bound="swish", gated=True, kernel=False)],
@@ -615,12 +611,41 @@ def variants() -> list[Variant]:
                               lambda x, p, d: 0.5 * x * (x + 2).clamp(0, 2), kernel=False)],
     }  # fmt: skip
     found = []
-    for name in G.__all__:
+    members = [m.functional for m in _members.MEMBERS if m.functional]
+    for name in [*members, *(n for n in G.__all__ if n not in members)]:
         function = getattr(G, name)
         if not callable(function):
             continue  # APPROXIMATIONS
-        found += table.get(name) or [Variant(name, name, lambda x, p, f=function: f(x), None)]
+        found += (table.get(name) or member_variants(name)
+                  or [Variant(name, name, lambda x, p, f=function: f(x), None)])  # fmt: skip
     return found
+
+
+def member_variants(name: str) -> list[Variant]:
+    """The variants a member's record declares (``gelus._members``: ``checks``), each against
+    the record's oracle of tests/oracles.py (float64 torch ops, differentiable), called with the
+    variant's arguments (and a gated member's ``dim``)."""
+    from gelus import _members
+    from gelus import functional as G
+
+    member = next((m for m in _members.MEMBERS if m.functional == name), None)
+    if member is None or not member.checks or member.oracle is None:
+        return []
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.append(str(ROOT / "tests"))
+    oracle = getattr(__import__("oracles"), member.oracle)
+    function = getattr(G, name)
+
+    def arguments(check, p):
+        return {**check.kwargs, **({"dim": p["dim"]} if member.gated else {})}
+
+    return [
+        Variant(f"{name.replace('_', '-')}-{check.suffix}", name,
+                lambda x, p, c=check: function(x, **arguments(c, p)),
+                lambda x, p, d, c=check: oracle(x, **arguments(c, p)),
+                bound=member.bound, gated=member.gated, kernel=bool(member.cuda))
+        for check in member.checks
+    ]  # fmt: skip
 
 
 def _bind(function, **kwargs):
@@ -630,19 +655,6 @@ def _bind(function, **kwargs):
 def _gate(x, dim, activation):
     a, b = _halves(x, dim)
     return a * activation(b)
-
-
-def _clamped_swiglu64(x, dim, interleaved):
-    """GPT-OSS's gate from its definition: (clamp(up, ±7) + 1)·g·σ(1.702·g), g = min(gate, 7)."""
-    import torch
-
-    if interleaved:
-        # (..., 2n, ...) -> (..., n, 2, ...): the pair axis follows dim (for dim < 0 it is dim)
-        gate, up = x.unflatten(dim, (-1, 2)).unbind(dim + 1 if dim >= 0 else dim)
-    else:
-        gate, up = _halves(x, dim)
-    g = torch.clamp(gate, max=7.0)
-    return (torch.clamp(up, -7.0, 7.0) + 1) * g * torch.sigmoid(1.702 * g)
 
 
 def _xielu64(x, p, d):

@@ -19,12 +19,13 @@ Operators ``gelus::clamped_swiglu(x, alpha, limit, interleaved, dim)`` and
 respect to x, both halves, from one call).
 """
 
+import importlib
 import math
 
 import torch
 from torch import Tensor
 
-from gelus import _geglu, _swish
+from gelus import _geglu, _swish, _triton
 from gelus._common import check_floating, compute_dtype
 from gelus._geglu import _batched, _logical_dim
 from gelus._operator import (
@@ -48,6 +49,8 @@ __all__ = [
     "clamped_swiglu",
     "clamped_swiglu_backward_op",
     "clamped_swiglu_op",
+    "cuda_backward",
+    "cuda_forward",
     "halves",
 ]
 
@@ -129,6 +132,38 @@ def kernel_backward(
     slope = _swish.backward(factor, g, alpha)
     grad_gate.copy_(torch.where(raw_gate > limit, 0.0, slope))
     return grad_x
+
+
+# ------------------------------------------------------------------------------ CUDA kernels
+# The operators' "cuda" implementation (gelus._members names them; gelus._cuda registers them):
+# the Triton kernel of gelus._triton._clamped_swiglu, imported with Triton on first use.
+
+
+def _device_kernel(x: Tensor, alpha: float, limit: float):
+    """The Triton kernel's module when it takes this call (fp16, bf16, fp32), else None."""
+    if _triton.host_functions(x) is None:
+        return None
+    kernel = importlib.import_module("gelus._triton._clamped_swiglu")
+    return kernel if kernel.supports(x, alpha, limit) else None
+
+
+def cuda_forward(x, alpha=ALPHA, limit=LIMIT, interleaved=True, dim=-1) -> Tensor:
+    """``gelus::clamped_swiglu`` on CUDA: the Triton kernel, or the default kernel where it does
+    not take the call."""
+    kernel = _device_kernel(x, alpha, limit)
+    if kernel is None:
+        return kernel_forward(x, alpha, limit, interleaved, dim)
+    return kernel.forward(x, alpha, limit, interleaved, dim)
+
+
+def cuda_backward(grad, x, alpha=ALPHA, limit=LIMIT, interleaved=True, dim=-1) -> Tensor:
+    """``gelus::clamped_swiglu_backward`` on CUDA, in x's memory format (as the default and
+    fake kernels give it)."""
+    kernel = _device_kernel(x, alpha, limit)
+    if kernel is None or grad.dtype != x.dtype:
+        return kernel_backward(grad, x, alpha, limit, interleaved, dim)
+    grad_x = kernel.backward(grad, x, alpha, limit, interleaved, dim)  # contiguous
+    return grad_x if x.is_contiguous() else torch.empty_like(x).copy_(grad_x)
 
 
 # ------------------------------------------------------------------------------ compositions

@@ -19,44 +19,18 @@ on a device that registers a kernel for them (docs/CUDA.md).
 The kernels' accuracy is docs/CUDA.md's table, the CPU routes' docs/NUMERICS.md's ("Accuracy").
 """
 
-import importlib
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from gelus import (
-    _bias_gelu,
-    _clamped_swiglu,
-    _geglu,
-    _gelu,
-    _generalized,
-    _stochastic,
-    _swish,
-    _triton,
-)
+from gelus import _bias_gelu, _geglu, _gelu, _generalized, _members, _stochastic, _swish, _triton
 from gelus._operator import keep_operator_under_compile
-from gelus._torch_compat import dispatch_mode_active, is_plain
+from gelus._torch_compat import is_plain
 
 __all__ = ["COMPILED_AS_OPERATORS", "CUDA_KERNELS", "register"]
 
-
-def _kernels(x: Tensor, *parameters: Tensor):
-    """The Triton host functions for this call, or None to run the default kernel."""
-    if not _triton.available(x):
-        return None
-    tensors = [p for p in parameters if isinstance(p, Tensor)]
-    # Real tensors only: a backward hook also runs while torch.compile or torch.export traces the
-    # operators' autograd with fake tensors, which no Triton kernel can take.
-    if dispatch_mode_active() or not all(map(is_plain, (x, *tensors))):
-        return None
-    if any(p.dtype != x.dtype or p.device != x.device for p in tensors):
-        return None  # promotion or a parameter elsewhere: the default kernel's rules
-    ops = _triton.load()
-    # (cached by shape) each parameter broadcasts to x's shape and varies along one dim at most
-    if tensors and not ops.supports_parameters(x, *tensors):
-        return None
-    return ops
+_kernels = _triton.host_functions  # the Triton host functions for this call, or None
 
 
 def gelu(x, approximate="none", accurate=False):
@@ -132,29 +106,6 @@ def geglu_backward(grad, x, dim=-1, approximate="none", accurate=False):
     return grad_x if x.is_contiguous() else torch.empty_like(x).copy_(grad_x)
 
 
-def _clamped_swiglu_kernel(x, alpha, limit):
-    """GPT-OSS's gate kernel (gelus._triton._clamped_swiglu, its own file), or None."""
-    if _kernels(x) is None:
-        return None
-    kernel = importlib.import_module("gelus._triton._clamped_swiglu")
-    return kernel if kernel.supports(x, alpha, limit) else None
-
-
-def clamped_swiglu(x, alpha=1.702, limit=7.0, interleaved=True, dim=-1):
-    kernel = _clamped_swiglu_kernel(x, alpha, limit)
-    if kernel is None:
-        return _clamped_swiglu.kernel_forward(x, alpha, limit, interleaved, dim)
-    return kernel.forward(x, alpha, limit, interleaved, dim)
-
-
-def clamped_swiglu_backward(grad, x, alpha=1.702, limit=7.0, interleaved=True, dim=-1):
-    kernel = _clamped_swiglu_kernel(x, alpha, limit)
-    if kernel is None or grad.dtype != x.dtype:
-        return _clamped_swiglu.kernel_backward(grad, x, alpha, limit, interleaved, dim)
-    grad_x = kernel.backward(grad, x, alpha, limit, interleaved, dim)  # contiguous
-    return grad_x if x.is_contiguous() else torch.empty_like(x).copy_(grad_x)
-
-
 # ---------------------------------------------------------------- parameter gradients
 # One kernel pass gives dx and per-program partial sums of dμ, dσ (dβ, dbias), which a second,
 # tiny kernel adds up: no torch op reduces anything after the kernels.
@@ -204,26 +155,9 @@ def stochastic_gelu_backward(grad, x, seed):
     return _triton.load().stochastic_gelu_backward(grad.to(x.dtype), x, seed, 0)
 
 
-# operator -> its CUDA kernel
-CUDA_KERNELS: dict[object, Callable] = {
-    _gelu.gelu_op: gelu,
-    _gelu.gelu_backward_op: gelu_backward,
-    _swish.swish_op: swish,
-    _swish.swish_backward_op: swish_backward,
-    _swish.swish_tensor_op: swish_tensor,
-    _swish.swish_tensor_backward_op: swish_tensor_backward,
-    _generalized.generalized_gelu_op: generalized_gelu,
-    _generalized.generalized_gelu_backward_op: generalized_gelu_backward,
-    _stochastic.stochastic_gelu_op: stochastic_gelu,
-    _stochastic.stochastic_gelu_backward_op: stochastic_gelu_backward,
-    _bias_gelu.bias_gelu_op: bias_gelu,
-    _bias_gelu.bias_gelu_backward_op: bias_gelu_backward,
-    _bias_gelu.bias_gelu_grads_op: bias_gelu_grads,
-    _geglu.geglu_op: geglu,
-    _geglu.geglu_backward_op: geglu_backward,
-    _clamped_swiglu.clamped_swiglu_op: clamped_swiglu,
-    _clamped_swiglu.clamped_swiglu_backward_op: clamped_swiglu_backward,
-}
+# operator -> its CUDA kernel: every member's (gelus._members: those above, and the kernels of
+# members whose CUDA code is their own)
+CUDA_KERNELS: dict[object, Callable] = _members.cuda_kernels()
 
 
 # The members whose compiled CUDA graphs call their operators (the Triton kernels) instead of a

@@ -27,11 +27,11 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize
 from torch.overrides import TorchFunctionMode
 
+from gelus import _members, modules
 from gelus import functional as G
 from gelus.modules import (
     GELU,
     XIELU,
-    ClampedSwiGLU,
     ClippedGELU,
     HardMish,
     Laplace,
@@ -123,14 +123,21 @@ _MEMBERS: dict[tuple[str, str], Callable[[nn.Module], nn.Module]] = {
 
 
 # Gates that are a method, not a module, of a class that is not an activation: (class module,
-# class name) -> (the method, the gelus member computing it, built from the module). The member
-# goes onto the instance (its __dict__, not a submodule: parameters, state_dict keys and
-# named_modules unchanged), where it shadows the class's method; the class and every Parameter
-# object stay. transformers' experts implementations (eager, grouped_mm, batched_mm) all call it.
-_GPT_OSS = "transformers.models.gpt_oss.modeling_gpt_oss"
+# class name) -> (the method, the gelus member computing it, built from the module), from the
+# members' records (gelus._members: PatchedMethod). The member goes onto the instance (its
+# __dict__, not a submodule: parameters, state_dict keys and named_modules unchanged), where it
+# shadows the class's method; the class and every Parameter object stay. transformers' experts
+# implementations (eager, grouped_mm, batched_mm) all call it.
+def _gate_factory(
+    cls: type[nn.Module], arguments: tuple[str, ...]
+) -> Callable[[nn.Module], nn.Module]:
+    return lambda m: cls(*(getattr(m, name) for name in arguments))
+
+
 _GATES: dict[tuple[str, str], tuple[str, Callable[[nn.Module], nn.Module]]] = {
-    # gate, up = h[..., ::2], h[..., 1::2]; (clamp(up, ±limit) + 1)·g·σ(alpha·g), g = min(gate, limit)
-    (_GPT_OSS, "GptOssExperts"): ("_apply_gate", lambda m: ClampedSwiGLU(m.alpha, m.limit)),
+    (p.module, p.cls): (p.method, _gate_factory(getattr(modules, m.module), p.arguments))
+    for m in _members.MEMBERS
+    for p in m.patched_methods
 }
 
 
@@ -140,8 +147,8 @@ def _plan_gate(plan: "_Plan", module: nn.Module, name: str) -> None:
     if entry is None:
         return
     method, convert = entry
-    if isinstance(module.__dict__.get(method), ClampedSwiGLU):
-        return  # patched before
+    if type(module.__dict__.get(method)).__module__ == modules.__name__:
+        return  # patched before: a gelus member is there
     if method in module.__dict__:
         reason = f"its {method} is replaced on the instance; the class's may not be what runs"
         plan.left_alone.append(LeftAlone(name, module, reason))
@@ -276,7 +283,7 @@ def patch(model: nn.Module, *, functional: bool = False) -> PatchReport:
     ``SiLUActivation``, timm ``Swish``/``SwishMe`` to ``SiLU()``, HF ``ClippedGELUActivation``
     (``gelu_10``) to ``ClippedGELU(min, max)``, HF ``Laplace``, ``ReLUSquared``,
     ``SqrtSoftplus``, ``XIELU`` and timm ``HardMish`` to theirs; GPT-OSS's expert gate (the
-    method ``GptOssExperts._apply_gate``) to ``ClampedSwiGLU``, set on the instance.
+    method ``GptOssExperts._apply_gate``) to gelus's member of it, set on the instance.
 
     Kept: the ``inplace`` flag (where the old module honoured it), the training mode, and every
     Parameter and buffer *object* (XIELU's move into the new module as the same tensors), so an

@@ -28,24 +28,7 @@ from typing import Any, NamedTuple
 
 from torch import Tensor, nn
 
-from gelus.modules import (
-    GEGLU,
-    GELU,
-    XIELU,
-    BiasGELU,
-    ClampedSwiGLU,
-    ClippedGELU,
-    GeneralizedGELU,
-    HardMish,
-    Laplace,
-    ReGLU,
-    ReLU2,
-    SiLU,
-    SqrtSoftplus,
-    StochasticGELU,
-    SwiGLU,
-    Swish,
-)
+from gelus import _members, modules
 
 __all__ = [
     "ACTIVATIONS",
@@ -67,24 +50,9 @@ def _identity() -> nn.Identity:
 # canonical name -> module class (or factory); keyword arguments go to it
 ACTIVATIONS: Mapping[str, Callable[..., nn.Module]] = MappingProxyType(
     {
-        # the GELU family
-        "gelu": GELU,
-        "clipped_gelu": ClippedGELU,
-        "generalized_gelu": GeneralizedGELU,
-        "stochastic_gelu": StochasticGELU,
-        "bias_gelu": BiasGELU,
-        "geglu": GEGLU,
-        "swiglu": SwiGLU,
-        "reglu": ReGLU,
-        "clamped_swiglu": ClampedSwiGLU,  # GPT-OSS's expert gate
-        "silu": SiLU,
-        "swish": Swish,
-        # names from Hugging Face and timm, each its own math (see gelus._extra)
-        "laplace": Laplace,
-        "relu2": ReLU2,
-        "sqrtsoftplus": SqrtSoftplus,
-        "xielu": XIELU,
-        "hard_mish": HardMish,
+        # the members, as gelus._members lists them: the GELU family, then names from Hugging
+        # Face and timm, each its own math (see gelus._extra)
+        **{m.name: getattr(modules, m.module) for m in _members.MEMBERS},
         # baselines the paper compares against, and other common choices
         "relu": nn.ReLU,
         "elu": nn.ELU,

@@ -2,8 +2,8 @@
 regions and their zero gradients, ±inf and nan, both layouts; gradcheck, forward AD and vmap;
 compiled, exported and FX-traced; the Triton kernel in the interpreter.
 
-The oracle is transformers' ``GptOssExperts._apply_gate`` written again here in float64 torch
-ops and differentiated by autograd (torch's clamp: the gradient passes at the bounds, 0 beyond).
+The oracle is transformers' ``GptOssExperts._apply_gate`` written again in float64 torch ops
+(tests/oracles.py: ``clamped_swiglu``) and differentiated by autograd (torch's clamp: the gradient passes at the bounds, 0 beyond).
 """
 
 import math
@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import gelus
-from gelus import _clamped_swiglu, _cuda, _triton
+import oracles
+from gelus import _clamped_swiglu, _triton
 from gelus.functional import clamped_swiglu
 
 ALPHA, LIMIT = 1.702, 7.0
@@ -21,14 +22,7 @@ INF, NAN = math.inf, math.nan
 
 def oracle(x: torch.Tensor, alpha=ALPHA, limit=LIMIT, interleaved=True, dim=-1):
     """GPT-OSS's formula in float64 (x float64, any requires_grad): y, from the halves on dim."""
-    h = x.movedim(dim, -1)
-    if interleaved:
-        gate, up = h[..., ::2], h[..., 1::2]
-    else:
-        gate, up = h[..., : h.shape[-1] // 2], h[..., h.shape[-1] // 2 :]
-    gate = gate.clamp(min=None, max=limit)
-    up = up.clamp(min=-limit, max=limit)
-    return ((up + 1) * (gate * torch.sigmoid(gate * alpha))).movedim(-1, dim)
+    return oracles.clamped_swiglu(x, alpha, limit, interleaved, dim)
 
 
 def oracle_with_grad(x, grad, **options):
@@ -272,8 +266,8 @@ def test_cuda_route_takes_the_kernel_and_grids_stay_within_limits(monkeypatch):
         monkeypatch.setattr(kernel, name, lambda *a, o=original, n=name: calls.append(n) or o(*a))
     x = inputs((4, 12), torch.float32).to(device)
     grad = torch.ones(4, 6, device=device)
-    y = _cuda.clamped_swiglu(x, ALPHA, LIMIT, True, -1)
-    dx = _cuda.clamped_swiglu_backward(grad, x, ALPHA, LIMIT, True, -1)
+    y = _clamped_swiglu.cuda_forward(x, ALPHA, LIMIT, True, -1)
+    dx = _clamped_swiglu.cuda_backward(grad, x, ALPHA, LIMIT, True, -1)
     assert calls == ["forward", "backward"]
     torch.testing.assert_close(
         y.cpu(), _clamped_swiglu.kernel_forward(x.cpu()), rtol=2e-6, atol=1e-6
@@ -282,7 +276,7 @@ def test_cuda_route_takes_the_kernel_and_grids_stay_within_limits(monkeypatch):
                                rtol=2e-6, atol=1e-6)  # fmt: skip
     # float64 takes the default kernel (α and L are fp32 arguments of the kernel)
     calls.clear()
-    _cuda.clamped_swiglu(x.double(), ALPHA, LIMIT, True, -1)
+    _clamped_swiglu.cuda_forward(x.double(), ALPHA, LIMIT, True, -1)
     assert calls == []
     # grids for tensors up to 2^39 bytes: x within 2^31 − 1, y and z within 65,535
     for shape, interleaved, dim in [((2**37,), True, 0), ((2**37,), False, 0), ((2, 2**36), False, 1),

@@ -14,12 +14,14 @@ and columns of per-channel parameters, each serving several members through cons
 ``_math`` (the members' formulas as device functions), ``_coefficients`` (fitted constants). A
 member is a formula plus a choice of layout, and nine members share four layouts and one Φ: one
 file per member would repeat the layouts (the masks, the partial sums, the rounding on store)
-nine times, which is where kernels go wrong. Adding a member: its formula in ``_math``, a
-``MEMBER`` constant and a branch in the layout it uses, its host functions and ``launch_config``
-entry in ``ops``; the instruction gate (tests/library/test_kernel_instructions.py) then compiles
-it and checks that the host functions launch exactly what the gate compiles. GPT-OSS's gate is a
-kernel in its own file (``_clamped_swiglu``: kernel, launch constants and host functions), reusing
-``_math``'s σ and ``_kernels``' rounding; ``tools/compile_kernels.py`` gates it too.
+nine times, which is where kernels go wrong. Adding a member to a layout: its formula in
+``_math``, a ``MEMBER`` constant and a branch in the layout it uses, its host functions and
+``launch_config`` entry in ``ops``, its launches in its record (``gelus._members``); the
+instruction gate (tests/library/test_kernel_instructions.py) then compiles them and checks that
+the host functions launch exactly what the gate compiles. A member whose layout is its own has a
+kernel in its own file (kernel, launch constants, host functions and ``gate_variants``), reusing
+``_math``'s σ and ``_kernels``' rounding, named by its record's ``OwnKernel``: the gate compiles
+it too.
 """
 
 import contextlib
@@ -33,8 +35,9 @@ from types import ModuleType
 import torch
 
 from gelus._operator import kernel_device
+from gelus._torch_compat import dispatch_mode_active, is_plain
 
-__all__ = ["available", "interpreting", "launch", "launches_stubbed", "load"]
+__all__ = ["available", "host_functions", "interpreting", "launch", "launches_stubbed", "load"]
 
 
 def interpreting() -> bool:
@@ -62,6 +65,27 @@ def load() -> ModuleType:
     return importlib.import_module("gelus._triton.ops")
 
 
+def host_functions(x: torch.Tensor, *parameters: object) -> ModuleType | None:
+    """:mod:`gelus._triton.ops` (imported) when this call takes the kernels, or None to run the
+    operator's default kernel: x :func:`available`, real tensors only (not fake tensors under
+    ``torch.compile`` or ``torch.export``, nor a dispatch mode), tensor ``parameters`` of x's
+    dtype and device, each broadcasting to x's shape and varying along one dim at most."""
+    if not available(x):
+        return None
+    tensors = [p for p in parameters if isinstance(p, torch.Tensor)]
+    # Real tensors only: a backward hook also runs while torch.compile or torch.export traces the
+    # operators' autograd with fake tensors, which no Triton kernel can take.
+    if dispatch_mode_active() or not all(map(is_plain, (x, *tensors))):
+        return None
+    if any(p.dtype != x.dtype or p.device != x.device for p in tensors):
+        return None  # promotion or a parameter elsewhere: the default kernel's rules
+    ops = load()
+    # (cached by shape) each parameter broadcasts to x's shape and varies along one dim at most
+    if tensors and not ops.supports_parameters(x, *tensors):
+        return None
+    return ops
+
+
 # One list per open launches_stubbed() block, innermost last: the names of the kernels launch()
 # skipped. Empty otherwise (launch for real); changed in place by launches_stubbed() alone.
 _STUBBED: list[list[str]] = []
@@ -69,7 +93,7 @@ _STUBBED: list[list[str]] = []
 
 def launch(kernel, grid: tuple[int, ...], *args, **options) -> None:
     """``kernel[grid](*args, **options)``: every Triton launch of the host functions
-    (:mod:`gelus._triton.ops`, ``_clamped_swiglu``) goes through here, so that
+    (:mod:`gelus._triton.ops`, and the kernels in files of their own) goes through here, so that
     :func:`launches_stubbed` can skip them all (the bench's host time of the library alone)."""
     if _STUBBED:
         _STUBBED[-1].append(getattr(kernel, "__name__", type(kernel).__name__))

@@ -19,6 +19,7 @@ overflow; gate = −inf gives ±0; nan propagates). Offsets are int64 (a row ind
 exceeds 2^31 for large tensors); grids stay within CUDA's limits (ops._checked, ops._fold).
 """
 
+import itertools
 import math
 
 import torch
@@ -30,7 +31,15 @@ from gelus._triton import launch, ops
 from gelus._triton._kernels import _folded_program, _rounded, _widen
 from gelus._triton._math import swish_slope, swish_value
 
-__all__ = ["backward", "clamped_swiglu_kernel", "forward", "launch_config", "supports", "view"]
+__all__ = [
+    "backward",
+    "clamped_swiglu_kernel",
+    "forward",
+    "gate_variants",
+    "launch_config",
+    "supports",
+    "view",
+]
 
 
 @triton.jit
@@ -145,6 +154,18 @@ def launch_config(
         FOLDED=False,
         num_warps=ops._WARPS,
     )
+
+
+def gate_variants():
+    """(label, dtype, config) of every launch the host functions make on a long tensor, for the
+    instruction gate (``tools/compile_kernels.py``, through ``gelus._members``): GPT-OSS's
+    interleaved pairs and the [outer, 2, inner] view, fp16, bf16 and fp32 (α and L are fp32
+    arguments: float64 runs the default kernel, no variant)."""
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+    for dtype, backward, pairs in itertools.product(dtypes, (False, True), (True, False)):
+        config = launch_config(dtypes[dtype], backward, pairs=pairs, interpreted=False)
+        label = f"{dtype} {'pairs' if pairs else 'halves'} {'bwd' if backward else 'fwd'}"
+        yield label, dtype, config
 
 
 def _grid(outer: int, inner: int, config: dict) -> tuple[int, ...]:

@@ -114,30 +114,21 @@ def _baselines() -> list[Candidate]:
 
 
 def candidates() -> list[Candidate]:
-    """Every row the benchmark knows, references first; members found in ``gelus.functional``."""
+    """Every row the benchmark knows, references first; then each member's rows, as its record
+    in ``gelus._members`` gives them (the function, its arguments, learnable inputs, reference)."""
+    from gelus import _members
     from gelus import functional as G
 
-    def member(key, label, name, reference="torch-gelu", **kwargs):
+    def member(row: _members.Bench, name: str) -> Candidate:
         function = getattr(G, name)
-        params = kwargs.pop("params", ())
-        doubled = kwargs.pop("doubled_input", False)
-        bound = partial(function, **kwargs) if kwargs else function
-        out = partial(function, **kwargs) if _takes(function, "out") else None
-        return Candidate(key, label, bound, reference, "member", params, doubled, out)
+        bound = partial(function, **row.kwargs) if row.kwargs else function
+        out = partial(function, **row.kwargs) if _takes(function, "out") else None
+        return Candidate(
+            row.key, row.label, bound, row.reference, "member", row.params, row.doubled_input, out
+        )
 
-    return [
-        *_baselines(),
-        member("exact", "gelu", "gelu"),
-        member("exact-accurate", "gelu (accurate)", "gelu", accurate=True),
-        member("tanh", "gelu(tanh)", "gelu", "torch-gelu-tanh", approximate="tanh"),
-        member("sigmoid", "gelu(sigmoid)", "gelu", approximate="sigmoid"),
-        member("silu", "silu", "silu"),
-        member("swish", "swish(β=1.5)", "swish", beta=1.5),
-        member("generalized", "generalized_gelu", "generalized_gelu", params=("mu", "sigma")),
-        member("stochastic", "stochastic_gelu", "stochastic_gelu", training=True),
-        member("bias-gelu", "bias_gelu", "bias_gelu", params=("bias",)),
-        member("geglu", "geglu", "geglu", doubled_input=True),
-    ]
+    rows = [member(row, m.functional) for m in _members.MEMBERS for row in m.bench]
+    return [*_baselines(), *rows]
 
 
 def saved_bytes(function: Callable[..., Tensor], *args: Tensor) -> int:

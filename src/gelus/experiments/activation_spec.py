@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 import gelus
+from gelus import _members
 from gelus.experiments.errors import SettingError
 from gelus.registry import FunctionActivation
 from gelus.registry import resolve_activation as registry_name
@@ -57,7 +58,7 @@ __all__ = [
 # Registry activations that draw their own mask (the SOI map); the MLP engine feeds them uniforms.
 STOCHASTIC_ACTIVATIONS = ("stochastic_gelu",)
 # Registry activations that halve the last dimension, a·f(b) for x = [a, b].
-GATED_ACTIVATIONS = ("geglu", "swiglu", "reglu", "clamped_swiglu")
+GATED_ACTIVATIONS = tuple(m.name for m in _members.MEMBERS if m.gated)
 _PROBE = torch.linspace(-3, 3, 24).view(2, 3, 4)
 
 
