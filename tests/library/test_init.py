@@ -8,6 +8,7 @@ from scipy import integrate, special
 from torch import nn
 
 import gelus
+from gelus import _members
 from gelus.init import _cached_gain, calculate_gain, init_layer_
 
 
@@ -125,7 +126,7 @@ UNSTABLE = {
 # for x > 0): checked through 2 layers only
 # SwiGLU 2.17, ReGLU 2 (as GEGLU), GPT-OSS's clamped SwiGLU 2.14
 STEEP = {"geglu", "relu2", "xielu", "swiglu", "reglu", "clamped_swiglu"}
-GATED = {"geglu", "swiglu", "reglu", "clamped_swiglu"}  # a·g(b): the input is twice the output
+GATED = {m.name for m in _members.MEMBERS if m.gated}  # a·g(b): the input is twice the output
 
 
 def variance_map_slope(name: str) -> float:

@@ -7,6 +7,7 @@ fp64-free for fp32, fp16 and bf16 inputs and within the H200's instructions per 
 SASS; its budget table (``budget``, derived in docs/CUDA.md) is the one the test reads.
 """
 
+import importlib
 import importlib.util
 import json
 import os
@@ -143,11 +144,13 @@ def test_host_functions_launch_exactly_the_variants_the_gate_compiles(monkeypatc
             ops.generalized_gelu_backward(x, x, p, p)
             ops.generalized_gelu_backward(x, x, p, 1.5)
 
-    # GPT-OSS's gate, a kernel in its own file: pairs (interleaved) and halves; float64 runs the
-    # default kernel
+    # the kernels in files of their own (gelus._members: OwnKernel), each recorded under its
+    # member's name; GPT-OSS's gate: pairs (interleaved) and halves, float64 runs the default
+    for name, own in tool.own_kernels().items():
+        module = importlib.import_module(own.path)
+        monkeypatch.setattr(module, f"{name}_kernel", recorder(name))
     from gelus._triton import _clamped_swiglu as clamped
 
-    monkeypatch.setattr(clamped, "clamped_swiglu_kernel", recorder("clamped_swiglu"))
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
         flat = torch.zeros(64, 4096, dtype=dtype)
         for interleaved in (True, False):
