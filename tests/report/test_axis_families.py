@@ -504,11 +504,13 @@ def test_the_warmup_claim_follows_the_rule_fixed_before_the_runs():
     swiglu = compared("swiglu", "gelu", Verdict.TIE)
     found = warmup_claim(AxisResult(family, (relu, swiglu), (gelu,)))
     assert "GELU under optim.warmup=0.05 against under optim.warmup=0, test loss: better" in found
-    assert found.endswith(
-        "supported, for GELU in particular against relu (not against swiglu)."
-    ), found
+    assert found.endswith("supported, for GELU in particular against relu (not against swiglu)."), (
+        found
+    )
     shared = warmup_claim(AxisResult(family, (swiglu,), (gelu,)))
-    assert shared.endswith("supported as a benefit of warmup, not shown to be GELU's in particular.")
+    assert shared.endswith(
+        "supported as a benefit of warmup, not shown to be GELU's in particular."
+    )
     tie = warmup_claim(AxisResult(family, (relu,), (gelu._replace(verdict=Verdict.TIE),)))
     assert tie.endswith(": refuted.")
     unresolved = gelu._replace(verdict=Verdict.UNRESOLVED)
