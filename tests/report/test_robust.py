@@ -246,6 +246,7 @@ def test_the_leave_one_seed_out_means_and_range_of_hand_built_differences():
         assert low[index] == pytest.approx(min(means), rel=1e-12)
         assert high[index] == pytest.approx(max(means), rel=1e-12)
     assert np.isnan(loso_range([1.0])).all()  # one pair: nothing to leave out
+    assert np.isnan(loso_range([])).all()  # every pair diverged: no range, no error
 
 
 def test_the_leave_one_seed_out_range_never_crosses_zero_for_a_significant_t_test():

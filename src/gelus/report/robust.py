@@ -171,6 +171,9 @@ def loso_range(differences: Any) -> tuple[np.ndarray, np.ndarray]:
     n = 5 no rule built on dropping a seed tells a real effect from a null one
     (tools/simulate_marks.py, docs/REPORT.md). NaN below 2 pairs."""
     means = loso_means(differences)
+    if means.shape[-1] < 2:  # no pair, or one: nothing to leave out
+        nothing = np.full(means.shape[:-1], np.nan)
+        return nothing, nothing.copy()
     return means.min(axis=-1), means.max(axis=-1)
 
 
