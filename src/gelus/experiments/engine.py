@@ -7,8 +7,8 @@ An engine is a plug-in in two parts, registered once
   range checks, the samples a run trains on, whether a validation split is kept apart, each
   activation's settings, whether (and how) its runs stack into one job, whether its steps are timed
   after a sweep, how a step is priced, the shape its config is stored and hashed in, and what the
-  report says of its setup (``describe_setup``, ``size_keys``, ``init_key``: ``report/`` names
-  no engine's keys);
+  report says of its setup (``describe_setup``, ``size_keys``, ``init_key``, ``warmup_key``:
+  ``report/`` names no engine's keys);
 * its trainers (``plugin.trainers``, by the name a ``Job`` carries as ``job.engine``) train the
   runs of one job (a stacked ensemble trains many). The executors, the checkpoints, the Ray path and
   the budget use only this protocol::
@@ -85,6 +85,7 @@ class EnginePlugin:
     # budget axis of the report may move with its size (any other key, a warmup, never is the axis)
     size_keys: ClassVar[tuple[str, ...]] = ("model.", "train.")
     init_key: ClassVar[str | None] = None  # the key choosing the weights' init (the init claims)
+    warmup_key: ClassVar[str | None] = None  # the lr warmup's fraction of the steps (its claim)
 
     def checks(self, config: Any) -> list[tuple[bool, str, str]]:
         """(ok, key, expected) of each range its config must satisfy, beyond the shared ones."""

@@ -140,17 +140,15 @@ def _is_pair(c: Comparison, values: set[str]) -> bool:
     return set(c.variant.split(" vs ")) == values
 
 
-WARMUP_KEY = "optim.warmup"  # the fraction of the steps spent warming the lr up
-
-
 def warmup_claim(result: AxisResult) -> str | None:
     """'GELU often benefits from learning rate warmup', judged as docs/REPORT.md fixed: GELU with
     warmup (the larger fraction) against GELU without (the smaller), paired by seed: supported when
     ▲ better, refuted when a tie or ▼ worse, else not settled; "GELU in particular" only against an
     activation whose interaction shows GELU gaining more (its gap to GELU moves toward GELU with
     warmup: ▼ worse for it), a gain shared (interaction a tie) supports warmup, not a GELU
-    property. None where the family is not one along ``optim.warmup`` with GELU in it."""
-    if result.family.keys != (WARMUP_KEY,):
+    property. None where the family is not one along an engine's warmup key
+    (``EnginePlugin.warmup_key``) with GELU in it."""
+    if result.family.keys not in {(p.warmup_key,) for p in plugins() if p.warmup_key}:
         return None
     values = sorted(result.family.labels, key=lambda label: float(label.partition("=")[2]))
     without, warm = values[0], values[-1]

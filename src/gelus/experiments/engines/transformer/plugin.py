@@ -36,6 +36,7 @@ class BlocksPlugin(EnginePlugin):
 
     steps_timed = True
     init_key = "model.init"
+    warmup_key = "optim.warmup"
     omitted_defaults: ClassVar[dict[str, Any]] = OMITTED_DEFAULTS  # stored only when set
 
     def describe_setup(self, flat: Mapping[str, Any], metadata: Mapping[str, Any]) -> dict:
