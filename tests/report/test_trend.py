@@ -82,12 +82,14 @@ def _scale_design(sd=(0.004, 0.012, 0.006)):
 def test_the_committed_scale_designs_trend_keeps_its_error_rate(depth):
     # the lr chosen per point and side among 3 whose true values are (depth, 0, depth) run sds;
     # measured 2.7–4.1 %; the bound allows 3 standard errors at 3,000 null families (docs/REPORT.md)
-    rates = simulate(_scale_design(), reps=3_000, seed=6, depth=depth)
+    rates = simulate(_scale_design(), reps=3_000, rng=np.random.default_rng(6), depth=depth)
     assert rates.family_wise < 0.05 + 3 * math.sqrt(0.05 * 0.95 / 3_000)
 
 
 def test_a_real_trend_is_found():
     # a gap moving by 0.01 per doubling (about the cells' spread) at n = 5, among 2 nulls
     effects = [[-0.01], [0.0], [0.0]]
-    rates = simulate(_scale_design(), reps=2_000, seed=5, effects=effects, depth=1.0)
+    rates = simulate(
+        _scale_design(), reps=2_000, rng=np.random.default_rng(5), effects=effects, depth=1.0
+    )
     assert rates.power[0][0] > 0.8

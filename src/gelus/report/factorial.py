@@ -282,8 +282,8 @@ def _holm_rejected(p: np.ndarray, alpha: float) -> np.ndarray:
 def simulate(
     cells: Sequence[Sequence[CellGap]],
     *,
+    rng: np.random.Generator,
     reps: int = 2_000,
-    seed: int = 0,
     effects: Sequence[Sequence[float]] | None = None,
     depth: float = 0.0,
     share: float = 0.5,
@@ -295,12 +295,12 @@ def simulate(
     run sd; each side's run sd split so the differences keep s_c), the lr chosen per cell and side
     on validation (``share``: the part of a run's test noise its validation value shares), the
     within-cell gaps fitted (:func:`fit_slopes`), Holm at ``alpha`` over activations × slopes.
-    ``effects``: each activation's true slopes (None: all 0, the null)."""
+    ``effects``: each activation's true slopes (None: all 0, the null); ``rng``: the draws' source
+    (the report's: ``Aggregate.rng``)."""
     if not cells or any(len(a) != len(cells[0]) for a in cells):
         raise ValueError("simulate: give every activation's cells, the same cells in one order")
     x = np.array([c.coordinates for c in cells[0]], dtype=np.float64)
     true = np.zeros((len(cells), x.shape[1])) if effects is None else np.asarray(effects, float)
-    rng = np.random.default_rng(seed)
     d = _chosen_gaps(cells, true, depth, share, reps, rng)
     slopes, p = _vector_slopes(d, x)  # [rep, activation, slope]
     rejected = _holm_rejected(p.reshape(reps, -1), alpha).reshape(p.shape)
@@ -314,8 +314,8 @@ def rates_at_design(
     cells: Sequence[Sequence[CellGap]],
     observed: Sequence[Sequence[float]],
     *,
+    rng: np.random.Generator,
     reps: int = 2_000,
-    seed: int = 0,
     alpha: float = 0.05,
 ) -> tuple[float, tuple[tuple[float, ...], ...]] | None:
     """(the family-wise error under the null, the highest over the lr grids :data:`DEPTHS`; each
@@ -330,8 +330,8 @@ def rates_at_design(
         for a in cells
     ]
     worst = max(
-        simulate(aligned, reps=reps, seed=seed, depth=depth, alpha=alpha).family_wise
+        simulate(aligned, rng=rng, reps=reps, depth=depth, alpha=alpha).family_wise
         for depth in DEPTHS
     )
-    found = simulate(aligned, reps=reps, seed=seed + 1, effects=observed, depth=1.0, alpha=alpha)
+    found = simulate(aligned, rng=rng, reps=reps, effects=observed, depth=1.0, alpha=alpha)
     return worst, found.power

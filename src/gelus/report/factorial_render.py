@@ -102,15 +102,18 @@ def _cell_rows(trends: Sequence[Trend], confidence: float) -> list[tuple]:
     return rows
 
 
-def _rates_text(trends: Sequence[Trend], design: Design) -> str:
-    """The simulated family-wise error and power at this design (the headline metric's cells)."""
+def _rates_text(trends: Sequence[Trend], aggregate: Aggregate, design: Design) -> str:
+    """The simulated family-wise error and power at this design (the headline metric's cells),
+    drawn from the aggregate's generator of this family."""
     by_activation: dict[str, list[Trend]] = defaultdict(list)
     for t in trends:
         by_activation[t.comparison.treatment].append(t)
     slopes = list(by_activation.values())
     cells = [s[0].cells for s in slopes]
     observed = [[t.comparison.mean for t in s] for s in slopes]
-    found = rates_at_design(cells, observed, alpha=design.alpha)
+    first = trends[0].comparison
+    rng = aggregate.rng("factorial simulation", first.experiment, first.variant, first.metric)
+    found = rates_at_design(cells, observed, rng=rng, alpha=design.alpha)
     if found is None:
         return ""
     worst, power = found
@@ -161,7 +164,7 @@ def factorial_blocks(result: AxisResult, aggregate: Aggregate, design: Design) -
     cell_headers += (f"{reference} lr", "at the grid's edge")
     firsts = [s[0] for key, s in grouped.items() if key[2] == headline]
     rows = tuple(_cell_rows(firsts, aggregate.confidence))
-    rates = _rates_text([t for t in trends if _metric(t) == headline], design)
+    rates = _rates_text([t for t in trends if _metric(t) == headline], aggregate, design)
     edges = (
         f"Each cell's gap (test {headline}), lrs and grid edge: an lr at its cell's grid edge may "
         "have a better value beyond the grid."
