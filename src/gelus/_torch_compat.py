@@ -223,6 +223,34 @@ def _fake_cuda_properties(major: int, minor: int) -> SimpleNamespace:
     )
 
 
+def _fake_cuda_answers(props: SimpleNamespace) -> tuple[dict, dict]:
+    """What the fake device answers: ``torch.cuda``'s functions, and the device interface's
+    (inductor's view of the device) that inductor asks while it compiles."""
+    major, minor = props.major, props.minor
+    cuda = {
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "get_device_properties": lambda *a, **k: props,
+        "get_device_capability": lambda *a, **k: (major, minor),
+        "get_rng_state": lambda *a, **k: torch.zeros(16, dtype=torch.uint8),
+        "set_rng_state": lambda *a, **k: None,
+        "_exchange_device": lambda device: 0,
+        "_maybe_exchange_device": lambda device: 0,
+    }
+    interface = {
+        "get_device_properties": lambda *a, **k: props,
+        "current_device": lambda: 0,
+        "device_count": lambda: 1,
+        "exchange_device": lambda device: 0,
+        "maybe_exchange_device": lambda device: 0,
+        "set_device": lambda device: None,
+        "get_raw_stream": lambda device: 0,
+        "synchronize": lambda *a: None,
+    }
+    return cuda, interface
+
+
 def _fake_cuda_patches(arch: int) -> list[tuple[object, str, object]]:
     """(owner, name, value) of every patch :func:`inductor_fake_cuda` makes."""
     import torch.utils._triton as torch_triton
@@ -253,27 +281,7 @@ def _fake_cuda_patches(arch: int) -> list[tuple[object, str, object]]:
     def on_cpu(init):
         return lambda device=None: init(torch.device("cpu"))
 
-    cuda = {
-        "is_available": lambda: True,
-        "device_count": lambda: 1,
-        "current_device": lambda: 0,
-        "get_device_properties": lambda *a, **k: props,
-        "get_device_capability": lambda *a, **k: (major, minor),
-        "get_rng_state": lambda *a, **k: torch.zeros(16, dtype=torch.uint8),
-        "set_rng_state": lambda *a, **k: None,
-        "_exchange_device": lambda device: 0,
-        "_maybe_exchange_device": lambda device: 0,
-    }
-    interface = {
-        "get_device_properties": lambda *a, **k: props,
-        "current_device": lambda: 0,
-        "device_count": lambda: 1,
-        "exchange_device": lambda device: 0,
-        "maybe_exchange_device": lambda device: 0,
-        "set_device": lambda device: None,
-        "get_raw_stream": lambda device: 0,
-        "synchronize": lambda *a: None,
-    }
+    cuda, interface = _fake_cuda_answers(props)
     return [
         *((torch.cuda, name, value) for name, value in cuda.items()),
         *(
