@@ -1,4 +1,5 @@
-"""The README's results table quotes the committed reports: each number it gives is read here
+"""The README's results table quotes the committed reports (the glance table's columns: verdict,
+comparison, difference, one seed left out, p (Holm), marks): each number it gives is read here
 from the report it comes from (docs/results/*/report.md) and must appear, at the README's
 precision, in the README's sentence. A regenerated report whose number moves fails this test
 until the README says the new number."""
@@ -30,7 +31,7 @@ def _number(text: str) -> float:
 
 
 def test_gelu_better_than_relu_with_dropout():
-    p = _cells(_report("full"), "| ▲ better | gelu − relu, model.init=unit_norm, keep=0.5 |")[3]
+    p = _cells(_report("full"), "| ▲ better | gelu − relu, model.init=unit_norm, keep=0.5 |")[4]
     assert f"Better than ReLU with dropout 0.5 (Holm p = {p})" in README
 
 
@@ -50,10 +51,10 @@ def test_he_raises_the_test_error_of_every_smooth_activation(activation, name):
 
 def test_the_lm_verdicts():
     lm = _report("transformer-lm")
-    ps = [_cells(lm, f"| ▲ better | {a} − gelu, model.init=gpt2 |")[3] for a in ("relu2", "geglu")]
+    ps = [_cells(lm, f"| ▲ better | {a} − gelu, model.init=gpt2 |")[4] for a in ("relu2", "geglu")]
     assert len(set(ps)) == 1
     assert f"squared ReLU and GEGLU beat it (Holm p = {float(ps[0]):.2g} each)" in README
-    _, _, effect, p, _ = _cells(lm, "| ▼ worse | relu − gelu, model.init=torch |")
+    _, _, effect, _, p, _ = _cells(lm, "| ▼ worse | relu − gelu, model.init=torch |")
     assert f"{_number(effect.split()[0]):+.3f} bits per byte, Holm p {p}" in README
     cells = _cells(lm, "| relu | model.init=torch vs model.init=gpt2 | — | test bpb |")
     loss, p_holm = _number(cells[5]), cells[9]
@@ -64,7 +65,7 @@ def test_the_vit_verdicts():
     vit = _report("transformer-vit")
     rows = [_cells(vit, f"| ▲ better | {a} − gelu |") for a in ("relu2", "geglu", "swiglu")]
     sizes = [abs(_number(row[2].split(" \\[")[0])) for row in rows]
-    worst_p = max(float(row[3]) for row in rows)
+    worst_p = max(float(row[4]) for row in rows)
     quoted = f"by {min(sizes):.1f}–{max(sizes):.1f} points of test error (Holm p ≤ {worst_p:.3f})"
     assert quoted in README
 
