@@ -284,3 +284,15 @@ def test_the_factorial_section_shows_the_slopes_the_cells_with_their_edges_and_t
     text = " ".join(b.text for b in blocks if b.kind == "p")
     assert "relu, test bpb: its gap to gelu moves per doubling of N -0.029" in text
     assert "a slope is called where there is none in" in text and "relu b_N 100 %" in text
+    # the seed documents' scale claim, judged by the slopes per doubling of N with T held apart
+    span = 2.0 ** (max(x for x, _ in CELLS) - min(x for x, _ in CELLS))
+    (claim,) = [b.text for b in blocks if b.kind == "p" and b.text.startswith("The seed doc")]
+    swiglu_t = result.trends[3].comparison.verdict.word
+    assert claim.startswith(
+        f"The seed documents' claim that GELU's benefits are \"more pronounced in larger models\", "
+        f"over {span:.0f}× in parameters with training length apart (test bpb): "
+        "contradicted by relu (the gap moves in their favour); unresolved against swiglu."
+    ), claim
+    relu_t = result.trends[1].comparison.verdict.word
+    assert "Along training length, in the same fit (N held fixed), the gap moves" in claim
+    assert {relu_t, swiglu_t} == {"unresolved"} and "unresolved for relu, swiglu." in claim

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from gelus.report.axes import FACTORIAL_AXES, AxisResult, Trend
 from gelus.report.blocks import Block
 from gelus.report.factorial import fit_slopes, rates_at_design
+from gelus.report.folklore import scale_claim
 from gelus.report.stats import Aggregate, Design
 from gelus.report.words import format_difference, interval, p_text, verdict_cell
 
@@ -174,6 +175,7 @@ def factorial_blocks(result: AxisResult, aggregate: Aggregate, design: Design) -
         Block("p", _how(result, design)),
         slopes,
         Block("p", words),
+        *([Block("p", claim)] if (claim := scale_claim(result)) else []),
         *([Block("p", rates)] if rates else []),
         Block("p", edges),
         Block("table", headers=cell_headers, rows=rows),

@@ -5,7 +5,7 @@ supported, refuted or not settled, nothing more.
 """
 
 from gelus.experiments.config import plugins
-from gelus.report.axes import AxisResult
+from gelus.report.axes import FACTORIAL_AXES, AxisResult
 from gelus.report.axes_figure import base_metric
 from gelus.report.stats import Comparison
 
@@ -182,22 +182,55 @@ def warmup_claim(result: AxisResult) -> str | None:
 SCALE_CLAIM = "more pronounced in larger models"  # the seed documents, of GELU's benefits
 
 
+def _named(trends) -> dict[str, list[str]]:
+    """The treatments of ``trends`` by their verdict word (worse, better, unresolved)."""
+    named: dict[str, list[str]] = {word: [] for word in ("worse", "better", "unresolved")}
+    for t in trends:
+        named.get(t.comparison.verdict.word, named["unresolved"]).append(t.comparison.treatment)
+    return named
+
+
+def _span(result: AxisResult) -> float:
+    """How many times the largest N of the family is the smallest."""
+    if result.family.kind == "factorial":
+        logs = [n for n, _ in result.family.points]
+        return 2.0 ** (max(logs) - min(logs))
+    return result.family.sizes[-1] / result.family.sizes[0]
+
+
+def _length_note(result: AxisResult, headline_metric: str) -> str:
+    """A factorial family's other axis in words: each activation's slope per doubling of the
+    training tokens T, which the claim does not name but the same fit separates from N's."""
+    if result.family.kind != "factorial":
+        return ""
+    tokens = f"{headline_metric} gap per unit of {FACTORIAL_AXES[1]}"
+    named = _named([t for t in result.trends if t.comparison.metric == tokens])
+    parts = [
+        f"toward GELU for {', '.join(named['worse'])}" * bool(named["worse"]),
+        f"in favour of {', '.join(named['better'])}" * bool(named["better"]),
+        f"unresolved for {', '.join(named['unresolved'])}" * bool(named["unresolved"]),
+    ]
+    return (
+        " Along training length, in the same fit (N held fixed), the gap moves "
+        + "; ".join(part for part in parts if part)
+        + "."
+    )
+
+
 def scale_claim(result: AxisResult) -> str | None:
     """The seed documents' claim that GELU's benefits are "more pronounced in larger models",
-    judged by a scale family's trends on its headline metric: supported by an activation whose gap
-    to GELU moves toward GELU as N grows (▼ worse), contradicted by one whose gap moves in its own
-    favour (▲ better), unresolved otherwise; None where the family is not a scale one against
-    GELU."""
-    if result.family.kind != "scale" or not result.trends:
+    judged by a scale family's trends (a factorial family's slopes per doubling of N, with the
+    training length held fixed by the fit) on its headline metric: supported by an activation
+    whose gap to GELU moves toward GELU as N grows (▼ worse), contradicted by one whose gap moves
+    in its own favour (▲ better), unresolved otherwise; a factorial family also says what its
+    slopes per doubling of T do. None where the family is neither against GELU."""
+    if result.family.kind not in ("scale", "factorial") or not result.trends:
         return None
-    headline = result.trends[0].comparison.metric
+    headline = result.trends[0].comparison.metric  # a factorial's first slope is N's
     trends = [t for t in result.trends if t.comparison.metric == headline]
     if trends[0].comparison.baseline != "gelu":
         return None
-    named = {word: [] for word in ("worse", "better", "unresolved")}
-    for t in trends:
-        named.get(t.comparison.verdict.word, named["unresolved"]).append(t.comparison.treatment)
-    sizes = result.family.sizes
+    named = _named(trends)
     parts = [
         f"supported against {', '.join(named['worse'])} (the gap moves toward GELU as N grows)"
         * bool(named["worse"]),
@@ -205,12 +238,14 @@ def scale_claim(result: AxisResult) -> str | None:
         * bool(named["better"]),
         f"unresolved against {', '.join(named['unresolved'])}" * bool(named["unresolved"]),
     ]
+    budgets = "at these budgets" if result.family.kind == "scale" else "with training length apart"
     return (
         f"The seed documents' claim that GELU's benefits are \"{SCALE_CLAIM}\", over "
-        f"{sizes[-1] / sizes[0]:.0f}× in parameters at these budgets "
+        f"{_span(result):.0f}× in parameters {budgets} "
         f"(test {base_metric(trends[0])}): "
         + "; ".join(part for part in parts if part)
         + "."
+        + _length_note(result, headline.split(" gap per unit of ")[0])
         + _rule_note([t.comparison for t in trends])
         + _lr_choice_note([t.comparison for t in trends])
     )
