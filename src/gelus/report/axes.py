@@ -79,6 +79,7 @@ class Family(NamedTuple):
     sizes: tuple[int, ...] = ()  # scale, budget: each member's parameters or tokens
     x: tuple[float, ...] = ()  # scale, budget: log₂ of ``sizes``
     points: tuple[tuple[float, float], ...] = ()  # factorial: each member's (log₂ N, log₂ T)
+    at: tuple[Any, Any] = (None, None)  # categorical: the (N, T) every member shares, where known
 
 
 class Trend(NamedTuple):
@@ -171,7 +172,8 @@ def _categorical(configs: Mapping, counts: Mapping, defaults: Mapping) -> list[F
             default = json.dumps(defaults.get(key), sort_keys=True) if key in defaults else None
             group.sort(key=lambda h: (_value(configs[h], key) != default, _value(configs[h], key)))
             labels = tuple(variant_labels(group, configs)[h] for h in group)
-            found.append(Family("categorical", (key,), tuple(group), labels))
+            at = counts[group[0]]
+            found.append(Family("categorical", (key,), tuple(group), labels, at=at))
     return found
 
 

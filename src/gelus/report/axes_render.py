@@ -140,7 +140,9 @@ def trend_sentence(t: Trend, kind: str, design: Design) -> str:
 def _family_text(family: Family) -> str:
     keys = ", ".join(family.keys)
     values = "; ".join(family.labels)
-    return f"Configs that differ in {keys} only: {values}."
+    n, t = family.at
+    at = f", each of {int(n):,} weights trained on {int(t):,} tokens" if None not in (n, t) else ""
+    return f"Configs that differ in {keys} only{at}: {values}."
 
 
 def _cells(c: Comparison, metric: str, design: Design) -> tuple[str, ...]:
