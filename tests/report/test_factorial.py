@@ -296,3 +296,25 @@ def test_the_factorial_section_shows_the_slopes_the_cells_with_their_edges_and_t
     relu_t = result.trends[1].comparison.verdict.word
     assert "Along training length, in the same fit (N held fixed), the gap moves" in claim
     assert {relu_t, swiglu_t} == {"unresolved"} and "unresolved for relu, swiglu." in claim
+
+
+def test_a_family_held_off_the_presets_defaults_says_where_it_stands():
+    from gelus.experiments.presets import PRESETS
+    from gelus.report.axes import families, sizes
+    from gelus.report.axes_render import _family_text
+
+    configs = {
+        "d48": _scale_config(48, 2, 2.5, 16),
+        "d80": _scale_config(80, 3, 2.5, 61),
+        "warm48": _scale_config(48, 2, 2.5, 16, **{"optim.warmup": 0.0}),
+        "warm80": _scale_config(80, 3, 2.5, 61, **{"optim.warmup": 0.0}),
+    }
+    base = PRESETS["transformer-scale"].config
+    defaults = _scale_config(128, 4, 2.5, 200)
+    found = {f.members: f for f in families(configs, sizes(configs, base), defaults)}
+    assert found[("warm48", "warm80")].held == "optim.warmup=0.0"
+    assert found[("d48", "d80")].held == ""  # at the preset's warmup
+    assert "only, all at optim.warmup=0.0:" in _family_text(found[("warm48", "warm80")])
+    warmup = found[("d48", "warm48")]
+    assert warmup.kind == "categorical" and warmup.at == sizes(configs, base)["d48"]
+    assert "each of 67,584 weights trained on 163,840 tokens" in _family_text(warmup)

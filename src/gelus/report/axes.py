@@ -80,6 +80,7 @@ class Family(NamedTuple):
     x: tuple[float, ...] = ()  # scale, budget: log₂ of ``sizes``
     points: tuple[tuple[float, float], ...] = ()  # factorial: each member's (log₂ N, log₂ T)
     at: tuple[Any, Any] = (None, None)  # categorical: the (N, T) every member shares, where known
+    held: str = ""  # "key=value, …" every member shares that differs from the preset's default
 
 
 class Trend(NamedTuple):
@@ -262,7 +263,21 @@ def families(
     # a scale or budget family inside a factorial one is a view of it, not a question of its own:
     # judged once, by the factorial's two slopes (docs/REPORT.md, the tests a claim rests on)
     scaled = [f for f in _scaled(configs, counts) if not any(set(f.members) <= c for c in covered)]
-    return _categorical(configs, counts, defaults or {}) + scaled + together
+    found = _categorical(configs, counts, defaults or {}) + scaled + together
+    return [f._replace(held=_held(f, configs, defaults or {})) for f in found]
+
+
+def _held(family: Family, configs: Mapping, defaults: Mapping) -> str:
+    """The values every member of ``family`` shares that differ from the preset's ``defaults``
+    (a scale family of the warmup-0 configs says "optim.warmup=0"); "" where none does."""
+    flats = [configs[h] for h in family.members]
+    shared = []
+    for key, value in sorted(flats[0].items()):
+        alike = all(flat.get(key) == value for flat in flats)
+        moved = key in defaults and _value(defaults, key) != _value(flats[0], key)
+        if key not in family.keys and alike and moved:
+            shared.append(f"{key}={value}")
+    return ", ".join(shared)
 
 
 SelectionKey = tuple[str, str, str, str, Any]  # config hash, activation, setting, metric, lr

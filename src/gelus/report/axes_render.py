@@ -142,7 +142,8 @@ def _family_text(family: Family) -> str:
     values = "; ".join(family.labels)
     n, t = family.at
     at = f", each of {int(n):,} weights trained on {int(t):,} tokens" if None not in (n, t) else ""
-    return f"Configs that differ in {keys} only{at}: {values}."
+    held = f", all at {family.held}" if family.held else ""
+    return f"Configs that differ in {keys} only{at}{held}: {values}."
 
 
 def _cells(c: Comparison, metric: str, design: Design) -> tuple[str, ...]:
