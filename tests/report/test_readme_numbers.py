@@ -70,7 +70,15 @@ def test_the_vit_verdicts():
     assert quoted in README
 
 
-def test_the_scale_trend():
-    cells = _cells(_report("transformer-scale"), "| relu2 | — | test bpb | 3 | 5 |")
-    slope, p_holm = _number(cells[5]), cells[9]
-    assert f"{abs(slope):.3f} bits per byte per doubling (Holm p {p_holm};" in README
+def test_the_scale_and_training_length_slopes():
+    report = _report("transformer-scale")
+    slopes = [
+        _cells(report, f"| relu2 | — | test bpb | per doubling of {axis} | 7 | 5 |")
+        for axis in ("N", "T")
+    ]
+    n, t = (_number(row[6]) for row in slopes)
+    p_holm = {row[10] for row in slopes}
+    assert len(p_holm) == 1  # the README says "each"
+    quoted = f"{n:+.3f} bits per byte per doubling of N and {t:+.3f} per doubling of T"
+    assert quoted.replace("-", "−") in README
+    assert f"(Holm p {p_holm.pop()} each)" in README
