@@ -432,20 +432,12 @@ def register_unary_autograd(forward_op, member: Unary) -> None:
     route (and direct calls of ``torch.ops.gelus.m``): the same backward as
     :class:`UnaryFunction`."""
 
-    def setup_context(ctx, inputs, output):
-        x, *options = inputs
-        ctx.save_for_backward(x)
-        ctx.options = options
+    def grad_of_input(grad: Tensor, x: Tensor, *options) -> Tensor:
+        if torch.is_grad_enabled():  # double backward: the slope as a differentiable product
+            return cast(grad * member.slope(x, *options), x.dtype)
+        return member.backward(grad, x, *options)
 
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        if torch.is_grad_enabled():
-            grad_x = cast(grad * member.slope(x, *ctx.options), x.dtype)
-        else:
-            grad_x = member.backward(grad, x, *ctx.options)
-        return (grad_x,) + (None,) * len(ctx.options)
-
-    forward_op.register_autograd(backward, setup_context=setup_context)
+    register_input_only_autograd(forward_op, grad_of_input)
 
 
 def unary_vmap(op: Callable) -> Callable:
